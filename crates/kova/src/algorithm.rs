@@ -1,0 +1,102 @@
+//! The algorithms and the traits they share.
+//!
+//! Each algorithm is a pure decision function over a plain value plus the packing of that value
+//! into storage. [`Algorithm`] is what limiters and tables drive; [`WordAlgorithm`] is the
+//! single-`AtomicU64` kind (all but the sliding log), for which one CAS loop
+//! ([`WordAlgorithm`]'s blanket `Algorithm` impl) is the whole hot path.
+
+mod any;
+mod fixed_window;
+mod gcra;
+mod sliding_window_counter;
+mod sliding_window_log;
+mod token_bucket;
+mod word;
+
+pub use any::{AlgorithmKind, AnyAlgorithm, AnyCell, ParseAlgorithmKindError};
+pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
+pub use sliding_window_counter::SlidingWindowCounter;
+pub use sliding_window_log::{LogCell, SlidingWindowLog};
+pub use token_bucket::TokenBucket;
+
+use crate::{CheckError, Clock, Decision, Quota, QuotaError};
+
+/// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against
+/// per-key state kept in a [`Cell`](Algorithm::Cell).
+///
+/// Implementations keep a denial and a zero-cost check (a peek) from changing the cell.
+pub trait Algorithm: Send + Sync + Sized + 'static {
+    /// Per-key state: one `AtomicU64` for the single-word algorithms.
+    type Cell: Send + Sync;
+
+    /// A short name for reports and errors ("token_bucket", "gcra", ...).
+    fn name(&self) -> &'static str;
+
+    /// Builds the algorithm, or names what in the quota it cannot represent.
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError>;
+
+    /// The quota it was built from.
+    fn quota(&self) -> Quota;
+
+    /// The most units one check can ever be admitted for ([`Decision::limit`]).
+    fn capacity(&self) -> u64;
+
+    /// State for a key never seen before (full).
+    fn new_cell(&self) -> Self::Cell;
+
+    /// Checks `cost` units against `cell`, reading `clock` as late as it can. `cost` 0 is a
+    /// peek. The caller has checked `cost <= capacity()`.
+    fn decide_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> Decision;
+
+    /// Puts the cell back to fresh.
+    fn reset_cell(&self, cell: &Self::Cell);
+
+    /// Whether the cell is indistinguishable from a fresh one at `now` (so a table may drop it).
+    fn is_idle(&self, cell: &Self::Cell, now: u64) -> bool;
+
+    /// Bytes one cell occupies, heap included.
+    fn cell_bytes(&self) -> usize;
+
+    /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
+    fn check_cell<C: Clock + ?Sized>(
+        &self,
+        cell: &Self::Cell,
+        clock: &C,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        let capacity = self.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity });
+        }
+        Ok(self.decide_cell(cell, clock, cost))
+    }
+}
+
+/// An algorithm whose whole per-key state is one `u64`, updated by compare-and-swap.
+///
+/// `decide` is pure: the same (word, now, cost) always gives the same answer, which is what the
+/// reference models, fuzz targets, loom models and the Redis scripts are checked against.
+pub trait WordAlgorithm: Send + Sync + Sized + 'static {
+    /// A short name.
+    const NAME: &'static str;
+
+    /// Builds the algorithm, or names what in the quota it cannot represent.
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError>;
+
+    /// The quota it was built from.
+    fn quota(&self) -> Quota;
+
+    /// The most units one check can be admitted for.
+    fn capacity(&self) -> u64;
+
+    /// The packed state of a fresh (full) key.
+    fn fresh_word(&self) -> u64;
+
+    /// Decides `cost` units (0 = peek) at `now` against the packed state `word`. Returns the
+    /// decision and the word to store; a denial or a peek returns `word` unchanged.
+    fn decide(&self, word: u64, now: u64, cost: u64) -> (Decision, u64);
+
+    /// Whether `word` is indistinguishable from fresh at `now`.
+    fn is_idle_word(&self, word: u64, now: u64) -> bool;
+}

@@ -1,0 +1,107 @@
+//! GCRA, the generic cell rate algorithm: a token bucket in one word.
+
+use super::WordAlgorithm;
+use crate::{Decision, Quota, QuotaError};
+
+/// GCRA (generic cell rate algorithm): token-bucket semantics stored as one number, the
+/// *theoretical arrival time* (TAT) — the instant at which the bucket would be full again.
+///
+/// - **For**: the default choice. Smooth rate with bursts ("10/s, burst 50"), exact, one word.
+/// - **Memory per key**: 8 bytes (one `AtomicU64`).
+/// - **Exactness**: exact for its interval `T = period / limit` rounded up to whole nanoseconds
+///   (so the rate is never exceeded; for 3/s the rate is 2e-9 below the quota). Over any interval
+///   of length `L` it admits at most `burst + L / T` units.
+///
+/// # Layout
+/// The whole word is the TAT in nanoseconds on the clock's timeline. A fresh key has TAT 0 (full
+/// for any `now`). TAT saturates at `u64::MAX` (584 years), where it stays, denying: never a wrap.
+/// A clock reading older than the TAT sees a larger deficit, so it never grants.
+///
+/// ```
+/// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?.with_burst(2)?, clock.clone())?;
+/// assert!(limiter.check().is_allowed());
+/// assert!(limiter.check().is_allowed());
+/// let denied = limiter.check();
+/// assert!(!denied.is_allowed());
+/// assert_eq!(denied.retry_after().as_millis(), 100);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    quota: Quota,
+    /// Nanoseconds per unit.
+    interval: u64,
+    /// `burst * interval`: the largest deficit a bucket can hold.
+    capacity_nanos: u64,
+}
+
+/// The largest `burst * interval` accepted: half the timeline, so `now + deficit` stays
+/// meaningful for 292 years.
+const MAX_CAPACITY_NANOS: u64 = u64::MAX / 2;
+
+impl Gcra {
+    /// Nanoseconds per unit at the sustained rate.
+    pub fn interval_nanos(&self) -> u64 {
+        self.interval
+    }
+
+    fn remaining(&self, deficit: u64) -> u64 {
+        self.capacity_nanos.saturating_sub(deficit) / self.interval
+    }
+}
+
+impl WordAlgorithm for Gcra {
+    const NAME: &'static str = "gcra";
+
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        let interval = quota.emission_interval_nanos();
+        let capacity_nanos = quota
+            .burst()
+            .checked_mul(interval)
+            .filter(|&c| c <= MAX_CAPACITY_NANOS)
+            .ok_or(QuotaError::Unrepresentable {
+                algorithm: Self::NAME,
+                field: "burst",
+                value: quota.burst(),
+                max: MAX_CAPACITY_NANOS / interval,
+            })?;
+        Ok(Gcra { quota, interval, capacity_nanos })
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u64 {
+        self.quota.burst()
+    }
+
+    fn fresh_word(&self) -> u64 {
+        0
+    }
+
+    #[inline]
+    fn decide(&self, tat: u64, now: u64, cost: u64) -> (Decision, u64) {
+        let limit = self.quota.burst();
+        // How far the bucket is from full, as time. Zero when the TAT has passed.
+        let deficit = tat.saturating_sub(now);
+        if cost == 0 {
+            return (Decision::allowed(limit, self.remaining(deficit), deficit), tat);
+        }
+        // cost <= burst was checked by the caller, so this product fits.
+        let new_deficit = deficit.saturating_add(cost * self.interval);
+        if new_deficit <= self.capacity_nanos {
+            let new_tat = now.saturating_add(new_deficit);
+            (Decision::allowed(limit, self.remaining(new_deficit), new_deficit), new_tat)
+        } else {
+            let retry = new_deficit - self.capacity_nanos;
+            (Decision::denied(limit, self.remaining(deficit), retry, deficit), tat)
+        }
+    }
+
+    fn is_idle_word(&self, tat: u64, now: u64) -> bool {
+        tat <= now
+    }
+}

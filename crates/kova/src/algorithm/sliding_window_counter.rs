@@ -1,0 +1,226 @@
+//! Sliding window counter (Cloudflare's): two counts weighted by the window's progress.
+
+use super::WordAlgorithm;
+use crate::{Decision, Quota, QuotaError};
+
+/// Sliding window counter: estimates the count in the last `period` as
+/// `prev * (1 - elapsed / period) + current`, where `prev` and `current` are the counts of the
+/// previous and current aligned windows and `elapsed` is how far into the current window `now`
+/// is. A request of `cost` is admitted when `estimate + cost <= limit`.
+///
+/// - **For**: near-sliding accuracy at fixed-window cost; Cloudflare's choice.
+/// - **Memory per key**: 8 bytes (one `AtomicU64`).
+/// - **Exactness**: approximate. The estimate is computed exactly (integer arithmetic, no
+///   floating point), but it assumes the previous window's requests were spread evenly. When
+///   they were not, a real sliding window of length `period` can hold more than `limit`: at most
+///   `limit + current < 2 * limit` in the adversarial case (all of the previous window's requests
+///   at its very end). On realistic traffic Cloudflare measured 0.003% of requests wrongly
+///   allowed or denied; the benchmark harness measures it on kova's traces.
+///
+/// # Layout (one `u64`)
+/// ```text
+///  63              40 39              20 19               0
+/// +------------------+------------------+------------------+
+/// | window mod 2^24  | prev (20 b)      | current (20 b)   |
+/// +------------------+------------------+------------------+
+/// ```
+/// - `prev`, `current`: counts, `0..=limit`, `limit <= 2^20 - 1` ([`SlidingWindowCounter::MAX_LIMIT`]).
+/// - window index = `now / period` modulo 2^24. One window on, `current` becomes `prev`; two or
+///   more on, both are zero. A reading up to 2^8 windows behind the stored window counts as the
+///   stored window's start (the strictest point of it): a clock running backwards never grants.
+///   A key untouched for a multiple of 2^24 windows (194 days of 1 s windows) reads as if no time
+///   had passed: stricter, never looser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindowCounter {
+    quota: Quota,
+    limit: u64,
+    period: u64,
+}
+
+/// Bits of the window index.
+pub(crate) const WINDOW_BITS: u32 = 24;
+/// Bits of each count.
+pub(crate) const COUNT_BITS: u32 = 20;
+const WINDOW_SHIFT: u32 = 2 * COUNT_BITS;
+const PREV_SHIFT: u32 = COUNT_BITS;
+const WINDOW_MASK: u64 = (1 << WINDOW_BITS) - 1;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// The largest limit a count field holds.
+pub(crate) const MAX_LIMIT: u64 = COUNT_MASK;
+const BACKWARD_TOLERANCE: u64 = 1 << 8;
+
+fn pack(window: u64, prev: u64, current: u64) -> u64 {
+    ((window & WINDOW_MASK) << WINDOW_SHIFT)
+        | ((prev & COUNT_MASK) << PREV_SHIFT)
+        | (current & COUNT_MASK)
+}
+
+fn unpack(word: u64) -> (u64, u64, u64) {
+    (word >> WINDOW_SHIFT, (word >> PREV_SHIFT) & COUNT_MASK, word & COUNT_MASK)
+}
+
+/// The state as seen at one instant.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    window: u64,
+    prev: u64,
+    current: u64,
+    /// Nanoseconds into the window (0 when the clock is behind the stored window).
+    elapsed: u64,
+    /// Nanoseconds from the real `now` to the instant the view describes (only when behind).
+    lag: u64,
+}
+
+impl SlidingWindowCounter {
+    /// Bits of the window index.
+    pub const WINDOW_BITS: u32 = WINDOW_BITS;
+    /// Bits of each count.
+    pub const COUNT_BITS: u32 = COUNT_BITS;
+    /// The largest limit a count field holds.
+    pub const MAX_LIMIT: u64 = MAX_LIMIT;
+}
+
+impl SlidingWindowCounter {
+    /// Packs `(window index, prev, current)`; the index is kept modulo 2^24.
+    pub fn pack_state(window: u64, prev: u64, current: u64) -> u64 {
+        pack(window, prev, current)
+    }
+
+    /// Unpacks a word into `(window index mod 2^24, prev, current)`.
+    pub fn unpack_state(word: u64) -> (u64, u64, u64) {
+        unpack(word)
+    }
+
+    #[inline]
+    fn view(&self, word: u64, now: u64) -> View {
+        let (stored, prev, current) = unpack(word);
+        let index = now / self.period;
+        let elapsed = now % self.period;
+        let window = index & WINDOW_MASK;
+        let ahead = window.wrapping_sub(stored) & WINDOW_MASK;
+        let behind = stored.wrapping_sub(window) & WINDOW_MASK;
+        match ahead {
+            0 => View { window, prev, current, elapsed, lag: 0 },
+            1 => View { window, prev: current, current: 0, elapsed, lag: 0 },
+            _ if behind <= BACKWARD_TOLERANCE => {
+                let lag = (behind as u128 * self.period as u128 - elapsed as u128).min(u64::MAX as u128) as u64;
+                View { window: stored, prev, current, elapsed: 0, lag }
+            }
+            _ => View { window, prev: 0, current: 0, elapsed, lag: 0 },
+        }
+    }
+
+    /// `limit * period - prev * (period - elapsed) - current * period`: the room left, scaled by
+    /// the period (negative when over).
+    fn room_scaled(&self, prev: u64, current: u64, elapsed: u64) -> i128 {
+        let p = self.period as i128;
+        self.limit as i128 * p - prev as i128 * (p - elapsed as i128) - current as i128 * p
+    }
+
+    fn remaining(&self, v: &View, current: u64) -> u64 {
+        let room = self.room_scaled(v.prev, current, v.elapsed);
+        if room <= 0 {
+            0
+        } else {
+            (room / self.period as i128) as u64
+        }
+    }
+
+    /// Nanoseconds (from the view's instant) until both counts have aged out.
+    fn until_fresh(&self, v: &View, current: u64) -> u64 {
+        let to_end = self.period - v.elapsed;
+        if current > 0 {
+            to_end.saturating_add(self.period)
+        } else if v.prev > 0 {
+            to_end
+        } else {
+            0
+        }
+    }
+
+    /// Nanoseconds (from the view's instant) until `cost` fits, with no other traffic.
+    fn until_fits(&self, v: &View, cost: u64) -> u64 {
+        let p = self.period as u128;
+        let room_now = self.limit as i128 - v.current as i128 - cost as i128;
+        if room_now >= 0 {
+            // Fits this window once prev * (p - e) <= room * p, i.e. e >= p - floor(room * p / prev).
+            let needed = p - (room_now as u128 * p / v.prev as u128).min(p);
+            (needed as u64).saturating_sub(v.elapsed)
+        } else {
+            // Next window: prev' = current, and current * (p - e) <= (limit - cost) * p.
+            let room_next = (self.limit - cost) as u128;
+            let needed = p - (room_next * p / v.current as u128).min(p);
+            (self.period - v.elapsed).saturating_add(needed as u64)
+        }
+    }
+}
+
+impl WordAlgorithm for SlidingWindowCounter {
+    const NAME: &'static str = "sliding_window_counter";
+
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        if quota.burst() != quota.limit() {
+            return Err(QuotaError::BurstUnsupported { algorithm: Self::NAME });
+        }
+        if quota.limit() > MAX_LIMIT {
+            return Err(QuotaError::Unrepresentable {
+                algorithm: Self::NAME,
+                field: "limit",
+                value: quota.limit(),
+                max: MAX_LIMIT,
+            });
+        }
+        Ok(SlidingWindowCounter { quota, limit: quota.limit(), period: quota.period_nanos() })
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    fn fresh_word(&self) -> u64 {
+        pack(0, 0, 0)
+    }
+
+    #[inline]
+    fn decide(&self, word: u64, now: u64, cost: u64) -> (Decision, u64) {
+        let v = self.view(word, now);
+        let reset = self.until_fresh(&v, v.current).saturating_add(v.lag);
+        if cost == 0 {
+            return (Decision::allowed(self.limit, self.remaining(&v, v.current), reset), word);
+        }
+        if self.room_scaled(v.prev, v.current + cost, v.elapsed) >= 0 {
+            let current = v.current + cost;
+            let reset = self.until_fresh(&v, current).saturating_add(v.lag);
+            let decision = Decision::allowed(self.limit, self.remaining(&v, current), reset);
+            (decision, pack(v.window, v.prev, current))
+        } else {
+            let retry = self.until_fits(&v, cost).saturating_add(v.lag);
+            (Decision::denied(self.limit, self.remaining(&v, v.current), retry, reset), word)
+        }
+    }
+
+    fn is_idle_word(&self, word: u64, now: u64) -> bool {
+        let v = self.view(word, now);
+        v.prev == 0 && v.current == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_round_trips_at_the_edges() {
+        for window in [0, 1, WINDOW_MASK] {
+            for prev in [0, 1, MAX_LIMIT] {
+                for current in [0, 1, MAX_LIMIT - 1, MAX_LIMIT] {
+                    assert_eq!(unpack(pack(window, prev, current)), (window, prev, current));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Sliding window log: the exact algorithm, one timestamp per admitted unit.
+
+use super::Algorithm;
+use crate::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::{Clock, Decision, Quota, QuotaError};
+
+/// Sliding window log: remembers the time of each of the last `limit` admitted units and admits
+/// `cost` more only if fewer than `limit - cost + 1` of them fall in the last `period`. Exact: no
+/// window of length `period` ever holds more than `limit` units.
+///
+/// - **For**: where the limit must hold in every window exactly (login attempts, payments), with
+///   modest limits.
+/// - **Memory per key**: `16 * limit + 64` bytes (a ring of `limit` slots, each a sequence word
+///   and a timestamp): memory grows with the limit, as the seeds warn. `limit` is capped at
+///   [`SlidingWindowLog::MAX_LIMIT`] (2^20 slots, 16 MiB per key).
+/// - **Lock-free**: a CAS on the head counter reserves units, then the reserving thread writes
+///   their slots. No lock, no waiting: a reader that meets a slot still being written treats that
+///   unit as inside the window (denying, never over-admitting). That only happens when a writer
+///   stalled for longer than a whole period between reserving and writing, or just after a
+///   [`reset`](crate::RateLimiter::reset) that raced an admission.
+///
+/// # Layout
+/// - `head`: `AtomicU64`, the number of units ever admitted. Unit `u` lives in slot `u % limit`.
+/// - `floor`: `AtomicU64`, units below it were cleared by a reset.
+/// - each slot: `seq` (`u + 1` once unit `u` is written, [`SlidingWindowLog::WRITING`] while a write is in
+///   progress) and `time` (its timestamp in nanoseconds, full width: no wrap-around).
+///
+/// Timestamps are non-decreasing in unit order: each reservation reads the clock after loading
+/// the head it reserves from, and is clamped up to the newest written unit's time. So checking
+/// the single unit that must have expired checks all the older ones.
+///
+/// ```
+/// use std::time::Duration;
+/// use kova::{ManualClock, Quota, RateLimiter, SlidingWindowLog};
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::<SlidingWindowLog, _>::with_clock(Quota::per_second(2)?, clock.clone())?;
+/// assert!(limiter.check().is_allowed());
+/// clock.advance(Duration::from_millis(600));
+/// assert!(limiter.check().is_allowed());
+/// let denied = limiter.check();
+/// assert_eq!(denied.retry_after(), Duration::from_millis(400));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindowLog {
+    quota: Quota,
+    limit: u64,
+    period: u64,
+}
+
+/// The largest limit (ring length) accepted.
+pub(crate) const MAX_LIMIT: u64 = 1 << 20;
+/// A slot's `seq` while its unit is being written.
+pub(crate) const WRITING: u64 = u64::MAX;
+
+/// One ring slot.
+#[derive(Debug)]
+struct Slot {
+    seq: AtomicU64,
+    time: AtomicU64,
+}
+
+/// The per-key state of a [`SlidingWindowLog`].
+#[derive(Debug)]
+pub struct LogCell {
+    head: AtomicU64,
+    floor: AtomicU64,
+    slots: Box<[Slot]>,
+}
+
+/// What a slot says about unit `u`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UnitRead {
+    /// Unit `u` is written, with this time.
+    Written(u64),
+    /// Unit `u` is reserved but not yet written.
+    InFlight,
+    /// The slot already holds a later unit: our head is stale.
+    Overwritten,
+}
+
+impl LogCell {
+    fn slot(&self, unit: u64) -> &Slot {
+        &self.slots[(unit % self.slots.len() as u64) as usize]
+    }
+
+    /// Reads unit `unit` with a seqlock-style double check of its sequence word.
+    fn read(&self, unit: u64) -> UnitRead {
+        let slot = self.slot(unit);
+        // Acquire pairs with the writer's Release store of `seq`: seeing `unit + 1` means its
+        // `time` store is visible too.
+        let before = slot.seq.load(Ordering::Acquire);
+        if before == WRITING || before < unit + 1 {
+            return UnitRead::InFlight;
+        }
+        if before > unit + 1 {
+            return UnitRead::Overwritten;
+        }
+        let time = slot.time.load(Ordering::Relaxed);
+        // The Acquire fence keeps the `time` load above from moving below the second `seq` load,
+        // so an unchanged `seq` proves `time` was not being rewritten meanwhile.
+        fence(Ordering::Acquire);
+        let after = slot.seq.load(Ordering::Relaxed);
+        if after == before {
+            UnitRead::Written(time)
+        } else {
+            UnitRead::Overwritten
+        }
+    }
+
+    fn write(&self, unit: u64, time: u64) {
+        let slot = self.slot(unit);
+        slot.seq.store(WRITING, Ordering::Relaxed);
+        // The Release fence orders the WRITING mark before the new `time`: a reader that sees the
+        // new time then sees `seq` changed on its second load and discards the read.
+        fence(Ordering::Release);
+        slot.time.store(time, Ordering::Relaxed);
+        // Release: a reader that loads `unit + 1` (Acquire) also sees the time stored above.
+        slot.seq.store(unit + 1, Ordering::Release);
+    }
+}
+
+/// Outcome of one attempt at the head.
+enum Attempt {
+    Done(Decision),
+    Retry,
+}
+
+impl SlidingWindowLog {
+    /// The largest limit (ring length) accepted.
+    pub const MAX_LIMIT: u64 = MAX_LIMIT;
+    /// A slot's `seq` while its unit is being written.
+    pub const WRITING: u64 = WRITING;
+}
+
+impl SlidingWindowLog {
+    fn expired(&self, time: u64, now: u64) -> bool {
+        now.saturating_sub(time) >= self.period
+    }
+
+    /// Units of `[from, head)` whose time is inside the window at `now`, found by binary search
+    /// over the time-ordered ring (in-flight units count as inside).
+    fn in_window(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+        let (mut lo, mut hi) = (from, head);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let inside = match cell.read(mid) {
+                UnitRead::Written(t) => !self.expired(t, now),
+                UnitRead::InFlight => true,
+                UnitRead::Overwritten => false,
+            };
+            if inside {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        head - lo
+    }
+
+    /// Nanoseconds until every unit in `[from, head)` has expired.
+    fn until_empty(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+        if head <= from {
+            return 0;
+        }
+        match cell.read(head - 1) {
+            UnitRead::Written(t) => (t.saturating_add(self.period)).saturating_sub(now),
+            UnitRead::InFlight => self.period,
+            UnitRead::Overwritten => 0,
+        }
+    }
+
+    fn attempt<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Attempt {
+        // Acquire pairs with the AcqRel head CAS of earlier reservations: their clock readings
+        // happened before ours, so our reading is no older (for a monotonic clock).
+        let head = cell.head.load(Ordering::Acquire);
+        let floor = cell.floor.load(Ordering::Acquire).min(head);
+        let mut now = clock.now_nanos();
+        if head > floor {
+            match cell.read(head - 1) {
+                // Keep times non-decreasing even if the clock ran backwards.
+                UnitRead::Written(t) => now = now.max(t),
+                UnitRead::InFlight => {}
+                UnitRead::Overwritten => return Attempt::Retry,
+            }
+        }
+        let live_from = floor.max(head.saturating_sub(self.limit));
+        let in_window = self.in_window(cell, live_from, head, now);
+        let remaining = self.limit - in_window;
+        let reset = self.until_empty(cell, live_from, head, now);
+        if cost == 0 {
+            return Attempt::Done(Decision::allowed(self.limit, remaining, reset));
+        }
+        // The slots we would overwrite hold units [head - limit, head + cost - limit): each must
+        // be fully written (else a slow writer still owns it), and the newest of them — the one
+        // that must have left the window — expired or cleared by a reset.
+        let first_reused = head.saturating_sub(self.limit);
+        let last_reused = head + cost; // exclusive, in units before subtracting the ring length
+        for unit in (first_reused + self.limit..last_reused).map(|u| u - self.limit) {
+            match cell.read(unit) {
+                UnitRead::Written(time) => {
+                    let is_newest = unit + 1 + self.limit == last_reused;
+                    if is_newest && unit >= floor && !self.expired(time, now) {
+                        let retry = time + self.period - now;
+                        return Attempt::Done(Decision::denied(self.limit, remaining, retry, reset));
+                    }
+                }
+                UnitRead::InFlight => {
+                    return Attempt::Done(Decision::denied(self.limit, remaining, self.period, reset));
+                }
+                UnitRead::Overwritten => return Attempt::Retry,
+            }
+        }
+        // AcqRel: Acquire as for the load above; Release publishes our clock reading's place in
+        // time to later reservations.
+        if cell
+            .head
+            .compare_exchange(head, head + cost, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return Attempt::Retry;
+        }
+        for unit in head..head + cost {
+            cell.write(unit, now);
+        }
+        let remaining = remaining.saturating_sub(cost);
+        Attempt::Done(Decision::allowed(self.limit, remaining, self.period))
+    }
+}
+
+impl Algorithm for SlidingWindowLog {
+    type Cell = LogCell;
+
+    fn name(&self) -> &'static str {
+        "sliding_window_log"
+    }
+
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        if quota.burst() != quota.limit() {
+            return Err(QuotaError::BurstUnsupported { algorithm: "sliding_window_log" });
+        }
+        if quota.limit() > MAX_LIMIT {
+            return Err(QuotaError::Unrepresentable {
+                algorithm: "sliding_window_log",
+                field: "limit",
+                value: quota.limit(),
+                max: MAX_LIMIT,
+            });
+        }
+        Ok(SlidingWindowLog { quota, limit: quota.limit(), period: quota.period_nanos() })
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    fn new_cell(&self) -> LogCell {
+        let slots = (0..self.limit)
+            .map(|_| Slot { seq: AtomicU64::new(0), time: AtomicU64::new(0) })
+            .collect();
+        LogCell { head: AtomicU64::new(0), floor: AtomicU64::new(0), slots }
+    }
+
+    fn decide_cell<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Decision {
+        loop {
+            if let Attempt::Done(decision) = self.attempt(cell, clock, cost) {
+                return decision;
+            }
+        }
+    }
+
+    fn reset_cell(&self, cell: &LogCell) {
+        // AcqRel on both: the floor must not fall behind a head we have seen (Acquire), and
+        // readers that see the new floor see the head it was taken from (Release).
+        let head = cell.head.load(Ordering::Acquire);
+        cell.floor.fetch_max(head, Ordering::AcqRel);
+    }
+
+    fn is_idle(&self, cell: &LogCell, now: u64) -> bool {
+        let head = cell.head.load(Ordering::Acquire);
+        let floor = cell.floor.load(Ordering::Acquire);
+        if head <= floor {
+            return true;
+        }
+        matches!(cell.read(head - 1), UnitRead::Written(t) if self.expired(t, now))
+    }
+
+    fn cell_bytes(&self) -> usize {
+        std::mem::size_of::<LogCell>() + self.limit as usize * std::mem::size_of::<Slot>()
+    }
+}

@@ -1,0 +1,73 @@
+//! # kova: lock-free rate limiting
+//!
+//! kova (Turkish for "bucket") limits how often each client may do something, in nanoseconds
+//! per check and without locks: every algorithm's state lives in atomic words updated by
+//! compare-and-swap.
+//!
+//! ```
+//! use std::time::Duration;
+//! use kova::{Gcra, Keyed, ManualClock, Quota, RateLimiter};
+//!
+//! // 10 requests per second with bursts of up to 5, on a clock the example controls.
+//! let clock = ManualClock::new();
+//! let quota = Quota::per_second(10)?.with_burst(5)?;
+//! let limiter = RateLimiter::<Gcra, _>::with_clock(quota, clock.clone())?;
+//! for _ in 0..5 {
+//!     assert!(limiter.check().is_allowed());
+//! }
+//! let denied = limiter.check();
+//! assert!(!denied.is_allowed());
+//! assert_eq!(denied.retry_after(), Duration::from_millis(100));
+//! clock.advance(Duration::from_millis(100));
+//! assert!(limiter.check().is_allowed());
+//!
+//! // Per client: each key has its own state. Expensive calls cost more.
+//! let per_client = Keyed::<String, Gcra>::new(Quota::per_minute(60)?)?;
+//! let decision = per_client.check_n(&"203.0.113.7".to_string(), 5)?;
+//! assert_eq!(decision.remaining(), 55);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Algorithms
+//!
+//! | algorithm | for | memory per key | exact? |
+//! |---|---|---|---|
+//! | [`Gcra`] | the default: rate + burst | 8 B | exact (interval rounded up to 1 ns) |
+//! | [`TokenBucket`] | rate + burst, classic form | 8 B | exact for common quotas; see its rounding |
+//! | [`FixedWindow`] | cheapest; calendar-like quotas | 8 B | per window; up to 2x across an edge |
+//! | [`SlidingWindowCounter`] | near-sliding at window cost | 8 B | approximate (< 2x worst case) |
+//! | [`SlidingWindowLog`] | strict sliding limit | 16 B x limit | exact |
+//!
+//! ## Guarantees
+//! - A denial never changes state; a peek (cost 0) never changes state.
+//! - No update is lost under any interleaving of threads (CAS loops; loom-checked).
+//! - A clock reading older than the stored state never grants.
+//! - Bad input gets a typed error ([`QuotaError`], [`CheckError`]), never a panic.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod algorithm;
+mod clock;
+mod decision;
+mod error;
+mod keyed;
+mod limiter;
+pub mod model;
+mod quota;
+mod sync;
+
+pub use algorithm::{
+    Algorithm, AlgorithmKind, AnyAlgorithm, AnyCell, FixedWindow, Gcra, LogCell, ParseAlgorithmKindError,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,
+};
+pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
+pub use decision::{Decision, Fallback};
+pub use error::CheckError;
+pub use keyed::Keyed;
+pub use limiter::RateLimiter;
+pub use quota::{Quota, QuotaError};
+
+/// Deliberately broken variants of the core's CAS loops, compiled only for the loom models, which
+/// must catch them (proof that the models can fail).
+#[cfg(kova_loom)]
+#[doc(hidden)]
+pub mod loom_racy;

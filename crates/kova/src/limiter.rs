@@ -1,0 +1,104 @@
+//! The direct limiter: one state cell, no key.
+
+use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
+
+/// A limiter for one thing (a whole service, one upstream): one cell driven by the algorithm.
+///
+/// `check` is lock-free: for the single-word algorithms, a CAS loop on one `AtomicU64`.
+///
+/// ```
+/// use kova::{Gcra, Quota, RateLimiter};
+/// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(100)?)?;
+/// let decision = limiter.check();
+/// assert!(decision.is_allowed());
+/// assert_eq!(decision.remaining(), 99);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
+    algorithm: A,
+    cell: A::Cell,
+    clock: C,
+}
+
+impl<A: Algorithm> RateLimiter<A, CoarseClock> {
+    /// A limiter for `quota` on the coarse clock.
+    pub fn new(quota: Quota) -> Result<Self, QuotaError> {
+        Ok(Self::from_algorithm(A::from_quota(quota)?))
+    }
+
+    /// A limiter for an already-built algorithm, on the coarse clock.
+    ///
+    /// ```
+    /// use kova::{Algorithm, FixedWindow, Quota, RateLimiter};
+    /// let limiter = RateLimiter::from_algorithm(FixedWindow::from_quota(Quota::per_minute(5)?)?);
+    /// assert_eq!(limiter.check().limit(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_algorithm(algorithm: A) -> Self {
+        Self::from_algorithm_with_clock(algorithm, CoarseClock::new())
+    }
+}
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// A limiter for `quota` reading `clock`.
+    ///
+    /// ```
+    /// use kova::{ManualClock, Quota, RateLimiter, TokenBucket};
+    /// let limiter = RateLimiter::<TokenBucket, _>::with_clock(Quota::per_second(1)?, ManualClock::new())?;
+    /// assert!(limiter.check().is_allowed());
+    /// assert!(!limiter.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        Ok(Self::from_algorithm_with_clock(A::from_quota(quota)?, clock))
+    }
+
+    /// A limiter for an already-built algorithm reading `clock`.
+    pub fn from_algorithm_with_clock(algorithm: A, clock: C) -> Self {
+        let cell = algorithm.new_cell();
+        RateLimiter { algorithm, cell, clock }
+    }
+
+    /// Checks one unit.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        // Every capacity is at least 1, so a cost of 1 is always checkable.
+        self.algorithm.decide_cell(&self.cell, &self.clock, 1)
+    }
+
+    /// Checks `cost` units; an error (not a denial) when `cost` exceeds the capacity. Cost 0 is a
+    /// peek.
+    ///
+    /// ```
+    /// use kova::{CheckError, Gcra, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(10)?)?;
+    /// assert!(limiter.check_n(5)?.is_allowed());
+    /// assert_eq!(limiter.check_n(11), Err(CheckError::CostExceedsCapacity { cost: 11, capacity: 10 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.algorithm.check_cell(&self.cell, &self.clock, cost)
+    }
+
+    /// Reports the state (remaining, reset) without changing it.
+    pub fn peek(&self) -> Decision {
+        self.algorithm.decide_cell(&self.cell, &self.clock, 0)
+    }
+
+    /// Puts the limiter back to full.
+    pub fn reset(&self) {
+        self.algorithm.reset_cell(&self.cell);
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
