@@ -42,14 +42,7 @@ pub enum Fallback {
 impl Decision {
     /// An allowed decision.
     pub fn allowed(limit: u64, remaining: u64, reset_after_nanos: u64) -> Self {
-        Decision {
-            allowed: true,
-            limit,
-            remaining,
-            retry_after_nanos: 0,
-            reset_after_nanos,
-            fallback: None,
-        }
+        Decision { allowed: true, limit, remaining, retry_after_nanos: 0, reset_after_nanos, fallback: None }
     }
 
     /// A denied decision. `retry_after_nanos` is raised to at least 1 ns: a denial always tells

@@ -55,6 +55,11 @@ pub mod model;
 mod quota;
 mod sync;
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 pub use algorithm::{
     Algorithm, AlgorithmKind, AnyAlgorithm, AnyCell, FixedWindow, Gcra, LogCell, ParseAlgorithmKindError,
     SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,

@@ -6,6 +6,8 @@
 //! them. They assume time never runs backwards; the real algorithms' handling of a backwards
 //! clock is tested separately.
 
+pub mod differential;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::Decision;
@@ -33,6 +35,11 @@ impl BucketModel {
         BucketModel { interval, burst, quantum, credit: burst as u128 * interval, last: 0 }
     }
 
+    /// Refills the bucket (a reset).
+    pub fn reset(&mut self) {
+        self.credit = self.burst as u128 * self.interval;
+    }
+
     /// Decides `cost` units at `now` (non-decreasing across calls).
     pub fn decide(&mut self, now: u64, cost: u64) -> Decision {
         let sampled = now - now % self.quantum;
@@ -47,9 +54,6 @@ impl BucketModel {
         if need <= self.credit {
             self.credit -= need;
             let remaining = (self.credit / self.interval) as u64;
-            if cost == 0 {
-                return Decision::allowed(self.burst, remaining, nanos(full - self.credit));
-            }
             Decision::allowed(self.burst, remaining, nanos(full - self.credit))
         } else {
             let remaining = (self.credit / self.interval) as u64;
@@ -71,6 +75,11 @@ impl FixedWindowModel {
     /// `limit` per aligned window of `period` nanoseconds.
     pub fn new(limit: u64, period: u64) -> Self {
         FixedWindowModel { limit, period, window: 0, count: 0 }
+    }
+
+    /// Forgets the count (a reset).
+    pub fn reset(&mut self) {
+        self.count = 0;
     }
 
     /// Decides `cost` units at `now` (non-decreasing).
@@ -104,6 +113,11 @@ impl SlidingCounterModel {
     /// `limit` per sliding `period` nanoseconds.
     pub fn new(limit: u64, period: u64) -> Self {
         SlidingCounterModel { limit, period, counts: BTreeMap::new() }
+    }
+
+    /// Forgets all counts (a reset).
+    pub fn reset(&mut self) {
+        self.counts.clear();
     }
 
     fn count(&self, window: u64) -> u64 {
@@ -181,14 +195,14 @@ impl SlidingLogModel {
             self.times.pop_front();
         }
         let in_window = self.times.len() as u64;
-        let reset = |m: &Self| m.times.back().map_or(0, |&t| t + m.period - now);
+        let reset = |m: &Self| m.times.back().map_or(0, |&t| m.period - (now - t));
         if in_window + cost <= self.limit {
             self.times.extend(std::iter::repeat(now).take(cost as usize));
             Decision::allowed(self.limit, self.limit - in_window - cost, reset(self))
         } else {
             // The oldest `in_window + cost - limit` units must leave first.
             let must_leave = (in_window + cost - self.limit) as usize;
-            let retry = self.times[must_leave - 1] + self.period - now;
+            let retry = self.period - (now - self.times[must_leave - 1]);
             Decision::denied(self.limit, self.limit - in_window, retry, reset(self))
         }
     }

@@ -72,18 +72,15 @@ impl fmt::Display for QuotaError {
             QuotaError::ZeroPeriod => f.write_str("quota period must be at least 1 ns"),
             QuotaError::ZeroBurst => f.write_str("quota burst must be at least 1"),
             QuotaError::PeriodTooLong => f.write_str("quota period exceeds u64 nanoseconds (~584 years)"),
-            QuotaError::RateTooHigh { limit, period_nanos } => write!(
-                f,
-                "quota of {limit} per {period_nanos} ns is more than one per nanosecond"
-            ),
-            QuotaError::Unrepresentable { algorithm, field, value, max } => write!(
-                f,
-                "{algorithm} cannot represent {field} = {value} (at most {max})"
-            ),
-            QuotaError::BurstUnsupported { algorithm } => write!(
-                f,
-                "{algorithm} admits `limit` per window and takes no separate burst"
-            ),
+            QuotaError::RateTooHigh { limit, period_nanos } => {
+                write!(f, "quota of {limit} per {period_nanos} ns is more than one per nanosecond")
+            }
+            QuotaError::Unrepresentable { algorithm, field, value, max } => {
+                write!(f, "{algorithm} cannot represent {field} = {value} (at most {max})")
+            }
+            QuotaError::BurstUnsupported { algorithm } => {
+                write!(f, "{algorithm} admits `limit` per window and takes no separate burst")
+            }
         }
     }
 }

@@ -173,11 +173,26 @@ fn log_of(cell: &AnyCell) -> &LogCell {
 macro_rules! cell_dispatch {
     ($self:expr, $cell:expr, $alg:ident, $c:ident => $body:expr) => {
         match $self {
-            AnyAlgorithm::TokenBucket($alg) => { let $c = word_of($cell); $body }
-            AnyAlgorithm::Gcra($alg) => { let $c = word_of($cell); $body }
-            AnyAlgorithm::FixedWindow($alg) => { let $c = word_of($cell); $body }
-            AnyAlgorithm::SlidingWindowCounter($alg) => { let $c = word_of($cell); $body }
-            AnyAlgorithm::SlidingWindowLog($alg) => { let $c = log_of($cell); $body }
+            AnyAlgorithm::TokenBucket($alg) => {
+                let $c = word_of($cell);
+                $body
+            }
+            AnyAlgorithm::Gcra($alg) => {
+                let $c = word_of($cell);
+                $body
+            }
+            AnyAlgorithm::FixedWindow($alg) => {
+                let $c = word_of($cell);
+                $body
+            }
+            AnyAlgorithm::SlidingWindowCounter($alg) => {
+                let $c = word_of($cell);
+                $body
+            }
+            AnyAlgorithm::SlidingWindowLog($alg) => {
+                let $c = log_of($cell);
+                $body
+            }
         }
     };
 }

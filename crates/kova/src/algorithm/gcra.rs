@@ -57,16 +57,14 @@ impl WordAlgorithm for Gcra {
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         let interval = quota.emission_interval_nanos();
-        let capacity_nanos = quota
-            .burst()
-            .checked_mul(interval)
-            .filter(|&c| c <= MAX_CAPACITY_NANOS)
-            .ok_or(QuotaError::Unrepresentable {
+        let capacity_nanos = quota.burst().checked_mul(interval).filter(|&c| c <= MAX_CAPACITY_NANOS).ok_or(
+            QuotaError::Unrepresentable {
                 algorithm: Self::NAME,
                 field: "burst",
                 value: quota.burst(),
                 max: MAX_CAPACITY_NANOS / interval,
-            })?;
+            },
+        )?;
         Ok(Gcra { quota, interval, capacity_nanos })
     }
 

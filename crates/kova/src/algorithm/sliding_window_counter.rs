@@ -50,9 +50,7 @@ pub(crate) const MAX_LIMIT: u64 = COUNT_MASK;
 const BACKWARD_TOLERANCE: u64 = 1 << 8;
 
 fn pack(window: u64, prev: u64, current: u64) -> u64 {
-    ((window & WINDOW_MASK) << WINDOW_SHIFT)
-        | ((prev & COUNT_MASK) << PREV_SHIFT)
-        | (current & COUNT_MASK)
+    ((window & WINDOW_MASK) << WINDOW_SHIFT) | ((prev & COUNT_MASK) << PREV_SHIFT) | (current & COUNT_MASK)
 }
 
 fn unpack(word: u64) -> (u64, u64, u64) {
@@ -103,7 +101,8 @@ impl SlidingWindowCounter {
             0 => View { window, prev, current, elapsed, lag: 0 },
             1 => View { window, prev: current, current: 0, elapsed, lag: 0 },
             _ if behind <= BACKWARD_TOLERANCE => {
-                let lag = (behind as u128 * self.period as u128 - elapsed as u128).min(u64::MAX as u128) as u64;
+                let lag =
+                    (behind as u128 * self.period as u128 - elapsed as u128).min(u64::MAX as u128) as u64;
                 View { window: stored, prev, current, elapsed: 0, lag }
             }
             _ => View { window, prev: 0, current: 0, elapsed, lag: 0 },

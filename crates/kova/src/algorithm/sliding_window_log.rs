@@ -201,7 +201,7 @@ impl SlidingWindowLog {
                 UnitRead::Written(time) => {
                     let is_newest = unit + 1 + self.limit == last_reused;
                     if is_newest && unit >= floor && !self.expired(time, now) {
-                        let retry = time + self.period - now;
+                        let retry = self.period - now.saturating_sub(time);
                         return Attempt::Done(Decision::denied(self.limit, remaining, retry, reset));
                     }
                 }
@@ -213,11 +213,7 @@ impl SlidingWindowLog {
         }
         // AcqRel: Acquire as for the load above; Release publishes our clock reading's place in
         // time to later reservations.
-        if cell
-            .head
-            .compare_exchange(head, head + cost, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
+        if cell.head.compare_exchange(head, head + cost, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return Attempt::Retry;
         }
         for unit in head..head + cost {
@@ -259,9 +255,8 @@ impl Algorithm for SlidingWindowLog {
     }
 
     fn new_cell(&self) -> LogCell {
-        let slots = (0..self.limit)
-            .map(|_| Slot { seq: AtomicU64::new(0), time: AtomicU64::new(0) })
-            .collect();
+        let slots =
+            (0..self.limit).map(|_| Slot { seq: AtomicU64::new(0), time: AtomicU64::new(0) }).collect();
         LogCell { head: AtomicU64::new(0), floor: AtomicU64::new(0), slots }
     }
 

@@ -11,11 +11,13 @@ use crate::{Decision, Quota, QuotaError};
 ///   no wrap-around: prefer it where those matter.
 /// - **Memory per key**: 8 bytes (one `AtomicU64`).
 /// - **Exactness**: the refill interval is `T = period / limit` rounded up to whole nanoseconds,
-///   then up to a multiple of the stamp unit `2^shift` ns, where `shift` is the smallest that
-///   keeps `burst * T` within [`TokenBucket::FILL_UNITS_MAX`] units ([`rate_error`](Self::rate_error) reports
-///   the relative slow-down; 0 for most quotas, e.g. per second / minute / hour of 1..=1000).
-///   Never above the quota's rate. Time is read in whole stamp units (the reading is rounded
-///   down): the decisions are those of an exact bucket sampled at that resolution.
+///   then up to a multiple of the stamp unit `2^shift` ns. `shift` is the largest that divides
+///   `T` exactly and is at most `T / 1024`, unless `burst * T` needs a coarser unit to fit in
+///   [`TokenBucket::FILL_UNITS_MAX`] units; only then is `T` rounded
+///   ([`rate_error`](Self::rate_error) reports the relative slow-down: 0 for most quotas, e.g.
+///   per second / minute / hour of 1..=1000). Never above the quota's rate. Time is read in
+///   whole stamp units (rounded down): the decisions are those of an exact bucket sampled at
+///   that resolution, which can credit at most `2^shift` ns (under 1/1024 of a token) early.
 ///
 /// # Layout (one `u64`)
 /// ```text
@@ -31,8 +33,8 @@ use crate::{Decision, Quota, QuotaError};
 /// - **Wrap-around**: the stamp covers `W = 2^42` units (73 minutes at shift 0; days to years for
 ///   most quotas). A reading up to `W / 1024` units behind the stamp is recognised as a clock
 ///   running backwards and refills nothing. A bucket untouched for longer than `W` is read as if
-///   `elapsed mod W` had passed: if that lands within the fill time (at most `W / 4096`), the
-///   refill is under-counted (never over-counted), at worst by one fill time; if it lands in the
+///   `elapsed mod W` had passed: if that lands within the fill time, the
+///   refill is under-counted (never over-counted), at worst by one fill time (at most `W / 256`); if it lands in the
 ///   last `W / 1024` it waits up to `W / 1024` units before refilling. Keyed tables drop full
 ///   buckets, so such keys are normally gone long before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +55,8 @@ const TOKENS_SHIFT: u32 = STAMP_BITS;
 const STAMP_MASK: u64 = (1 << STAMP_BITS) - 1;
 /// The largest burst the token field holds.
 pub(crate) const MAX_BURST: u64 = (1 << TOKENS_BITS) - 1;
-/// The most stamp units a full refill (`burst * interval`) may take: 1/4096 of the wrap.
-pub(crate) const FILL_UNITS_MAX: u64 = 1 << (STAMP_BITS - 12);
+/// The most stamp units a full refill (`burst * interval`) may take: 1/256 of the wrap.
+pub(crate) const FILL_UNITS_MAX: u64 = 1 << (STAMP_BITS - 8);
 /// Readings at most this many units behind the stamp count as a clock running backwards.
 const BACKWARD_TOLERANCE: u64 = 1 << (STAMP_BITS - 10);
 
@@ -74,7 +76,7 @@ impl TokenBucket {
     pub const STAMP_BITS: u32 = STAMP_BITS;
     /// The largest burst the token field holds.
     pub const MAX_BURST: u64 = MAX_BURST;
-    /// The most stamp units a full refill (`burst * interval`) may take: 1/4096 of the wrap.
+    /// The most stamp units a full refill (`burst * interval`) may take: 1/256 of the wrap.
     pub const FILL_UNITS_MAX: u64 = FILL_UNITS_MAX;
 }
 
@@ -152,14 +154,17 @@ impl WordAlgorithm for TokenBucket {
             });
         }
         let interval = quota.emission_interval_nanos();
-        // The smallest stamp unit that keeps a full refill within FILL_UNITS_MAX units; with
-        // burst <= 2^22 and FILL_UNITS_MAX = 2^30 one always exists below 64.
-        let shift = (0..64u32)
-            .find(|&s| {
-                let units = interval.div_ceil(1u64 << s);
-                units.checked_mul(burst).is_some_and(|fill| fill <= FILL_UNITS_MAX)
-            })
-            .unwrap_or(63);
+        // The stamp unit: the smallest one that keeps a full refill within FILL_UNITS_MAX units
+        // (with burst <= 2^22 one always exists below 64)...
+        let fits = |s: u32| {
+            let units = interval.div_ceil(1u64 << s);
+            units.checked_mul(burst).is_some_and(|fill| fill <= FILL_UNITS_MAX)
+        };
+        let smallest = (0..64u32).find(|&s| fits(s)).unwrap_or(63);
+        // ...raised, while the interval stays an exact multiple of it and time is still sampled
+        // at 1/1024 of the interval or finer, to push the wrap-around further away.
+        let exact_up_to = interval.trailing_zeros().min((63 - interval.leading_zeros()).saturating_sub(10));
+        let shift = smallest.max(exact_up_to);
         let interval_units = interval.div_ceil(1u64 << shift);
         Ok(TokenBucket { quota, burst, shift, interval_units })
     }
