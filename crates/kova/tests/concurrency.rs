@@ -12,7 +12,7 @@ use kova::{
     SlidingWindowLog, TokenBucket,
 };
 
-const RUN: Duration = Duration::from_millis(600);
+const RUN: Duration = Duration::from_secs(1);
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8)

@@ -110,6 +110,10 @@ pub enum AnyAlgorithm {
 }
 
 /// The per-key state of an [`AnyAlgorithm`].
+///
+/// A cell must be used with an algorithm of the kind that made it (limiters and tables always
+/// do). Passing a sliding log's cell to a single-word algorithm, or the reverse, panics: it is a
+/// programming error, not an input.
 #[derive(Debug)]
 pub enum AnyCell {
     /// The single-word algorithms.
