@@ -76,7 +76,8 @@ impl FixedWindow {
         let index = now / self.period;
         let window = index & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
-        let (window, count, end_index) = if behind == 0 {
+        let (window, count, end_index) = if behind == 0 || count == 0 {
+            // Same window, or an empty count (fresh or reset): nothing to carry over.
             (window, count, index as u128 + 1)
         } else if behind <= BACKWARD_TOLERANCE {
             (stored, count, index as u128 + behind as u128 + 1)
@@ -163,5 +164,17 @@ mod tests {
         assert!(!fw.decide(word, later, 1).0.is_allowed());
         // One window after that, a fresh window.
         assert!(fw.decide(word, later + 10, 1).0.is_allowed());
+    }
+
+    #[test]
+    fn a_fresh_key_late_in_the_index_cycle_is_fresh() {
+        // Window index 2^32 - 5 looks "behind" window 0 of the fresh word; an empty count must
+        // still read as fresh, in the current window.
+        let fw = <FixedWindow as WordAlgorithm>::from_quota(Quota::from_nanos(3, 1000).unwrap()).unwrap();
+        let now = ((1u64 << WINDOW_BITS) - 5) * 1000 + 250;
+        let (decision, word) = fw.decide(fw.fresh_word(), now, 1);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.reset_after_nanos(), 750);
+        assert_eq!(unpack(word), ((1u64 << WINDOW_BITS) - 5, 1));
     }
 }

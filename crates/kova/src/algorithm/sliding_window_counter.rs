@@ -97,6 +97,10 @@ impl SlidingWindowCounter {
         let window = index & WINDOW_MASK;
         let ahead = window.wrapping_sub(stored) & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
+        if prev == 0 && current == 0 {
+            // Empty (fresh or reset): whatever its window index, it counts nothing.
+            return View { window, prev: 0, current: 0, elapsed, lag: 0 };
+        }
         match ahead {
             0 => View { window, prev, current, elapsed, lag: 0 },
             1 => View { window, prev: current, current: 0, elapsed, lag: 0 },
@@ -221,5 +225,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_fresh_key_late_in_the_index_cycle_is_fresh() {
+        let swc =
+            <SlidingWindowCounter as WordAlgorithm>::from_quota(Quota::from_nanos(3, 1000).unwrap()).unwrap();
+        let now = ((1u64 << WINDOW_BITS) - 5) * 1000 + 250;
+        let (decision, word) = swc.decide(swc.fresh_word(), now, 1);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.remaining(), 2);
+        // Fresh again once this window and the next have passed.
+        assert_eq!(decision.reset_after_nanos(), 750 + 1000);
+        assert_eq!(unpack(word), ((1u64 << WINDOW_BITS) - 5, 0, 1));
     }
 }
