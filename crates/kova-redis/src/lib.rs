@@ -1,1 +1,75 @@
-//! placeholder
+//! # kova-redis: kova's rate limiters with their state in Redis
+//!
+//! When a service runs on several servers, a limiter per process multiplies the real limit by
+//! the number of servers. `kova-redis` keeps each key's state in Redis (or Redis Cluster) and
+//! decides with one Lua script per algorithm — the same decision as kova's in-memory algorithm,
+//! read-modify-write done atomically in one round trip (`EVALSHA`, reloaded by itself on
+//! `NOSCRIPT`).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use kova::{Fallback, Quota};
+//! use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+//!
+//! let limiter = RedisLimiter::builder()
+//!     .timeout(Duration::from_millis(50))
+//!     .failure_policy(FailurePolicy::FailOpen)
+//!     .connect("redis://127.0.0.1:6379")
+//!     .await?;
+//! // Per-key quotas are passed per call: anonymous clients by IP, users by id.
+//! let per_ip = Limit::sliding_window_counter(Quota::per_minute(60)?)?;
+//! let per_user = Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?;
+//!
+//! let decision = limiter.check("ip:203.0.113.7", &per_ip).await?;
+//! let expensive = limiter.check_n("user:42", &per_user, 5).await?;
+//! if decision.fallback() == Some(Fallback::StoreUnavailableAllowed) {
+//!     // Redis was unreachable: allowed by the policy, not by the limit.
+//! }
+//! # let _ = expensive;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Time
+//! By default each script reads Redis `TIME`, so all servers share one clock and client clock
+//! skew cannot matter. [`Builder::client_clock`] passes the client's time instead (tests do, to
+//! be deterministic). Times are whole **microseconds** in Redis (see [`MICROS`]): a Lua number is
+//! a double, exact only below 2^53, and microseconds since the Unix epoch fit until 2112 while
+//! nanoseconds do not. So a [`Limit`] rounds its step up to a whole microsecond, and its
+//! decisions are exactly those of kova's in-memory algorithm for
+//! [`Limit::effective_quota`] at the same time truncated to the microsecond — except the
+//! sliding window counter's `retry_after`, which is kova's rounded up to a whole microsecond
+//! (the first microsecond, rather than nanosecond, at which the request fits).
+//!
+//! ## Keys
+//! `prefix:{tag}:algorithm`, where the tag is the user's key escaped (or hashed when long) so
+//! that no key can break the hash tag or address another key ([`KeyBuilder`]). Every key gets
+//! a TTL equal to its reset time: idle keys vanish by themselves. A denial writes nothing.
+//!
+//! ## Failures
+//! Every call has a timeout (default 50 ms). Past it, or when Redis fails, the
+//! [`FailurePolicy`] decides and says so in [`Decision::fallback`](kova::Decision::fallback).
+//! The connection is re-established by itself after Redis restarts.
+//!
+//! ## Local acceleration (off by default)
+//! [`Builder::cache_denials`] answers a denied key locally until its retry time;
+//! [`Builder::leasing`] leases units for hot keys so most of their decisions need no round
+//! trip, with the overshoot across servers bounded as documented on [`Leasing`]. Both mark
+//! their decisions [`Fallback::LocalCache`](kova::Fallback::LocalCache).
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod error;
+mod key;
+mod limit;
+mod limiter;
+mod local;
+mod scripts;
+mod store;
+
+pub use error::{Error, StoreError};
+pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
+pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
+pub use limiter::{Builder, FailurePolicy, RedisLimiter, Stats};
+pub use local::Leasing;
+pub use scripts::script_source;

@@ -1,0 +1,112 @@
+//! Errors: what a call could not answer with a decision.
+
+use std::fmt;
+use std::time::Duration;
+
+use kova::CheckError;
+
+use crate::key::PrefixError;
+
+/// Why a call returned no [`Decision`](kova::Decision).
+///
+/// Store failures (Redis down, slow, or answering nonsense) are turned into decisions by the
+/// limiter's [`FailurePolicy`](crate::FailurePolicy) unless it is
+/// [`ReturnError`](crate::FailurePolicy::ReturnError); [`reset`](crate::RedisLimiter::reset)
+/// always returns them.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The cost is above the limit's capacity: it can never be admitted (an error, not a
+    /// denial, as in the in-memory limiters).
+    Cost(CheckError),
+    /// The client clock reads a time the scripts cannot hold exactly (at or past 2^52 µs).
+    TimeOutOfRange {
+        /// The reading, in microseconds.
+        micros: u64,
+        /// The largest accepted.
+        max: u64,
+    },
+    /// The key prefix given to the builder is unusable.
+    Prefix(PrefixError),
+    /// Redis could not be reached in time, or failed.
+    Store(StoreError),
+}
+
+/// A failure of the store itself.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No answer within the per-call timeout.
+    Timeout(Duration),
+    /// The connection or Redis reported an error.
+    Redis(redis::RedisError),
+    /// Redis answered something the scripts never return.
+    Reply(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Cost(e) => e.fmt(f),
+            Error::TimeOutOfRange { micros, max } => {
+                write!(f, "client clock reads {micros} µs, past the largest time the scripts hold ({max} µs)")
+            }
+            Error::Prefix(e) => e.fmt(f),
+            Error::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
+            StoreError::Redis(e) => write!(f, "redis error: {e}"),
+            StoreError::Reply(r) => write!(f, "unexpected reply from a kova script: {r}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Cost(e) => Some(e),
+            Error::Prefix(e) => Some(e),
+            Error::Store(e) => Some(e),
+            Error::TimeOutOfRange { .. } => None,
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CheckError> for Error {
+    fn from(e: CheckError) -> Self {
+        Error::Cost(e)
+    }
+}
+
+impl From<PrefixError> for Error {
+    fn from(e: PrefixError) -> Self {
+        Error::Prefix(e)
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Error::Store(e)
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Store(StoreError::Redis(e))
+    }
+}

@@ -1,0 +1,130 @@
+//! Single node: conformance with the in-memory algorithms, and two clients sharing one limit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kova::{AlgorithmKind, ManualClock, Quota};
+use kova_redis::{Limit, RedisLimiter};
+
+use crate::server::RedisServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_single_node() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::new();
+    let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
+    let compared = crate::conformance::run_suite(&limiter, &clock, "single", 300).await;
+    assert!(compared > 8_000, "only {compared} decisions compared");
+    eprintln!("conformance (single node): {compared} decisions identical");
+}
+
+/// Reads Redis TIME in microseconds.
+async fn redis_micros(url: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    s * 1_000_000 + us
+}
+
+/// Two separate clients (two connections, as two servers would have), 8 tasks each, hammer one
+/// key with Redis time: together they admit exactly what one limiter would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_share_one_limit() {
+    let Some(server) = RedisServer::start() else { return };
+    let a = RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
+    let b = RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
+    for kind in AlgorithmKind::ALL {
+        // 100 per hour: within a sub-second test at most one more unit can refill (buckets), and
+        // unless the test straddles an aligned hour the windows admit exactly 100.
+        let quota = Quota::per_hour(100).unwrap();
+        let limit = Limit::new(kind, quota).unwrap();
+        let key = format!("shared:{kind}");
+        a.reset(&key, &limit).await.unwrap();
+        let admitted = Arc::new(AtomicU64::new(0));
+        let attempts = Arc::new(AtomicU64::new(0));
+        let start = redis_micros(&server.url()).await;
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let limiter = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (admitted, attempts, key) = (admitted.clone(), attempts.clone(), key.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..25 {
+                    let decision = limiter.check(&key, &limit).await.unwrap();
+                    assert_eq!(decision.fallback(), None);
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                    if decision.is_allowed() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let end = redis_micros(&server.url()).await;
+        let admitted = admitted.load(Ordering::Relaxed);
+        assert_eq!(attempts.load(Ordering::Relaxed), 400);
+        let elapsed = end - start;
+        let hour = 3_600_000_000;
+        let windows = end / hour - start / hour + 1;
+        let max = match kind {
+            // burst + refill over the elapsed time (one unit per 36 s).
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => 100 + elapsed / 36_000_000 + 1,
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindowCounter => 100 * windows,
+            AlgorithmKind::SlidingWindowLog => 100,
+        };
+        assert!(
+            (100..=max).contains(&admitted),
+            "{kind}: two clients admitted {admitted} of 400 (expected 100..={max})"
+        );
+    }
+}
+
+fn dirty(server: &RedisServer) -> u64 {
+    let info = server.cli(&["INFO", "persistence"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .expect("rdb_changes_since_last_save in INFO")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Redis counts every write in `rdb_changes_since_last_save`: denials and peeks must leave it
+/// unchanged. And each admission sets the key's TTL to the decision's reset time (Redis time,
+/// no margin), rounded up to the millisecond.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_and_peeks_write_nothing_and_ttls_are_reset_times() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter =
+        RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
+    for kind in AlgorithmKind::ALL {
+        let limit = Limit::new(kind, Quota::per_minute(3).unwrap()).unwrap();
+        let key = format!("quiet:{kind}");
+        let mut last = None;
+        for _ in 0..3 {
+            last = Some(limiter.check(&key, &limit).await.unwrap());
+        }
+        let admitted = last.unwrap();
+        assert!(admitted.is_allowed(), "{kind}");
+        let redis_key = String::from_utf8(limiter.redis_key(&key, &limit)).unwrap();
+        let pttl: u64 = server.cli(&["PTTL", &redis_key]).trim().parse().unwrap();
+        let reset_ms = admitted.reset_after().as_millis() as u64;
+        // A few ms may pass between the script and PTTL; never longer than the reset time.
+        assert!(
+            pttl <= reset_ms + 1 && pttl + 200 >= reset_ms,
+            "{kind}: PTTL {pttl} ms vs reset {reset_ms} ms"
+        );
+        let before = dirty(&server);
+        for _ in 0..5 {
+            assert!(!limiter.check(&key, &limit).await.unwrap().is_allowed(), "{kind}");
+            assert!(limiter.peek(&key, &limit).await.unwrap().is_allowed(), "{kind}");
+            assert!(!limiter.check_n(&key, &limit, 3).await.unwrap().is_allowed(), "{kind}");
+        }
+        assert_eq!(dirty(&server), before, "{kind}: a denial or a peek wrote to Redis");
+        // A fresh key's peek creates nothing either.
+        limiter.peek(format!("never:{kind}"), &limit).await.unwrap();
+        assert_eq!(dirty(&server), before, "{kind}: a peek of a fresh key wrote to Redis");
+    }
+}
