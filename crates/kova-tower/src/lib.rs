@@ -1,1 +1,96 @@
-//! placeholder
+//! # kova-tower: rate limiting for tower, axum, hyper and tonic
+//!
+//! A tower [`Layer`](tower_layer::Layer) ([`RateLimitLayer`]) that checks each request against
+//! one or more named [`Limit`]s, each a kova limiter (in-memory [`kova::Keyed`], a shared store
+//! such as Redis, or your own, through the one async trait [`KeyedLimiter`]) keyed by whom the
+//! request comes from ([`Key`]: client IP through trusted proxies, API key, authenticated user,
+//! global, or a pair).
+//!
+//! - Allowed requests go on; their responses carry `RateLimit-Policy: "ip";q=60;w=60` and
+//!   `RateLimit: "ip";r=59;t=1` (draft-ietf-httpapi-ratelimit-headers-10; see [`headers`]),
+//!   optionally the legacy `X-RateLimit-*`.
+//! - Denied requests get `429 Too Many Requests`, `Retry-After` in whole seconds rounded up,
+//!   `Cache-Control: no-store`, the `RateLimit` headers and an `application/problem+json` body
+//!   saying when to retry ([`Rejection`]; customisable with
+//!   [`RateLimitLayer::on_rejection`]).
+//! - A request whose key cannot be found is answered with a clear error (or, where configured,
+//!   skipped or given a fallback key): never one shared bucket for every unknown client.
+//! - Shadow mode decides and records without denying; a [`Metrics`] hook sees every decision,
+//!   near-limit pass, key failure and backend failure.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use axum::{body::Body, routing::get, Router};
+//! use http::{Request, StatusCode};
+//! use kova::{Gcra, ManualClock, Quota};
+//! use kova_tower::{Key, Limit, PeerAddr, RateLimitLayer};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let clock = ManualClock::new();
+//! // 2 requests per minute per client; /report costs 2.
+//! let per_ip = Limit::in_memory_with::<Gcra, _>("ip", Quota::per_minute(2)?, Key::peer_ip(), clock)?
+//!     .cost_fn(|parts| if parts.uri.path() == "/report" { 2 } else { 1 });
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .route("/report", get(|| async { "report" }))
+//!     .layer(RateLimitLayer::new(per_ip));
+//!
+//! // axum's `into_make_service_with_connect_info` sets the peer address; here we set it by hand.
+//! let peer = PeerAddr("203.0.113.7:50000".parse::<SocketAddr>()?);
+//! let get = |path: &str| Request::get(path).extension(peer).body(Body::empty()).unwrap();
+//!
+//! let ok = app.clone().oneshot(get("/")).await?;
+//! assert_eq!(ok.status(), StatusCode::OK);
+//! assert_eq!(ok.headers()["ratelimit-policy"], r#""ip";q=2;w=60"#);
+//! assert_eq!(ok.headers()["ratelimit"], r#""ip";r=1;t=30"#);
+//!
+//! let limited = app.clone().oneshot(get("/report")).await?;
+//! assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(limited.headers()["retry-after"], "30");
+//! assert_eq!(limited.headers()["content-type"], "application/problem+json");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See [`client_ip`] for how the client address is found behind proxies, and the crate's
+//! `examples/server.rs` for a small API with per-IP, per-API-key and per-route limits.
+//!
+//! ## Features
+//! - `axum` (default): read the peer address from axum's `ConnectInfo<SocketAddr>`.
+//! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
+//!   by every server), with `Limit::redis` to build a limit from it.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod body;
+pub mod client_ip;
+mod enforce;
+mod extract;
+mod failure;
+mod future;
+pub mod headers;
+mod key;
+mod layer;
+mod limit;
+mod limiter;
+mod metrics;
+#[cfg(feature = "redis")]
+mod redis;
+mod response;
+mod service;
+
+pub use body::ResponseBody;
+pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
+pub use failure::OnBackendError;
+pub use future::ResponseFuture;
+pub use key::LimitKey;
+pub use layer::RateLimitLayer;
+pub use limit::{ConfigError, Limit, OnMissingKey};
+pub use limiter::{CheckFuture, KeyedLimiter, LimiterError};
+pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
+#[cfg(feature = "redis")]
+pub use redis::RedisBackend;
+pub use response::Rejection;
+pub use service::RateLimit;

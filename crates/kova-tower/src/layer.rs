@@ -1,0 +1,171 @@
+//! RateLimitLayer: the configuration, and the tower `Layer` that wraps a service with it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response};
+use tower_layer::Layer;
+
+use crate::enforce;
+use crate::{Limit, Metrics, OnBackendError, RateLimit, Rejection};
+
+type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
+
+/// What every [`RateLimit`] service made by one layer shares.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) shadow: bool,
+    pub(crate) legacy_headers: bool,
+    pub(crate) near_limit_percent: u8,
+    pub(crate) metrics: Option<Arc<dyn Metrics>>,
+    pub(crate) on_backend_error: OnBackendError,
+    pub(crate) responder: Option<Arc<Responder>>,
+    /// `RateLimit-Policy` when every limit applied (the common case), written once.
+    pub(crate) all_policies: HeaderValue,
+}
+
+/// A tower [`Layer`] that rate-limits requests: with axum `Router::layer` /
+/// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
+///
+/// Each request is checked against the layer's [`Limit`]s in order; the first denial answers
+/// `429 Too Many Requests` (later limits are not charged; earlier ones keep the charge, as a
+/// request denied per user still counted against its IP). An allowed request goes on, and its
+/// response gets `RateLimit-Policy` and `RateLimit` headers for every limit checked.
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use kova::Quota;
+/// use kova_tower::{client_ip::TrustedProxies, Key, Limit, RateLimitLayer};
+///
+/// let per_ip = Limit::in_memory("ip", Quota::per_minute(60)?, Key::client_ip(TrustedProxies::parse("10.0.0.0/8")?))?;
+/// let app: Router = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(RateLimitLayer::new(per_ip).legacy_headers(true));
+/// // Serve with `app.into_make_service_with_connect_info::<std::net::SocketAddr>()` so the
+/// // layer sees the peer address.
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    config: Arc<Config>,
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("limits", &self.config.limits)
+            .field("shadow", &self.config.shadow)
+            .field("legacy_headers", &self.config.legacy_headers)
+            .field("on_backend_error", &self.config.on_backend_error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitLayer {
+    /// A layer enforcing `limit`.
+    pub fn new(limit: Limit) -> Self {
+        let mut config = Config {
+            limits: Vec::new(),
+            shadow: false,
+            legacy_headers: false,
+            near_limit_percent: 10,
+            metrics: None,
+            on_backend_error: OnBackendError::default(),
+            responder: None,
+            all_policies: HeaderValue::from_static(""),
+        };
+        config.push(limit);
+        RateLimitLayer { config: Arc::new(config) }
+    }
+
+    /// Also enforces `limit`, after the ones already added (several limits on one request: per
+    /// IP and per user).
+    pub fn limit(mut self, limit: Limit) -> Self {
+        Arc::make_mut(&mut self.config).push(limit);
+        self
+    }
+
+    /// Shadow mode: decide and record (metrics see every denial, marked `shadow`), but deny
+    /// nothing and add no headers; key and backend failures let the request through too. For
+    /// trying a policy on real traffic.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        Arc::make_mut(&mut self.config).shadow = shadow;
+        self
+    }
+
+    /// Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
+    /// until the quota is whole) for the limit closest to its end, for old clients.
+    pub fn legacy_headers(mut self, legacy: bool) -> Self {
+        Arc::make_mut(&mut self.config).legacy_headers = legacy;
+        self
+    }
+
+    /// Reports every decision, key failure and backend failure to `metrics`.
+    pub fn metrics<M: Metrics>(mut self, metrics: Arc<M>) -> Self {
+        Arc::make_mut(&mut self.config).metrics = Some(metrics);
+        self
+    }
+
+    /// An allowed decision with at most `percent` % of the quota left is reported as
+    /// [`EventKind::NearLimit`](crate::EventKind::NearLimit) (default 10).
+    pub fn near_limit_percent(mut self, percent: u8) -> Self {
+        Arc::make_mut(&mut self.config).near_limit_percent = percent.min(100);
+        self
+    }
+
+    /// What to do when a limiter fails without a failure policy of its own (default:
+    /// [`OnBackendError::Reject`], a 503).
+    pub fn on_backend_error(mut self, policy: OnBackendError) -> Self {
+        Arc::make_mut(&mut self.config).on_backend_error = policy;
+        self
+    }
+
+    /// Customises the layer's own responses: `f` gets the rejection and the default response
+    /// (status, headers, problem+json body) and returns the one to send.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::header::CONTENT_TYPE;
+    /// use kova::Quota;
+    /// use kova_tower::{Key, Limit, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(Limit::in_memory("ip", Quota::per_second(5)?, Key::peer_ip())?)
+    ///     .on_rejection(|rejection, mut response| {
+    ///         let secs = rejection.retry_after_secs().unwrap_or(1);
+    ///         *response.body_mut() = Bytes::from(format!("slow down, come back in {secs}s\n"));
+    ///         response.headers_mut().insert(CONTENT_TYPE, "text/plain".parse().unwrap());
+    ///         response
+    ///     });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_rejection<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.config).responder = Some(Arc::new(f));
+        self
+    }
+
+    /// The limits, in the order they are checked.
+    pub fn limits(&self) -> &[Limit] {
+        &self.config.limits
+    }
+}
+
+impl Config {
+    fn push(&mut self, limit: Limit) {
+        self.limits.push(limit);
+        if let Some(value) = enforce::all_policies(&self.limits) {
+            self.all_policies = value;
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit::new(inner, self.config.clone())
+    }
+}

@@ -1,0 +1,260 @@
+//! Limit: one named quota, the limiter that enforces it, whom it counts and what each request
+//! costs.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::request::Parts;
+use kova::{Algorithm, Clock, CoarseClock, Gcra, Keyed, Quota, QuotaError};
+
+use crate::headers;
+use crate::{Key, KeyedLimiter, LimitKey};
+
+type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
+
+/// What a limit does when its key cannot be found for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnMissingKey {
+    /// Answer with an error response (400 or 500, see [`KeyError::status`](crate::KeyError::status))
+    /// naming the cause. The default.
+    #[default]
+    Reject,
+    /// The limit does not apply to this request (a per-user limit on an anonymous request).
+    /// Use it only where the key is optional by design: a client able to make its key
+    /// unreadable is then not limited by this limit.
+    Skip,
+}
+
+/// A limit that could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The quota was rejected by the algorithm.
+    Quota(QuotaError),
+    /// A limit's name must be 1 to 64 characters of `A-Z a-z 0-9 _ - .` (it appears in headers,
+    /// JSON bodies and metrics).
+    InvalidName(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Quota(e) => write!(f, "invalid quota: {e}"),
+            ConfigError::InvalidName(name) => {
+                write!(f, "limit name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ - .")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Quota(e) => Some(e),
+            ConfigError::InvalidName(_) => None,
+        }
+    }
+}
+
+impl From<QuotaError> for ConfigError {
+    fn from(e: QuotaError) -> Self {
+        ConfigError::Quota(e)
+    }
+}
+
+#[derive(Clone)]
+enum Cost {
+    Fixed(u64),
+    PerRequest(Arc<CostFn>),
+}
+
+/// One named limit: a quota, the limiter enforcing it, the key it counts by, and the cost of a
+/// request. Clones share the limiter (and so the counts): the same limit at cost 1 on cheap
+/// routes and cost 5 on an expensive one draws from one bucket per client.
+///
+/// ```
+/// use http::header::HeaderName;
+/// use kova::Quota;
+/// use kova_tower::{Key, Limit};
+/// // 60 requests a minute per client network; a search costs 5 of them.
+/// let per_ip = Limit::in_memory("ip", Quota::per_minute(60)?, Key::peer_ip())?
+///     .cost_fn(|parts| if parts.uri.path().starts_with("/search") { 5 } else { 1 });
+/// // 1000 an hour per API key, only on /api.
+/// let per_key = Limit::in_memory("api", Quota::per_hour(1000)?, Key::header(HeaderName::from_static("x-api-key")))?
+///     .when(|parts| parts.uri.path().starts_with("/api/"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Limit {
+    name: Arc<str>,
+    quota: Quota,
+    limiter: Arc<dyn KeyedLimiter>,
+    key: Key,
+    cost: Cost,
+    filter: Option<Arc<Filter>>,
+    on_missing_key: OnMissingKey,
+    policy_item: Arc<str>,
+}
+
+impl fmt::Debug for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limit")
+            .field("name", &self.name)
+            .field("quota", &self.quota)
+            .field("on_missing_key", &self.on_missing_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Limit {
+    /// An in-memory limit (GCRA on the coarse clock) named `name`, counting by `key`.
+    pub fn in_memory(name: &str, quota: Quota, key: impl Into<Key>) -> Result<Self, ConfigError> {
+        Self::in_memory_with::<Gcra, _>(name, quota, key, CoarseClock::new())
+    }
+
+    /// An in-memory limit with algorithm `A` reading `clock` (a
+    /// [`ManualClock`](kova::ManualClock) in tests).
+    ///
+    /// ```
+    /// use kova::{FixedWindow, ManualClock, Quota};
+    /// use kova_tower::{Key, Limit};
+    /// let clock = ManualClock::new();
+    /// let limit = Limit::in_memory_with::<FixedWindow, _>("daily", Quota::per_hour(24)?, Key::global(), clock)?;
+    /// assert_eq!(limit.name(), "daily");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn in_memory_with<A: Algorithm, C: Clock + 'static>(
+        name: &str,
+        quota: Quota,
+        key: impl Into<Key>,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        let limiter = Keyed::<LimitKey, A, C>::with_clock(quota, clock)?;
+        Self::new(name, quota, key, limiter)
+    }
+
+    /// A limit enforced by any [`KeyedLimiter`] (a shared store, your own). `quota` must be the
+    /// one the limiter enforces: it is what `RateLimit-Policy` announces.
+    pub fn new(
+        name: &str,
+        quota: Quota,
+        key: impl Into<Key>,
+        limiter: impl KeyedLimiter,
+    ) -> Result<Self, ConfigError> {
+        Self::from_shared(name, quota, key, Arc::new(limiter))
+    }
+
+    /// [`new`](Self::new) with a limiter already shared.
+    pub fn from_shared(
+        name: &str,
+        quota: Quota,
+        key: impl Into<Key>,
+        limiter: Arc<dyn KeyedLimiter>,
+    ) -> Result<Self, ConfigError> {
+        if !headers::is_valid_policy_name(name) {
+            return Err(ConfigError::InvalidName(name.to_owned()));
+        }
+        let mut item = String::new();
+        headers::write_policy_item(&mut item, name, &quota);
+        Ok(Limit {
+            name: name.into(),
+            quota,
+            limiter,
+            key: key.into(),
+            cost: Cost::Fixed(1),
+            filter: None,
+            on_missing_key: OnMissingKey::Reject,
+            policy_item: item.into(),
+        })
+    }
+
+    /// Every request costs `cost` units (default 1). A cost above the quota's burst can never be
+    /// admitted: such requests get a 500 naming the misconfiguration.
+    pub fn cost(self, cost: u64) -> Self {
+        Limit { cost: Cost::Fixed(cost), ..self }
+    }
+
+    /// A request costs what `f` says (per route, per method, per body size header...).
+    pub fn cost_fn(self, f: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        Limit { cost: Cost::PerRequest(Arc::new(f)), ..self }
+    }
+
+    /// The limit applies only to requests for which `f` is true (a route with its own quota).
+    pub fn when(self, f: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        Limit { filter: Some(Arc::new(f)), ..self }
+    }
+
+    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
+    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
+        Limit { on_missing_key: policy, ..self }
+    }
+
+    /// The name (in headers, bodies and metrics).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The quota announced.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    pub(crate) fn limiter(&self) -> &dyn KeyedLimiter {
+        &*self.limiter
+    }
+
+    pub(crate) fn key(&self) -> &Key {
+        &self.key
+    }
+
+    pub(crate) fn missing_key_policy(&self) -> OnMissingKey {
+        self.on_missing_key
+    }
+
+    pub(crate) fn policy_item(&self) -> &str {
+        &self.policy_item
+    }
+
+    pub(crate) fn applies_to(&self, parts: &Parts) -> bool {
+        match &self.filter {
+            Some(filter) => filter(parts),
+            None => true,
+        }
+    }
+
+    pub(crate) fn cost_of(&self, parts: &Parts) -> u64 {
+        match &self.cost {
+            Cost::Fixed(cost) => *cost,
+            Cost::PerRequest(f) => f(parts),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated_and_policy_items_precomputed() {
+        let quota = Quota::per_minute(100).unwrap();
+        assert_eq!(
+            Limit::in_memory("a b", quota, Key::global()).unwrap_err(),
+            ConfigError::InvalidName("a b".into())
+        );
+        assert!(Limit::in_memory("", quota, Key::global()).is_err());
+        assert!(Limit::in_memory(&"x".repeat(65), quota, Key::global()).is_err());
+        let limit = Limit::in_memory("per-ip_v1.2", quota, Key::global()).unwrap();
+        assert_eq!(limit.policy_item(), "\"per-ip_v1.2\";q=100;w=60");
+        assert!(matches!(
+            Limit::in_memory_with::<kova::FixedWindow, _>(
+                "w",
+                quota.with_burst(5).unwrap(),
+                Key::global(),
+                CoarseClock::new()
+            ),
+            Err(ConfigError::Quota(QuotaError::BurstUnsupported { .. }))
+        ));
+    }
+}

@@ -1,0 +1,196 @@
+//! The one async limiter trait the middleware drives, and its implementation for kova's in-memory
+//! [`Keyed`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use kova::{Algorithm, CheckError, Clock, Decision, Keyed};
+
+use crate::LimitKey;
+
+/// Any keyed limiter: in-memory ([`Keyed`]), a shared store (Redis), or your own.
+///
+/// `check` counts `cost` units against `key` (0 is a peek). It is dyn-compatible, so one layer can
+/// hold limiters of different kinds, and its future is a [`CheckFuture`]: already complete, with
+/// no allocation, for in-memory limiters ([`CheckFuture::ready`]); a boxed future for those that
+/// wait on I/O ([`CheckFuture::new`]).
+///
+/// A limiter with a failure policy (a store that fails open or closed) answers with a
+/// [`Decision`] carrying a [`Fallback`](kova::Fallback); one without answers
+/// [`LimiterError::Backend`], and the layer's
+/// [`OnBackendError`](crate::OnBackendError) decides.
+///
+/// ```
+/// use kova::{Decision, Gcra, Keyed, Quota};
+/// use kova_tower::{KeyedLimiter, LimitKey};
+/// let limiter = Keyed::<LimitKey, Gcra>::new(Quota::per_second(2)?)?;
+/// let key = LimitKey::api_key("k1");
+/// // `Keyed` has an inherent `check(&key)` too: call the trait's by its path.
+/// let decision = KeyedLimiter::check(&limiter, &key, 1).into_ready().ok().expect("in-memory checks are ready")?;
+/// assert_eq!(decision.remaining(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait KeyedLimiter: Send + Sync + 'static {
+    /// Counts `cost` units against `key`.
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture;
+}
+
+impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
+        CheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+}
+
+impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
+        (**self).check(key, cost)
+    }
+}
+
+impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
+        (**self).check(key, cost)
+    }
+}
+
+/// A check that could not be answered with a decision.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LimiterError {
+    /// The cost is above what the limiter admits at once: waiting would not help. A
+    /// configuration error (a route's cost above the quota's burst), answered with 500.
+    CostExceedsCapacity {
+        /// The cost asked for.
+        cost: u64,
+        /// The most the limiter admits at once.
+        capacity: u64,
+    },
+    /// The backend failed (a store that could not be reached, a timeout) and has no failure
+    /// policy of its own; the layer's [`OnBackendError`](crate::OnBackendError) decides.
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl LimiterError {
+    /// A backend failure.
+    pub fn backend(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        LimiterError::Backend(error.into())
+    }
+}
+
+impl fmt::Display for LimiterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimiterError::CostExceedsCapacity { cost, capacity } => {
+                write!(f, "cost {cost} exceeds the limiter's capacity of {capacity}")
+            }
+            LimiterError::Backend(e) => write!(f, "rate-limit backend failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LimiterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LimiterError::Backend(e) => Some(&**e),
+            LimiterError::CostExceedsCapacity { .. } => None,
+        }
+    }
+}
+
+impl From<CheckError> for LimiterError {
+    fn from(e: CheckError) -> Self {
+        match e {
+            CheckError::CostExceedsCapacity { cost, capacity } => {
+                LimiterError::CostExceedsCapacity { cost, capacity }
+            }
+            other => LimiterError::Backend(Box::new(other)),
+        }
+    }
+}
+
+type BoxedCheck = Pin<Box<dyn Future<Output = Result<Decision, LimiterError>> + Send>>;
+
+/// The future of one [`KeyedLimiter::check`]: either already complete (in-memory limiters; no
+/// allocation, and the middleware answers without an extra await) or a boxed future (limiters
+/// that wait on I/O).
+#[must_use = "a check does nothing unless awaited or inspected"]
+pub struct CheckFuture(Repr);
+
+enum Repr {
+    Ready(Option<Result<Decision, LimiterError>>),
+    Boxed(BoxedCheck),
+}
+
+impl CheckFuture {
+    /// A check that is already complete.
+    pub fn ready(result: Result<Decision, LimiterError>) -> Self {
+        CheckFuture(Repr::Ready(Some(result)))
+    }
+
+    /// A check that completes when `future` does.
+    pub fn new<F>(future: F) -> Self
+    where
+        F: Future<Output = Result<Decision, LimiterError>> + Send + 'static,
+    {
+        CheckFuture(Repr::Boxed(Box::pin(future)))
+    }
+
+    /// The result if the check is already complete, else the future back.
+    pub fn into_ready(self) -> Result<Result<Decision, LimiterError>, CheckFuture> {
+        match self.0 {
+            Repr::Ready(Some(result)) => Ok(result),
+            repr => Err(CheckFuture(repr)),
+        }
+    }
+}
+
+impl fmt::Debug for CheckFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Ready(result) => f.debug_tuple("CheckFuture::Ready").field(result).finish(),
+            Repr::Boxed(_) => f.write_str("CheckFuture::Pending"),
+        }
+    }
+}
+
+impl Future for CheckFuture {
+    type Output = Result<Decision, LimiterError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Repr::Ready(result) => {
+                Poll::Ready(result.take().unwrap_or_else(|| {
+                    Err(LimiterError::backend("rate-limit check polled after it completed"))
+                }))
+            }
+            Repr::Boxed(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kova::{Gcra, ManualClock, Quota};
+
+    #[tokio::test]
+    async fn keyed_checks_are_ready_and_costs_above_capacity_are_errors() {
+        let limiter =
+            Keyed::<LimitKey, Gcra, _>::with_clock(Quota::per_second(3).unwrap(), ManualClock::new())
+                .unwrap();
+        let key = LimitKey::Global;
+        let d = KeyedLimiter::check(&limiter, &key, 2).await.unwrap();
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), 1);
+        match KeyedLimiter::check(&limiter, &key, 4).into_ready() {
+            Ok(Err(LimiterError::CostExceedsCapacity { cost: 4, capacity: 3 })) => {}
+            other => panic!("expected a ready capacity error, got {other:?}"),
+        }
+        let boxed = CheckFuture::new(async { Err(LimiterError::backend("down")) });
+        let boxed = boxed.into_ready().expect_err("a boxed check is not ready");
+        assert_eq!(boxed.await.unwrap_err().to_string(), "rate-limit backend failed: down");
+    }
+}

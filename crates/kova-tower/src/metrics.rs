@@ -1,0 +1,158 @@
+//! The metrics hook: one event per decision, key failure and backend failure.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kova::{Decision, Fallback};
+
+use crate::{KeyError, LimitKey, LimiterError};
+
+/// Receives the layer's events. Called on the request path: keep it cheap (count, don't log
+/// every event).
+///
+/// Implemented for closures `Fn(&Event<'_>)`; [`CountingMetrics`] counts each kind.
+pub trait Metrics: Send + Sync + 'static {
+    /// One event.
+    fn record(&self, event: &Event<'_>);
+}
+
+impl<F: Fn(&Event<'_>) + Send + Sync + 'static> Metrics for F {
+    fn record(&self, event: &Event<'_>) {
+        self(event)
+    }
+}
+
+/// Something the layer did for one limit of one request.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Event<'a> {
+    /// The limit's name.
+    pub limit: &'a str,
+    /// The key checked, when one was found.
+    pub key: Option<&'a LimitKey>,
+    /// Whether the layer runs in shadow mode (a denial was recorded, not enforced).
+    pub shadow: bool,
+    /// What happened.
+    pub kind: EventKind<'a>,
+}
+
+/// What happened. Every checked limit gives exactly one of `Allowed`, `NearLimit` and `Denied`;
+/// a backend failure gives a `BackendFailure` first (and then, if a failure policy decided, that
+/// decision's event).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum EventKind<'a> {
+    /// Allowed, with more than the near-limit share of the quota left.
+    Allowed(&'a Decision),
+    /// Allowed, with at most the near-limit share left (10% by default).
+    NearLimit(&'a Decision),
+    /// Denied (in shadow mode the request still went through).
+    Denied(&'a Decision),
+    /// The backend failed: `error` when it returned one (the layer's
+    /// [`OnBackendError`](crate::OnBackendError) then applied), `fallback` when a failure
+    /// policy (the backend's or the layer's) decided instead.
+    BackendFailure {
+        /// The error the limiter returned, if any.
+        error: Option<&'a LimiterError>,
+        /// The failure policy's decision, if one was made.
+        fallback: Option<Fallback>,
+    },
+    /// No key could be found for the request.
+    KeyError(&'a KeyError),
+    /// The request's cost is above the limit's capacity (a configuration error).
+    CostExceedsCapacity {
+        /// The request's cost.
+        cost: u64,
+        /// The limit's capacity.
+        capacity: u64,
+    },
+}
+
+/// Counts events by kind, with relaxed atomic counters (each counter is independent; a snapshot
+/// taken while requests run may mix counts from slightly different moments).
+///
+/// ```
+/// use std::sync::Arc;
+/// use kova_tower::CountingMetrics;
+/// let metrics = Arc::new(CountingMetrics::default());
+/// // RateLimitLayer::new(limit).metrics(metrics.clone()); ... later:
+/// assert_eq!(metrics.snapshot().denied, 0);
+/// ```
+#[derive(Debug, Default)]
+pub struct CountingMetrics {
+    allowed: AtomicU64,
+    near_limit: AtomicU64,
+    denied: AtomicU64,
+    shadow_denied: AtomicU64,
+    backend_failures: AtomicU64,
+    key_errors: AtomicU64,
+    misconfigured: AtomicU64,
+}
+
+/// A copy of [`CountingMetrics`]' counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// `Allowed` events.
+    pub allowed: u64,
+    /// `NearLimit` events (allowed, close to the limit).
+    pub near_limit: u64,
+    /// `Denied` events that were enforced.
+    pub denied: u64,
+    /// `Denied` events in shadow mode (the request went through).
+    pub shadow_denied: u64,
+    /// `BackendFailure` events.
+    pub backend_failures: u64,
+    /// `KeyError` events.
+    pub key_errors: u64,
+    /// `CostExceedsCapacity` events.
+    pub misconfigured: u64,
+}
+
+impl CountingMetrics {
+    /// The counters now.
+    pub fn snapshot(&self) -> Counts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Counts {
+            allowed: get(&self.allowed),
+            near_limit: get(&self.near_limit),
+            denied: get(&self.denied),
+            shadow_denied: get(&self.shadow_denied),
+            backend_failures: get(&self.backend_failures),
+            key_errors: get(&self.key_errors),
+            misconfigured: get(&self.misconfigured),
+        }
+    }
+}
+
+impl Metrics for CountingMetrics {
+    fn record(&self, event: &Event<'_>) {
+        let counter = match event.kind {
+            EventKind::Allowed(_) => &self.allowed,
+            EventKind::NearLimit(_) => &self.near_limit,
+            EventKind::Denied(_) if event.shadow => &self.shadow_denied,
+            EventKind::Denied(_) => &self.denied,
+            EventKind::BackendFailure { .. } => &self.backend_failures,
+            EventKind::KeyError(_) => &self.key_errors,
+            EventKind::CostExceedsCapacity { .. } => &self.misconfigured,
+        };
+        // Relaxed: independent counters, read only for reporting.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "allowed={} near_limit={} denied={} shadow_denied={} backend_failures={} key_errors={} misconfigured={}",
+            self.allowed,
+            self.near_limit,
+            self.denied,
+            self.shadow_denied,
+            self.backend_failures,
+            self.key_errors,
+            self.misconfigured
+        )
+    }
+}

@@ -1,0 +1,138 @@
+//! The Redis backend (feature `redis`) behind the layer, over real HTTP: against a real
+//! `redis-server` started by the test, and against a Redis that is down. Built only with the
+//! `redis` feature (`required-features` in Cargo.toml).
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::routing::get;
+use axum::Router;
+use http::StatusCode;
+use kova::{ManualClock, Quota};
+use kova_redis::FailurePolicy;
+use kova_tower::{CountingMetrics, Key, Limit, OnBackendError, RateLimitLayer, RedisBackend};
+use support::{serve, HttpClient, CLIENT};
+
+/// A `redis-server` on a free loopback port, stopped when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> Option<Self> {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(server)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("address").port()
+}
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new().route("/", get(|| async { "hello" })).layer(layer)
+}
+
+#[tokio::test]
+async fn a_redis_limit_gives_the_same_headers_as_an_in_memory_one() {
+    let Some(redis) = RedisServer::start() else {
+        panic!("redis-server is not installed: the redis feature's tests need it");
+    };
+    let clock = ManualClock::new();
+    // The client clock must be well inside the scripts' range: start at 1 s.
+    clock.set(1_000_000_000);
+    let limiter = kova_redis::RedisLimiter::builder()
+        .client_clock(clock.clone())
+        .timeout(Duration::from_secs(5))
+        .ttl_margin(Duration::from_secs(3600))
+        .connect(&redis.url())
+        .await
+        .expect("connect to the test's redis-server");
+    let limit = kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap();
+    let limit = Limit::redis("ip", Key::peer_ip(), RedisBackend::new(limiter, limit)).unwrap();
+    let server = serve(app(RateLimitLayer::new(limit))).await;
+    let client = HttpClient::new(server, CLIENT);
+    for (remaining, reset) in [(2, 20), (1, 40), (0, 60)] {
+        let reply = client.get("/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.header("ratelimit-policy"), Some(r#""ip";q=3;w=60"#));
+        assert_eq!(reply.header("ratelimit"), Some(format!(r#""ip";r={remaining};t={reset}"#).as_str()));
+    }
+    let denied = client.get("/", &[]).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.header("retry-after"), Some("20"));
+    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=60"#));
+    clock.advance(Duration::from_millis(19_500));
+    assert_eq!(client.get("/", &[]).await.header("retry-after"), Some("1"));
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(client.get("/", &[]).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_redis_that_is_down_follows_its_failure_policy() {
+    // Nothing listens on this port.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let backend = |policy: FailurePolicy| {
+        let limiter = kova_redis::RedisLimiter::builder()
+            .timeout(Duration::from_millis(200))
+            .failure_policy(policy)
+            .unavailable_retry_after(Duration::from_secs(2))
+            .open(&url)
+            .expect("a lazily connected limiter");
+        let limit = kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap();
+        Limit::redis("shared", Key::peer_ip(), RedisBackend::new(limiter, limit)).unwrap()
+    };
+
+    let metrics = Arc::new(CountingMetrics::default());
+    let server =
+        serve(app(RateLimitLayer::new(backend(FailurePolicy::FailOpen)).metrics(metrics.clone()))).await;
+    let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("ratelimit"), None);
+    assert_eq!(metrics.snapshot().backend_failures, 1);
+
+    let server = serve(app(RateLimitLayer::new(backend(FailurePolicy::FailClosed)))).await;
+    let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.header("retry-after"), Some("2"));
+
+    let metrics = Arc::new(CountingMetrics::default());
+    let layer = RateLimitLayer::new(backend(FailurePolicy::ReturnError)).metrics(metrics.clone());
+    let server = serve(app(layer)).await;
+    let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(metrics.snapshot().backend_failures, 1);
+
+    let layer =
+        RateLimitLayer::new(backend(FailurePolicy::ReturnError)).on_backend_error(OnBackendError::Allow);
+    let server = serve(app(layer)).await;
+    assert_eq!(HttpClient::new(server, CLIENT).get("/", &[]).await.status, StatusCode::OK);
+}
