@@ -58,6 +58,11 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// Bytes one cell occupies, heap included.
     fn cell_bytes(&self) -> usize;
 
+    /// Gives back `cost` units an earlier allowed check took from `cell` (see
+    /// [`WordAlgorithm::refund`]). Returns `false` when the algorithm cannot refund (the sliding
+    /// log, whose units are timestamps already written); the state is then unchanged.
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
+
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
     fn check_cell<C: Clock + ?Sized>(
         &self,
@@ -99,4 +104,10 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
 
     /// Whether `word` is indistinguishable from fresh at `now`.
     fn is_idle_word(&self, word: u64, now: u64) -> bool;
+
+    /// Gives back `cost` units that an earlier allowed check took (for example when a request
+    /// passed one limit but a later limit denied it). The state becomes what it would be had
+    /// that check never happened — or full, never beyond. Units whose window has already passed
+    /// are not given back (they no longer count).
+    fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
 }

@@ -87,6 +87,21 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.algorithm.decide_cell(&self.cell, &self.clock, 0)
     }
 
+    /// Gives back `cost` units an earlier allowed check took (for example when a later limit
+    /// denied the same request). Returns `false`, changing nothing, for the sliding log.
+    ///
+    /// ```
+    /// use kova::{Gcra, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_minute(10)?)?;
+    /// assert!(limiter.check_n(4)?.is_allowed());
+    /// assert!(limiter.refund(4));
+    /// assert_eq!(limiter.peek().remaining(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund(&self, cost: u64) -> bool {
+        self.algorithm.refund_cell(&self.cell, &self.clock, cost)
+    }
+
     /// Puts the limiter back to full.
     pub fn reset(&self) {
         self.algorithm.reset_cell(&self.cell);

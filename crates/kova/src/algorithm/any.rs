@@ -232,6 +232,10 @@ impl Algorithm for AnyAlgorithm {
         cell_dispatch!(self, cell, a, c => a.decide_cell(c, clock, cost))
     }
 
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> bool {
+        cell_dispatch!(self, cell, a, c => a.refund_cell(c, clock, cost))
+    }
+
     fn reset_cell(&self, cell: &AnyCell) {
         cell_dispatch!(self, cell, a, c => a.reset_cell(c))
     }

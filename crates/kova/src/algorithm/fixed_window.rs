@@ -136,6 +136,16 @@ impl WordAlgorithm for FixedWindow {
         }
     }
 
+    fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {
+        let (stored, count) = unpack(word);
+        let (window, current, _) = self.current(word, now);
+        if window != stored || current == 0 || cost == 0 {
+            // The charge was in a window that has passed (or there is nothing to give back).
+            return word;
+        }
+        pack(window, count - cost.min(count))
+    }
+
     fn is_idle_word(&self, word: u64, now: u64) -> bool {
         self.current(word, now).1 == 0
     }

@@ -99,6 +99,12 @@ impl WordAlgorithm for Gcra {
         }
     }
 
+    fn refund(&self, tat: u64, now: u64, cost: u64) -> u64 {
+        let back = cost.saturating_mul(self.interval);
+        // A TAT at or before `now` already means full: never refund past that.
+        tat.saturating_sub(back).max(now.min(tat))
+    }
+
     fn is_idle_word(&self, tat: u64, now: u64) -> bool {
         tat <= now
     }

@@ -206,6 +206,23 @@ impl WordAlgorithm for SlidingWindowCounter {
         }
     }
 
+    fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {
+        let (stored, stored_prev, stored_current) = unpack(word);
+        let v = self.view(word, now);
+        if cost == 0 || (v.prev == 0 && v.current == 0) {
+            return word;
+        }
+        if v.window == stored {
+            // Still the window the charge went into.
+            pack(stored, stored_prev, stored_current - cost.min(stored_current))
+        } else if v.prev == stored_current && v.current == 0 {
+            // One window on: the charge now weighs in as part of `prev`.
+            pack(v.window, v.prev - cost.min(v.prev), 0)
+        } else {
+            word
+        }
+    }
+
     fn is_idle_word(&self, word: u64, now: u64) -> bool {
         let v = self.view(word, now);
         v.prev == 0 && v.current == 0

@@ -268,6 +268,12 @@ impl Algorithm for SlidingWindowLog {
         }
     }
 
+    fn refund_cell<C: Clock + ?Sized>(&self, _cell: &LogCell, _clock: &C, _cost: u64) -> bool {
+        // Admitted units are timestamps other threads may already have counted; taking them
+        // back is not supported.
+        false
+    }
+
     fn reset_cell(&self, cell: &LogCell) {
         // AcqRel on both: the floor must not fall behind a head we have seen (Acquire), and
         // readers that see the new floor see the head it was taken from (Release).

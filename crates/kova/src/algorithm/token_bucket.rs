@@ -204,6 +204,20 @@ impl WordAlgorithm for TokenBucket {
         }
     }
 
+    fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {
+        let now_units = (now >> self.shift) & STAMP_MASK;
+        let (tokens, stamp, _) = self.refill(word, now_units);
+        let tokens = tokens.saturating_add(cost).min(self.burst);
+        let stamp = if tokens >= self.burst { now_units } else { stamp };
+        let refunded = pack(tokens, stamp);
+        // Unchanged when nothing was given back (already full, or cost 0).
+        if self.refill(word, now_units).0 == tokens {
+            word
+        } else {
+            refunded
+        }
+    }
+
     fn is_idle_word(&self, word: u64, now: u64) -> bool {
         let (tokens, _, _) = self.refill(word, (now >> self.shift) & STAMP_MASK);
         tokens >= self.burst

@@ -50,6 +50,21 @@ impl<W: WordAlgorithm> Algorithm for W {
         }
     }
 
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> bool {
+        // Orderings as in `decide_cell`.
+        let mut old = cell.load(Ordering::Acquire);
+        loop {
+            let new = self.refund(old, clock.now_nanos(), cost);
+            if new == old {
+                return true;
+            }
+            match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => old = actual,
+            }
+        }
+    }
+
     fn reset_cell(&self, cell: &AtomicU64) {
         // Release: a reader that sees the fresh word also sees a clock no older than ours.
         cell.store(self.fresh_word(), Ordering::Release);
