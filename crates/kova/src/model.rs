@@ -197,7 +197,7 @@ impl SlidingLogModel {
         let in_window = self.times.len() as u64;
         let reset = |m: &Self| m.times.back().map_or(0, |&t| m.period - (now - t));
         if in_window + cost <= self.limit {
-            self.times.extend(std::iter::repeat(now).take(cost as usize));
+            self.times.extend(std::iter::repeat_n(now, cost as usize));
             Decision::allowed(self.limit, self.limit - in_window - cost, reset(self))
         } else {
             // The oldest `in_window + cost - limit` units must leave first.

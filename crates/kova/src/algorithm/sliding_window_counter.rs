@@ -121,12 +121,15 @@ impl SlidingWindowCounter {
     }
 
     fn remaining(&self, v: &View, current: u64) -> u64 {
-        let room = self.room_scaled(v.prev, current, v.elapsed);
-        if room <= 0 {
-            0
-        } else {
-            (room / self.period as i128) as u64
-        }
+        // limit - current - ceil(prev * (period - elapsed) / period), in u64 when the product
+        // fits (periods up to 2^44 ns, 4.9 hours, at the largest limit): a 64-bit division on the
+        // hot path instead of a 128-bit one.
+        let Some(left) = self.limit.checked_sub(current) else { return 0 };
+        let weighted = match v.prev.checked_mul(self.period - v.elapsed) {
+            Some(product) => product.div_ceil(self.period),
+            None => (v.prev as u128 * (self.period - v.elapsed) as u128).div_ceil(self.period as u128) as u64,
+        };
+        left.saturating_sub(weighted)
     }
 
     /// Nanoseconds (from the view's instant) until both counts have aged out.

@@ -121,13 +121,17 @@ impl TokenBucket {
             return (tokens, stamp, -(behind as i64));
         }
         let elapsed = now_units.wrapping_sub(stamp) & STAMP_MASK;
-        let earned = elapsed / self.interval_units;
-        if earned >= self.burst - tokens {
-            (self.burst, now_units, 0)
-        } else {
-            let stamp = stamp.wrapping_add(earned * self.interval_units) & STAMP_MASK;
-            (tokens + earned, stamp, (elapsed % self.interval_units) as i64)
+        // Fast paths without a division: the hot key's common cases (no whole token earned yet,
+        // or long enough to be full).
+        if elapsed < self.interval_units {
+            return (tokens, stamp, elapsed as i64);
         }
+        if elapsed >= (self.burst - tokens) * self.interval_units {
+            return (self.burst, now_units, 0);
+        }
+        let earned = elapsed / self.interval_units;
+        let stamp = stamp.wrapping_add(earned * self.interval_units) & STAMP_MASK;
+        (tokens + earned, stamp, (elapsed - earned * self.interval_units) as i64)
     }
 
     /// Units until a bucket holding `tokens` with `progress` is full.
