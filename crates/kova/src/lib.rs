@@ -67,7 +67,7 @@ pub use algorithm::{
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};
 pub use error::CheckError;
-pub use keyed::Keyed;
+pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 

@@ -1,5 +1,7 @@
 //! GCRA, the generic cell rate algorithm: a token bucket in one word.
 
+use strength_reduce::StrengthReducedU64;
+
 use super::WordAlgorithm;
 use crate::{Decision, Quota, QuotaError};
 
@@ -28,11 +30,13 @@ use crate::{Decision, Quota, QuotaError};
 /// assert_eq!(denied.retry_after().as_millis(), 100);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Gcra {
     quota: Quota,
     /// Nanoseconds per unit.
     interval: u64,
+    /// `interval` as a multiply-and-shift divisor: `remaining` divides by it on every check.
+    interval_divisor: StrengthReducedU64,
     /// `burst * interval`: the largest deficit a bucket can hold.
     capacity_nanos: u64,
 }
@@ -41,6 +45,15 @@ pub struct Gcra {
 /// meaningful for 292 years.
 const MAX_CAPACITY_NANOS: u64 = u64::MAX / 2;
 
+/// Two GCRAs are equal when built from the same quota (everything else derives from it).
+impl PartialEq for Gcra {
+    fn eq(&self, other: &Self) -> bool {
+        self.quota == other.quota
+    }
+}
+
+impl Eq for Gcra {}
+
 impl Gcra {
     /// Nanoseconds per unit at the sustained rate.
     pub fn interval_nanos(&self) -> u64 {
@@ -48,7 +61,7 @@ impl Gcra {
     }
 
     fn remaining(&self, deficit: u64) -> u64 {
-        self.capacity_nanos.saturating_sub(deficit) / self.interval
+        self.capacity_nanos.saturating_sub(deficit) / self.interval_divisor
     }
 }
 
@@ -65,7 +78,7 @@ impl WordAlgorithm for Gcra {
                 max: MAX_CAPACITY_NANOS / interval,
             },
         )?;
-        Ok(Gcra { quota, interval, capacity_nanos })
+        Ok(Gcra { quota, interval, interval_divisor: StrengthReducedU64::new(interval), capacity_nanos })
     }
 
     fn quota(&self) -> Quota {

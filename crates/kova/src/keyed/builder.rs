@@ -1,0 +1,184 @@
+//! `KeyedBuilder`: the keyed table's options.
+
+use std::fmt;
+use std::hash::Hash;
+
+use super::policy::TableFullPolicy;
+use super::shard::ShardConfig;
+use super::Keyed;
+use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
+
+/// A per-key quota function: `None` for the default quota.
+pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
+
+/// Options of a [`Keyed`] table. Start from [`Keyed::builder`] (coarse clock) or
+/// [`Keyed::builder_with_clock`].
+///
+/// ```
+/// use kova::{Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
+/// let limiter = Keyed::<String, Gcra, _>::builder_with_clock(Quota::per_minute(60)?, ManualClock::new())
+///     .max_keys(50_000)
+///     .shards(16)
+///     .table_full(TableFullPolicy::DenyNew)
+///     .reclaim_scan(32)
+///     // Admins get more; everyone else the default quota.
+///     .quota_fn(|user: &String| user.starts_with("admin:").then(|| Quota::per_minute(600).unwrap()))
+///     .build()?;
+/// assert_eq!(limiter.check(&"admin:root".to_string()).remaining(), 599);
+/// assert_eq!(limiter.check(&"guest".to_string()).remaining(), 59);
+/// assert_eq!(limiter.shard_count(), 16);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
+    algorithm: Result<A, QuotaError>,
+    clock: C,
+    shards: Option<usize>,
+    max_keys: usize,
+    policy: TableFullPolicy,
+    scan: usize,
+    quota_fn: Option<QuotaFn<K>>,
+}
+
+impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("quota", &self.algorithm.as_ref().map(|a| a.quota()))
+            .field("shards", &self.shards)
+            .field("max_keys", &self.max_keys)
+            .field("policy", &self.policy)
+            .field("reclaim_scan", &self.scan)
+            .field("quota_fn", &self.quota_fn.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
+    /// The default [`max_keys`](Self::max_keys): 2^20 = 1,048,576 keys (about 26 MB for `u64`
+    /// keys with a single-word algorithm, when full).
+    pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
+    /// The default [`reclaim_scan`](Self::reclaim_scan).
+    pub const DEFAULT_RECLAIM_SCAN: usize = 16;
+    /// The most shards a table has.
+    pub const MAX_SHARDS: usize = 1 << 16;
+
+    /// A builder for a table whose default quota is `quota`, reading `clock`.
+    ///
+    /// ```
+    /// use kova::{KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
+    /// let limiter = KeyedBuilder::<u64, SlidingWindowLog, _>::new(Quota::per_second(3)?, ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(limiter.check(&1).remaining(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota, clock: C) -> Self {
+        Self::from_result(A::from_quota(quota), clock)
+    }
+
+    /// A builder for a table whose default quota is `algorithm`'s (for an algorithm built
+    /// beforehand, such as an [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind).
+    /// Per-key quotas get algorithms of the same kind.
+    ///
+    /// ```
+    /// use kova::{AnyAlgorithm, Keyed, KeyedBuilder, ManualClock, Quota};
+    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
+    /// let limiter: Keyed<u64, AnyAlgorithm, ManualClock> =
+    ///     KeyedBuilder::from_algorithm(algorithm, ManualClock::new()).build()?;
+    /// assert_eq!(limiter.check(&1).remaining(), 99);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_algorithm(algorithm: A, clock: C) -> Self {
+        Self::from_result(Ok(algorithm), clock)
+    }
+
+    fn from_result(algorithm: Result<A, QuotaError>, clock: C) -> Self {
+        KeyedBuilder {
+            algorithm,
+            clock,
+            shards: None,
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            policy: TableFullPolicy::default(),
+            scan: Self::DEFAULT_RECLAIM_SCAN,
+            quota_fn: None,
+        }
+    }
+
+    /// Reads `clock` instead.
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock,
+            shards: self.shards,
+            max_keys: self.max_keys,
+            policy: self.policy,
+            scan: self.scan,
+            quota_fn: self.quota_fn,
+        }
+    }
+
+    /// Number of shards, rounded up to a power of two (default: 4 per available core, rounded up
+    /// to a power of two). Kept between 1 and [`MAX_SHARDS`](Self::MAX_SHARDS), at most
+    /// `max_keys` (so that every shard holds a key), and at least what `max_keys` needs (one
+    /// shard holds at most about 16.7 million keys). One shard makes a small model for tests.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// The most keys the table holds (at least 1; default
+    /// [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS)). They are split evenly over the shards, so
+    /// a shard may fill a little before the table does; when a new key finds its shard full, the
+    /// insert reclaims idle keys or applies the [`TableFullPolicy`]. Memory is allocated as keys
+    /// arrive, up to [`Keyed::memory_bound_bytes`].
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// What to do with a new key when its shard is full of keys that are not idle (default:
+    /// [`TableFullPolicy::EvictClosestToIdle`]).
+    pub fn table_full(mut self, policy: TableFullPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How many entries an insert into a full shard examines, from the shard's sweep cursor, to
+    /// reclaim idle keys and to choose an eviction victim (at least 1; default
+    /// [`DEFAULT_RECLAIM_SCAN`](Self::DEFAULT_RECLAIM_SCAN)). More finds idle keys sooner and
+    /// better victims, at more work per insert into a full shard.
+    pub fn reclaim_scan(mut self, entries: usize) -> Self {
+        self.scan = entries.max(1);
+        self
+    }
+
+    /// Per-key quotas: `quota_fn(key)` is called when a key is inserted (first seen, or back
+    /// after being reclaimed), outside the table's locks; `None` means the default quota. A
+    /// quota the algorithm cannot represent gets the default quota and is counted in
+    /// [`Keyed::rejected_quotas`]. To change the quota of a key already held, call
+    /// [`Keyed::set_quota`] (the function is not consulted again while the key is held).
+    pub fn quota_fn(mut self, quota_fn: impl Fn(&K) -> Option<Quota> + Send + Sync + 'static) -> Self {
+        self.quota_fn = Some(Box::new(quota_fn));
+        self
+    }
+}
+
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
+    /// Builds the table; an error when the default quota cannot be represented by the algorithm.
+    pub fn build(self) -> Result<Keyed<K, A, C>, QuotaError> {
+        let algorithm = self.algorithm?;
+        let mut shards =
+            self.shards.unwrap_or_else(default_shards).clamp(1, Self::MAX_SHARDS).next_power_of_two();
+        let max_keys = self.max_keys.min(Self::MAX_SHARDS * ShardConfig::MAX_KEYS);
+        while shards > 1 && shards > max_keys {
+            shards /= 2;
+        }
+        while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > ShardConfig::MAX_KEYS {
+            shards *= 2;
+        }
+        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn))
+    }
+}
+
+fn default_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores * 4).next_power_of_two()
+}

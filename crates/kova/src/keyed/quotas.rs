@@ -1,0 +1,187 @@
+//! Per-key quotas: each distinct quota gets a small id and one built algorithm, shared by every
+//! key that has it. A slot stores only the id (and only when it is not the default).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::{Algorithm, AnyAlgorithm, Quota, QuotaError};
+
+/// A quota's id in its table; 0 is the table's default quota.
+pub(super) type QuotaId = u16;
+
+/// The default quota's id.
+pub(super) const DEFAULT_ID: QuotaId = 0;
+
+/// Ids per page of built algorithms.
+const PAGE: usize = 64;
+/// Distinct quotas a table holds, the default included.
+pub(super) const MAX_QUOTAS: usize = 4096;
+
+/// A page of built algorithms, each set once.
+type Page<A> = Box<[OnceLock<A>]>;
+
+/// The table's algorithms by quota id.
+pub(super) struct Quotas<A> {
+    default: A,
+    /// Page `p` holds ids `1 + p * PAGE ..`; pages and their entries are set once, under `ids`.
+    pages: Box<[OnceLock<Page<A>>]>,
+    ids: Mutex<HashMap<Quota, QuotaId>>,
+    /// Quotas from the quota function that could not be used (invalid, or too many).
+    rejected: AtomicU64,
+}
+
+impl<A: Algorithm> Quotas<A> {
+    pub(super) fn new(default: A) -> Self {
+        let pages = (0..(MAX_QUOTAS - 1).div_ceil(PAGE)).map(|_| OnceLock::new()).collect();
+        Quotas { default, pages, ids: Mutex::new(HashMap::new()), rejected: AtomicU64::new(0) }
+    }
+
+    pub(super) fn default_algorithm(&self) -> &A {
+        &self.default
+    }
+
+    /// The algorithm of quota `id` (the default for an id this table never handed out).
+    #[inline]
+    pub(super) fn get(&self, id: QuotaId) -> &A {
+        if id == DEFAULT_ID {
+            return &self.default;
+        }
+        let i = usize::from(id) - 1;
+        self.pages
+            .get(i / PAGE)
+            .and_then(OnceLock::get)
+            .and_then(|page| page[i % PAGE].get())
+            .unwrap_or(&self.default)
+    }
+
+    /// The id of `quota`, building its algorithm the first time: an error when the algorithm
+    /// cannot represent it, or when the table already holds [`MAX_QUOTAS`] distinct quotas.
+    pub(super) fn intern(&self, quota: Quota) -> Result<QuotaId, QuotaError> {
+        if quota == self.default.quota() {
+            return Ok(DEFAULT_ID);
+        }
+        // A panic while holding this lock leaves the map and pages consistent (the map is
+        // written last), so a poisoned lock is still usable.
+        let mut ids = self.ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(&id) = ids.get(&quota) {
+            return Ok(id);
+        }
+        let next = ids.len() + 1;
+        if next >= MAX_QUOTAS {
+            return Err(QuotaError::Unrepresentable {
+                algorithm: self.default.name(),
+                field: "distinct per-key quotas",
+                value: next as u64 + 1,
+                max: MAX_QUOTAS as u64,
+            });
+        }
+        let algorithm = algorithm_like(&self.default, quota)?;
+        let i = next - 1;
+        let page = self.pages[i / PAGE].get_or_init(|| (0..PAGE).map(|_| OnceLock::new()).collect());
+        if page[i % PAGE].set(algorithm).is_err() {
+            // Unreachable: ids are handed out once, under the lock. Refuse rather than alias.
+            return Err(QuotaError::Unrepresentable {
+                algorithm: self.default.name(),
+                field: "distinct per-key quotas",
+                value: next as u64,
+                max: next as u64 - 1,
+            });
+        }
+        let id = next as QuotaId;
+        ids.insert(quota, id);
+        Ok(id)
+    }
+
+    /// The id for a quota from the quota function: the default when it cannot be used (counted).
+    pub(super) fn intern_or_default(&self, quota: Option<Quota>) -> QuotaId {
+        match quota.map(|q| self.intern(q)) {
+            None => DEFAULT_ID,
+            Some(Ok(id)) => id,
+            Some(Err(_)) => {
+                // Relaxed: a statistic.
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                DEFAULT_ID
+            }
+        }
+    }
+
+    pub(super) fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held: the page directory, the pages built and the id map's entries (estimated
+    /// from its capacity).
+    pub(super) fn bytes(&self) -> usize {
+        let pages = self.pages.iter().filter(|p| p.get().is_some()).count();
+        let map = self.ids.lock().map_or(0, |ids| ids.capacity());
+        std::mem::size_of_val(&*self.pages)
+            + pages * PAGE * std::mem::size_of::<OnceLock<A>>()
+            + map * (std::mem::size_of::<(Quota, QuotaId)>() + 1)
+    }
+}
+
+/// Builds the algorithm for `quota` of the same kind as `template`: [`Algorithm::from_quota`],
+/// except that an [`AnyAlgorithm`] keeps its kind (its `from_quota` builds the default, GCRA).
+pub(super) fn algorithm_like<A: Algorithm>(template: &A, quota: Quota) -> Result<A, QuotaError> {
+    if let Some(any) = (template as &dyn Any).downcast_ref::<AnyAlgorithm>() {
+        let mut built: Option<A> = None;
+        if let Some(slot) = (&mut built as &mut dyn Any).downcast_mut::<Option<AnyAlgorithm>>() {
+            *slot = Some(AnyAlgorithm::new(any.kind(), quota)?);
+        }
+        if let Some(algorithm) = built {
+            return Ok(algorithm);
+        }
+    }
+    A::from_quota(quota)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AlgorithmKind, Gcra};
+
+    #[test]
+    fn ids_are_stable_and_the_default_is_zero() {
+        let quotas = Quotas::new(<Gcra as Algorithm>::from_quota(Quota::per_second(10).unwrap()).unwrap());
+        assert_eq!(quotas.intern(Quota::per_second(10).unwrap()), Ok(DEFAULT_ID));
+        let a = quotas.intern(Quota::per_second(20).unwrap()).unwrap();
+        let b = quotas.intern(Quota::per_minute(20).unwrap()).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(quotas.intern(Quota::per_second(20).unwrap()), Ok(a));
+        assert_eq!(quotas.get(a).quota(), Quota::per_second(20).unwrap());
+        assert_eq!(quotas.get(b).quota(), Quota::per_minute(20).unwrap());
+        assert_eq!(quotas.get(999).quota(), Quota::per_second(10).unwrap());
+    }
+
+    #[test]
+    fn invalid_quotas_are_errors_and_count_as_rejected() {
+        let window = AnyAlgorithm::new(AlgorithmKind::FixedWindow, Quota::per_second(10).unwrap()).unwrap();
+        let quotas = Quotas::new(window);
+        let bursty = Quota::per_second(5).unwrap().with_burst(9).unwrap();
+        assert_eq!(quotas.intern(bursty), Err(QuotaError::BurstUnsupported { algorithm: "fixed_window" }));
+        assert_eq!(quotas.intern_or_default(Some(bursty)), DEFAULT_ID);
+        assert_eq!(quotas.rejected(), 1);
+    }
+
+    #[test]
+    fn any_algorithm_keeps_its_kind() {
+        let log = AnyAlgorithm::new(AlgorithmKind::SlidingWindowLog, Quota::per_second(3).unwrap()).unwrap();
+        let built = algorithm_like(&log, Quota::per_second(7).unwrap()).unwrap();
+        assert_eq!(built.kind(), AlgorithmKind::SlidingWindowLog);
+        assert_eq!(built.capacity(), 7);
+    }
+
+    #[test]
+    fn the_table_refuses_more_than_max_quotas() {
+        let quotas = Quotas::new(<Gcra as Algorithm>::from_quota(Quota::per_hour(1).unwrap()).unwrap());
+        for n in 2..=MAX_QUOTAS as u64 {
+            quotas.intern(Quota::per_hour(n).unwrap()).unwrap();
+        }
+        assert!(matches!(
+            quotas.intern(Quota::per_hour(1_000_000).unwrap()),
+            Err(QuotaError::Unrepresentable { field: "distinct per-key quotas", .. })
+        ));
+    }
+}

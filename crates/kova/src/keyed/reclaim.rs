@@ -1,0 +1,140 @@
+//! Grace periods: what a shard unlinked waits here until no check can still hold it.
+//!
+//! The lock holder retires slots and replaced indexes into the current batch; at the end of its
+//! locked section it seals the batch with a token, a `std::sync::Arc<()>` whose clone goes into
+//! crossbeam-epoch's garbage (`Guard::defer`). crossbeam runs that deferred drop only after every
+//! thread pinned at the time has unpinned, so once the shard holds the only reference again
+//! (`Arc::get_mut`, an Acquire that pairs with the clone's Release drop), no check can reach the
+//! batch's slots or indexes. The shard then frees or reuses them itself, under its lock.
+//!
+//! The token is std's `Arc`, not `crate::sync`'s: it lives in crossbeam's garbage, which may be
+//! collected outside any loom execution. Only the handful of pointers below are deferred: slots
+//! stay in their chunks and are dropped in place.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crossbeam_epoch::Guard;
+
+use super::index::Index;
+
+/// One retired slot: its batch, the slot, and the heap bytes its cell owns.
+#[derive(Debug)]
+struct RetiredSlot {
+    batch: u64,
+    slot: u32,
+    heap: usize,
+}
+
+/// A shard's retired slots and indexes, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct Retired {
+    slots: VecDeque<RetiredSlot>,
+    indexes: VecDeque<(u64, Box<Index>)>,
+    /// Sealed batches, oldest first: (batch, token).
+    tokens: VecDeque<(u64, Arc<()>)>,
+    /// The batch being filled.
+    current: u64,
+    /// Whether the current batch holds anything.
+    dirty: bool,
+    /// Bytes of the retired indexes.
+    index_bytes: usize,
+    /// Whether an index was retired since the last seal.
+    index_retired: bool,
+}
+
+/// What [`Retired::collect`] handed back.
+pub(super) struct Ready {
+    /// Slots no check can reach any more, with the heap bytes of their cells.
+    pub(super) slots: Vec<(u32, usize)>,
+    /// Bytes of the indexes it freed.
+    pub(super) index_bytes: usize,
+}
+
+impl Retired {
+    /// Retires `slot`, whose cell owns `heap` bytes on the heap.
+    pub(super) fn slot(&mut self, slot: u32, heap: usize) {
+        self.slots.push_back(RetiredSlot { batch: self.current, slot, heap });
+        self.dirty = true;
+    }
+
+    /// Retires a replaced index.
+    pub(super) fn index(&mut self, index: Box<Index>) {
+        self.index_bytes += index.bytes();
+        self.indexes.push_back((self.current, index));
+        self.dirty = true;
+        self.index_retired = true;
+    }
+
+    /// Slots waiting for their grace period.
+    pub(super) fn pending(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Seals the current batch (if it holds anything) behind a token deferred on `guard`;
+    /// returns whether it held an index (worth pushing to crossbeam's global queue at once).
+    pub(super) fn seal(&mut self, guard: &Guard) -> bool {
+        if !self.dirty {
+            return false;
+        }
+        // Under loom nothing is handed back before the table drops: crossbeam-epoch's collector
+        // is process-wide and not loom-visible, so whether a grace period has ended would
+        // differ between executions of a model, which loom requires to be deterministic.
+        if !cfg!(kova_loom) {
+            let token = Arc::new(());
+            let deferred = Arc::clone(&token);
+            guard.defer(move || drop(deferred));
+            self.tokens.push_back((self.current, token));
+        }
+        self.current += 1;
+        self.dirty = false;
+        std::mem::take(&mut self.index_retired)
+    }
+
+    /// Takes everything whose grace period has ended: the slots are returned (still holding
+    /// their contents, for the caller to drop), the indexes are freed.
+    pub(super) fn collect(&mut self) -> Ready {
+        let mut done = None;
+        while let Some((batch, token)) = self.tokens.front_mut() {
+            // `get_mut` succeeds only when crossbeam has dropped the deferred clone; its Acquire
+            // pairs with that drop's Release, after every check pinned at sealing time unpinned.
+            if Arc::get_mut(token).is_none() {
+                break;
+            }
+            done = Some(*batch);
+            self.tokens.pop_front();
+        }
+        let mut ready = Ready { slots: Vec::new(), index_bytes: 0 };
+        let Some(done) = done else { return ready };
+        while self.slots.front().is_some_and(|r| r.batch <= done) {
+            if let Some(r) = self.slots.pop_front() {
+                ready.slots.push((r.slot, r.heap));
+            }
+        }
+        while self.indexes.front().is_some_and(|(batch, _)| *batch <= done) {
+            if let Some((_, index)) = self.indexes.pop_front() {
+                ready.index_bytes += index.bytes();
+            }
+        }
+        self.index_bytes -= ready.index_bytes;
+        ready
+    }
+
+    /// Every retired slot, sealed or not (for the table's `Drop`, when no check can run).
+    pub(super) fn drain_all(&mut self) -> impl Iterator<Item = u32> + '_ {
+        self.indexes.clear();
+        self.tokens.clear();
+        self.index_bytes = 0;
+        self.slots.drain(..).map(|r| r.slot)
+    }
+
+    /// Heap bytes held here: the queues, the tokens and the retired indexes.
+    pub(super) fn bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<RetiredSlot>()
+            + self.indexes.capacity() * std::mem::size_of::<(u64, Box<Index>)>()
+            + self.tokens.capacity() * std::mem::size_of::<(u64, Arc<()>)>()
+            // An `Arc<()>` allocation: the two counts.
+            + self.tokens.len() * 2 * std::mem::size_of::<usize>()
+            + self.index_bytes
+    }
+}

@@ -1,0 +1,636 @@
+//! One shard: an index, the slots it names, and the lock that serialises changes to them.
+//!
+//! # Protocol
+//! Readers (checks of a key the shard holds) pin the thread (crossbeam-epoch), load the index
+//! pointer and probe it, read the slot's key, and run the algorithm on the slot's cell. They take
+//! no lock and write nothing else.
+//!
+//! The lock holder changes the index. Three kinds of change matter to a reader that is using a
+//! slot at that moment:
+//! - **Growing** the index: entries are copied to a bigger index and the old one retired. The
+//!   slots do not move, so a reader still probing the old index updates the same cell.
+//! - **Removing** a key: its entry is deleted (backward shift); the slot is retired. A reader
+//!   that updated it concurrently is ordered before the removal.
+//! - **Unlinking after a look** (evicting an idle key, replacing a key's slot when its quota
+//!   changes): the decision depends on the cell's state, so an update racing with the look must
+//!   not be lost. The lock holder stores `BUSY` over the entry (`SeqCst`), issues a `SeqCst`
+//!   fence, then reads the cell. A reader whose check wrote the cell re-reads the index pointer
+//!   and its entry ([`Shard::still_linked`]), with `SeqCst` loads after the `SeqCst` CAS of the
+//!   word algorithms, or after a `SeqCst` fence for other cells. By the single total order
+//!   (C++20 [atomics.order] p4), either the lock holder's read sees the reader's write (so an
+//!   eviction finds the key active and restores it, and a quota change carries the update over),
+//!   or the reader's re-read sees `BUSY` or a later value, and the reader redoes its check under
+//!   the lock on the key's current slot. The same holds when the index was replaced in between
+//!   (the re-read pointer differs): the replacement happened before the lock holder's fence.
+//!
+//! Unlinked slots and replaced indexes go to [`Retired`] and are dropped or reused only after a
+//! grace period, so a reader never sees a slot's key or cell change under it.
+
+use crossbeam_epoch::Guard;
+use crossbeam_utils::CachePadded;
+
+use super::index::{Entry, Index, BUSY, EMPTY, MAX_SLOTS};
+use super::lock::{lock, Mutex, MutexGuard};
+use super::quotas::{QuotaId, DEFAULT_ID};
+use super::reclaim::Retired;
+use super::slot::{Slot, Storage};
+use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+
+/// How a shard is sized.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ShardConfig {
+    /// Most keys held.
+    pub(super) max_keys: usize,
+    /// Extra slots for keys retired but still in their grace period.
+    pub(super) reserve: u32,
+    /// Slots per chunk: `2^chunk_bits`.
+    pub(super) chunk_bits: u32,
+}
+
+impl ShardConfig {
+    /// Sizes a shard of `max_keys` keys; at most [`MAX_KEYS`](Self::MAX_KEYS) are kept.
+    pub(super) fn new(max_keys: usize) -> Self {
+        let reserve = (max_keys / 8).clamp(64, Self::MAX_RESERVE as usize);
+        let max_keys = max_keys.clamp(1, Self::MAX_KEYS);
+        let slots = max_keys + reserve;
+        // Chunks of at most 64 slots for small shards, and at most 512 chunks per shard.
+        let min_chunk = slots.next_power_of_two().min(64);
+        let chunk = slots.div_ceil(512).next_power_of_two().max(min_chunk);
+        ShardConfig { max_keys, reserve: reserve as u32, chunk_bits: chunk.trailing_zeros() }
+    }
+
+    const MAX_RESERVE: u32 = 1 << 16;
+    /// The most keys one shard holds: its slots, reserve included, must fit an index entry.
+    pub(super) const MAX_KEYS: usize = (MAX_SLOTS - Self::MAX_RESERVE) as usize;
+
+    fn slots(&self) -> u32 {
+        (self.max_keys + self.reserve as usize) as u32
+    }
+
+    fn chunks(&self) -> usize {
+        (self.slots() as usize).div_ceil(1 << self.chunk_bits)
+    }
+
+    /// The most bytes a shard of this size can hold, given `slot_bytes` per slot and
+    /// `heap_per_cell` heap bytes per cell; see `Keyed::memory_bound_bytes`.
+    pub(super) fn bound_bytes(&self, slot_bytes: usize, heap_per_cell: usize) -> usize {
+        let slots = self.slots() as usize;
+        let chunked = self.chunks() << self.chunk_bits;
+        let ptr = std::mem::size_of::<usize>();
+        let max_bits = Index::bits_for(self.max_keys);
+        // Chunks with quota ids, and both directories.
+        let storage = chunked * (slot_bytes + 2) + self.chunks() * 2 * ptr;
+        // The current index and the smaller ones it replaced, still in their grace period.
+        let indexes = 2 * Index::bytes_for(max_bits) + 32 * std::mem::size_of::<Index>();
+        // Free list, retired queue (slot, batch, heap) and tokens (queue entry + allocation):
+        // queues at most double what they hold.
+        let bookkeeping = 2 * slots * (4 + 3 * 8 + 2 * ptr) + slots * 2 * ptr;
+        storage + indexes + bookkeeping + slots * heap_per_cell
+    }
+}
+
+/// The part of a shard every check reads.
+struct Hot<K, C> {
+    index: AtomicPtr<Index>,
+    storage: Storage<K, C>,
+}
+
+/// The part only inserts and removals touch.
+struct Cold {
+    writer: Mutex<Writer>,
+    /// Mirrors of the writer's figures, for `len` and `memory_bytes` without the lock.
+    len: AtomicUsize,
+    memory: AtomicUsize,
+}
+
+/// What the lock protects.
+#[derive(Debug)]
+struct Writer {
+    config: ShardConfig,
+    /// Keys held (live entries).
+    len: usize,
+    /// Slots handed out so far; all below it are in allocated chunks.
+    bump: u32,
+    /// Vacant slots below `bump`.
+    free: Vec<u32>,
+    retired: Retired,
+    /// Where the next reclamation scan starts in the index.
+    cursor: usize,
+    /// Heap bytes owned by cells (live and retired).
+    heap: usize,
+    /// Bytes of allocated chunks and quota-id arrays.
+    chunk_bytes: usize,
+}
+
+/// A shard. Its two halves sit on separate cache lines.
+pub(super) struct Shard<K, C> {
+    hot: CachePadded<Hot<K, C>>,
+    cold: CachePadded<Cold>,
+}
+
+/// A reader's view of a slot it found: enough to use the cell and to check afterwards that the
+/// slot was still linked.
+pub(super) struct Hit<'g, K, C> {
+    index: *const Index,
+    pos: usize,
+    entry: Entry,
+    slot: &'g Slot<K, C>,
+    quota: QuotaId,
+}
+
+impl<'g, K, C> Hit<'g, K, C> {
+    pub(super) fn cell(&self) -> &'g C {
+        // SAFETY: `find` returned this hit for an entry read while pinned; the `'g` borrow of the
+        // guard keeps the thread pinned, so the slot stays initialised.
+        unsafe { self.slot.cell() }
+    }
+
+    pub(super) fn quota(&self) -> QuotaId {
+        self.quota
+    }
+
+    pub(super) fn slot(&self) -> u32 {
+        self.entry.slot()
+    }
+}
+
+impl<K, C> Shard<K, C> {
+    pub(super) fn new(config: ShardConfig) -> Self {
+        let index = Box::into_raw(Box::new(Index::new(Index::MIN_BITS)));
+        let storage = Storage::new(config.slots(), config.chunk_bits);
+        let writer = Writer {
+            config,
+            len: 0,
+            bump: 0,
+            free: Vec::new(),
+            retired: Retired::default(),
+            cursor: 0,
+            heap: 0,
+            chunk_bytes: 0,
+        };
+        let shard = Shard {
+            hot: CachePadded::new(Hot { index: AtomicPtr::new(index), storage }),
+            cold: CachePadded::new(Cold {
+                writer: Mutex::new(writer),
+                len: AtomicUsize::new(0),
+                memory: AtomicUsize::new(0),
+            }),
+        };
+        let memory = shard.hot.storage.directory_bytes() + Index::bytes_for(Index::MIN_BITS);
+        shard.cold.memory.store(memory, Ordering::Relaxed);
+        shard
+    }
+
+    /// Keys held (a snapshot).
+    pub(super) fn len(&self) -> usize {
+        // Relaxed: a statistic, written under the lock.
+        self.cold.len.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held (a snapshot), the shard struct itself not included.
+    pub(super) fn memory(&self) -> usize {
+        // Relaxed: a statistic, written under the lock.
+        self.cold.memory.load(Ordering::Relaxed)
+    }
+
+    /// Finds `key` without a lock. `None` is not proof of absence: a concurrent change may have
+    /// moved its entry past the probe; callers that act on absence look again under the lock.
+    #[inline]
+    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
+    where
+        K: Eq,
+    {
+        // Acquire: pairs with the Release store that published this index, so its entries'
+        // initial values are visible.
+        let index_ptr = self.hot.index.load(Ordering::Acquire);
+        // SAFETY: never null; an index is freed only after a grace period that began after it
+        // was replaced, and `_guard` pins this thread from before the load until `'g` ends.
+        let index = unsafe { &*index_ptr };
+        let tag = super::index::tag_of(hash);
+        let mut pos = index.home(hash);
+        for _ in 0..index.capacity() {
+            // Acquire: pairs with the Release store of the entry, after its slot was filled.
+            let raw = index.load(pos, Ordering::Acquire);
+            if raw == EMPTY {
+                return None;
+            }
+            if let Some(entry) = Entry::from_raw(raw).filter(|e| e.tag() == tag) {
+                // SAFETY: the entry (loaded with Acquire) names an allocated chunk's slot that
+                // was filled before the entry was published and is not emptied before a grace
+                // period that includes our pin.
+                let slot = unsafe { self.hot.storage.slot(entry.slot()) };
+                // SAFETY: as above: filled, and stays filled while we are pinned.
+                if unsafe { slot.key() } == key {
+                    let quota = if entry.is_custom() {
+                        // SAFETY: the custom entry was published (Release) after its quota id.
+                        unsafe { self.hot.storage.quota_id(entry.slot()) }
+                    } else {
+                        DEFAULT_ID
+                    };
+                    return Some(Hit { index: index_ptr, pos, entry, slot, quota });
+                }
+            }
+            pos = index.next(pos);
+        }
+        None
+    }
+
+    /// After a check that wrote `hit`'s cell: whether the slot was still linked at a point after
+    /// the write, so that no eviction or quota change can have missed it (see the module docs).
+    /// `seqcst_write`: the write was a `SeqCst` CAS (the word algorithms' loop in `word.rs`);
+    /// otherwise a `SeqCst` fence orders it.
+    #[inline]
+    pub(super) fn still_linked(&self, hit: &Hit<'_, K, C>, seqcst_write: bool) -> bool {
+        // Loom models SeqCst accesses as AcqRel (but SeqCst fences exactly): under loom, always
+        // fence, which is strictly stronger.
+        let order = if seqcst_write && !cfg!(kova_loom) {
+            // SeqCst loads after our SeqCst CAS: with the lock holder's SeqCst store of `BUSY`
+            // (or of a new index) and its SeqCst fence before reading the cell, the single
+            // total order puts either our re-read after that store, or its read after our CAS
+            // (C++20 [atomics.order] p4.1 and p4.3).
+            Ordering::SeqCst
+        } else {
+            // SeqCst fence: orders our write before the re-reads below against the lock
+            // holder's store + SeqCst fence + cell read (p4.4); the loads themselves are Relaxed.
+            fence(Ordering::SeqCst);
+            Ordering::Relaxed
+        };
+        let index = self.hot.index.load(order);
+        if !std::ptr::eq(index, hit.index) {
+            return false;
+        }
+        // SAFETY: same pointer as the hit's index, which our pin keeps alive.
+        unsafe { &*index }.load(hit.pos, order) == hit.entry.raw()
+    }
+
+    /// Takes the shard's lock, first handing back what finished its grace period.
+    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> Locked<'a, K, C> {
+        let mut locked = Locked { shard: self, writer: lock(&self.cold.writer), guard };
+        locked.collect();
+        locked
+    }
+}
+
+impl<K, C> Drop for Shard<K, C> {
+    fn drop(&mut self) {
+        let writer = self.cold.writer.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Relaxed: `&mut self`, no other thread.
+        let index_ptr = self.hot.index.load(Ordering::Relaxed);
+        // SAFETY: made by `Box::into_raw` and owned by the shard; no reader remains.
+        let index = unsafe { Box::from_raw(index_ptr) };
+        for pos in 0..index.capacity() {
+            if let Some(entry) = Entry::from_raw(index.load(pos, Ordering::Relaxed)) {
+                // SAFETY: a live entry names a filled slot; `&mut self` rules out readers.
+                unsafe { self.hot.storage.slot(entry.slot()).empty() };
+            }
+        }
+        for slot in writer.retired.drain_all() {
+            // SAFETY: retired slots are still filled (they are emptied when collected, and
+            // collected ones are no longer in the queue); no reader remains.
+            unsafe { self.hot.storage.slot(slot).empty() };
+        }
+        // The storage's own Drop frees the chunks.
+    }
+}
+
+/// The shard with its lock held, on a pinned thread.
+pub(super) struct Locked<'a, K, C> {
+    shard: &'a Shard<K, C>,
+    writer: MutexGuard<'a, Writer>,
+    guard: &'a Guard,
+}
+
+impl<K, C> Locked<'_, K, C> {
+    fn index(&self) -> &Index {
+        // Relaxed: only the lock holder stores the pointer, and we hold the lock.
+        let ptr = self.shard.hot.index.load(Ordering::Relaxed);
+        // SAFETY: the current index lives while it is current, which only we can change.
+        unsafe { &*ptr }
+    }
+
+    /// The slot a live entry names.
+    fn slot(&self, entry: Entry) -> &Slot<K, C> {
+        // SAFETY: a live entry's chunk is allocated (before the entry was stored, under the lock).
+        unsafe { self.shard.hot.storage.slot(entry.slot()) }
+    }
+
+    /// The key of a live entry.
+    pub(super) fn key(&self, entry: Entry) -> &K {
+        // SAFETY: a live entry's slot is filled, and only the lock holder (us) empties slots.
+        unsafe { self.slot(entry).key() }
+    }
+
+    /// The cell of a live entry.
+    pub(super) fn cell(&self, entry: Entry) -> &C {
+        // SAFETY: as in `key`.
+        unsafe { self.slot(entry).cell() }
+    }
+
+    /// The quota id of a live entry.
+    pub(super) fn quota(&self, entry: Entry) -> QuotaId {
+        if entry.is_custom() {
+            // SAFETY: we hold the lock under which it was written.
+            unsafe { self.shard.hot.storage.quota_id(entry.slot()) }
+        } else {
+            DEFAULT_ID
+        }
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.writer.len >= self.writer.config.max_keys
+    }
+
+    /// Finds `key` (authoritative: nothing moves while we hold the lock).
+    pub(super) fn find(&self, hash: u64, key: &K) -> Option<(usize, Entry)>
+    where
+        K: Eq,
+    {
+        let index = self.index();
+        let tag = super::index::tag_of(hash);
+        let mut pos = index.home(hash);
+        for _ in 0..index.capacity() {
+            // Relaxed: every store to the index happened under the lock we hold.
+            let raw = index.load(pos, Ordering::Relaxed);
+            if raw == EMPTY {
+                return None;
+            }
+            if let Some(entry) = Entry::from_raw(raw).filter(|e| e.tag() == tag) {
+                if self.key(entry) == key {
+                    return Some((pos, entry));
+                }
+            }
+            pos = index.next(pos);
+        }
+        None
+    }
+
+    /// The live entry at `pos`, if any.
+    pub(super) fn entry_at(&self, pos: usize) -> Option<Entry> {
+        // Relaxed: we hold the lock.
+        Entry::from_raw(self.index().load(pos, Ordering::Relaxed))
+    }
+
+    /// Index positions.
+    pub(super) fn positions(&self) -> usize {
+        self.index().capacity()
+    }
+
+    /// Where the reclamation scan resumes, and moving it.
+    pub(super) fn cursor(&self) -> usize {
+        self.writer.cursor % self.positions()
+    }
+
+    pub(super) fn set_cursor(&mut self, cursor: usize) {
+        self.writer.cursor = cursor;
+    }
+
+    /// Hands back slots and indexes whose grace period has ended.
+    fn collect(&mut self) {
+        let ready = self.writer.retired.collect();
+        for (slot, heap) in ready.slots {
+            // SAFETY: retired after unlinking, and its grace period has ended: no reader can
+            // reach it, and we hold the lock.
+            unsafe { self.shard.hot.storage.slot(slot).empty() };
+            // After a successful drop only: a key whose `Drop` panicked leaks its slot.
+            self.writer.heap -= heap;
+            self.writer.free.push(slot);
+        }
+    }
+
+    /// A vacant slot in an allocated chunk, or `None` when all are held or retired.
+    pub(super) fn take_slot(&mut self) -> Option<u32> {
+        for attempt in 0..3 {
+            if let Some(slot) = self.writer.free.pop() {
+                return Some(slot);
+            }
+            if self.writer.bump < self.writer.config.slots() {
+                let slot = self.writer.bump;
+                self.writer.chunk_bytes += self.shard.hot.storage.ensure(slot);
+                self.writer.bump += 1;
+                return Some(slot);
+            }
+            if attempt < 2 {
+                // Everything is held or retired: push our deferred tokens to crossbeam's global
+                // queue and let it advance the epoch, then look again.
+                self.writer.retired.seal(self.guard);
+                self.guard.flush();
+                self.collect();
+            }
+        }
+        None
+    }
+
+    /// Inserts `key` with `cell` and quota `quota` into `slot` (from [`take_slot`](Self::take_slot)),
+    /// whose cell owns `heap` heap bytes. The caller checked that the key is absent and that the
+    /// shard is not full.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn insert(
+        &mut self,
+        slot: u32,
+        hash: u64,
+        key: K,
+        cell: C,
+        quota: QuotaId,
+        heap: usize,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Entry {
+        // Grow first: it runs the user's `Hash`, which may panic; only `slot` leaks then.
+        self.reserve_entry(hash_key);
+        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
+        // SAFETY: the slot is vacant (fresh from the bump, or emptied after its grace period),
+        // and we hold the lock.
+        unsafe { slot_ref.fill(key, cell) };
+        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
+        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
+        self.index().insert(hash, entry);
+        self.writer.len += 1;
+        self.writer.heap += heap;
+        entry
+    }
+
+    /// Gives back a slot from [`take_slot`](Self::take_slot) that was not used.
+    pub(super) fn put_back(&mut self, slot: u32) {
+        self.writer.free.push(slot);
+    }
+
+    /// Makes room in the index for one more entry, growing it if needed.
+    fn reserve_entry(&mut self, hash_key: &impl Fn(&K) -> u64) {
+        if self.index().has_room_for(self.writer.len + 1) {
+            return;
+        }
+        let old = self.index();
+        let bigger = Box::new(Index::new(old.bits() + 1));
+        for pos in 0..old.capacity() {
+            if let Some(entry) = Entry::from_raw(old.load(pos, Ordering::Relaxed)) {
+                let hash = hash_key(self.key(entry));
+                // Relaxed inside: the new index is not visible to anyone yet.
+                let mut to = bigger.home(hash);
+                while bigger.load(to, Ordering::Relaxed) != EMPTY {
+                    to = bigger.next(to);
+                }
+                bigger.store(to, entry.raw(), Ordering::Relaxed);
+            }
+        }
+        // Release: readers that load the new pointer (Acquire) see its entries. SeqCst: a check
+        // that re-reads the pointer in `still_linked` after a SeqCst CAS is ordered against it
+        // (a later eviction in the new index happens after this swap).
+        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::SeqCst);
+        // SAFETY: made by `Box::into_raw`; from here on only readers pinned before the swap can
+        // hold it, and it is freed only after their grace period.
+        self.writer.retired.index(unsafe { Box::from_raw(old_ptr) });
+    }
+
+    /// Removes the entry at `pos` (backward-shift deletion) and retires its slot, whose cell owns
+    /// `heap` heap bytes.
+    pub(super) fn remove_at(&mut self, pos: usize, entry: Entry, heap: usize, hash_key: &impl Fn(&K) -> u64) {
+        self.delete_at(pos, hash_key);
+        self.retire(entry, heap);
+    }
+
+    fn retire(&mut self, entry: Entry, heap: usize) {
+        self.writer.retired.slot(entry.slot(), heap);
+        self.writer.len -= 1;
+    }
+
+    /// Unlinks the entry at `pos` unless `keep` says otherwise after looking at its cell: the
+    /// look happens after the entry is hidden, so a check racing with it either is seen by
+    /// `keep` or redoes itself (module docs). Returns whether the key was unlinked.
+    pub(super) fn unlink_if(
+        &mut self,
+        pos: usize,
+        entry: Entry,
+        heap: usize,
+        keep: impl FnOnce(&C) -> bool,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> bool {
+        // Collect the cluster's homes first (user code) so that nothing runs between BUSY and
+        // the deletion that could panic and leave BUSY behind.
+        let moves = self.cluster_after(pos, hash_key);
+        // SeqCst store, then SeqCst fence: pairs with `still_linked` (either form); our cell read
+        // below sees every check whose re-read did not see BUSY.
+        self.index().store(pos, BUSY, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if keep(self.cell(entry)) {
+            // Release: republishes the entry for readers that load it afresh.
+            self.index().store(pos, entry.raw(), Ordering::Release);
+            return false;
+        }
+        self.shift_into(pos, &moves);
+        self.retire(entry, heap);
+        true
+    }
+
+    /// Replaces the slot of the entry at `pos` by a new slot holding `key` and the cell `build`
+    /// makes from the old cell (read after the old entry is hidden, as in `unlink_if`). Returns
+    /// the new entry, or gives the key back when no slot is free of its grace period.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn replace(
+        &mut self,
+        pos: usize,
+        old: Entry,
+        old_heap: usize,
+        hash: u64,
+        key: K,
+        quota: QuotaId,
+        new_heap: usize,
+        build: impl FnOnce(&C) -> C,
+    ) -> Result<Entry, K> {
+        let Some(slot) = self.take_slot() else { return Err(key) };
+        // SeqCst store, SeqCst fence: as in `unlink_if`.
+        self.index().store(pos, BUSY, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let cell = build(self.cell(old));
+        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
+        // SAFETY: vacant slot, lock held.
+        unsafe { slot_ref.fill(key, cell) };
+        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
+        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
+        debug_assert_eq!(entry.tag(), old.tag());
+        // Release: readers that load the new entry (Acquire) see the slot filled.
+        self.index().store(pos, entry.raw(), Ordering::Release);
+        self.writer.heap += new_heap;
+        self.writer.len += 1;
+        self.retire(old, old_heap);
+        Ok(entry)
+    }
+
+    /// The entries after `hole` up to the next empty position, with each one's home. Runs the
+    /// user's `Hash`.
+    fn cluster_after(&self, hole: usize, hash_key: &impl Fn(&K) -> u64) -> Vec<(usize, u32, usize)> {
+        let index = self.index();
+        let mut cluster = Vec::new();
+        let mut pos = index.next(hole);
+        while pos != hole {
+            // Relaxed: we hold the lock.
+            let raw = index.load(pos, Ordering::Relaxed);
+            if raw == EMPTY {
+                break;
+            }
+            // A BUSY left by a panic elsewhere never moves: its home is where it is.
+            let home = Entry::from_raw(raw).map_or(pos, |e| index.home(hash_key(self.key(e))));
+            cluster.push((pos, raw, home));
+            pos = index.next(pos);
+        }
+        cluster
+    }
+
+    /// Backward-shift deletion of the entry at `hole`.
+    fn delete_at(&mut self, hole: usize, hash_key: &impl Fn(&K) -> u64) {
+        let moves = self.cluster_after(hole, hash_key);
+        self.shift_into(hole, &moves);
+    }
+
+    /// Fills `hole` by moving back each entry of `cluster` that may live there, then empties the
+    /// last hole. A reader probing meanwhile may miss a moving entry (it then looks again under
+    /// the lock) but never finds a wrong one.
+    fn shift_into(&mut self, mut hole: usize, cluster: &[(usize, u32, usize)]) {
+        let index = self.index();
+        for &(pos, raw, home) in cluster {
+            if index.distance(home, pos) >= index.distance(hole, pos) {
+                // Release: a reader that finds the entry here (Acquire) sees its slot filled.
+                index.store(hole, raw, Ordering::Release);
+                hole = pos;
+            }
+        }
+        // Relaxed: an empty position publishes nothing.
+        index.store(hole, EMPTY, Ordering::Relaxed);
+    }
+
+    /// Bytes the shard holds now.
+    fn memory(&self) -> usize {
+        let w = &*self.writer;
+        let storage = &self.shard.hot.storage;
+        storage.directory_bytes()
+            + w.chunk_bytes
+            + self.index().bytes()
+            + w.retired.bytes()
+            + w.free.capacity() * std::mem::size_of::<u32>()
+            + w.heap
+    }
+}
+
+impl<K, C> Drop for Locked<'_, K, C> {
+    /// Seals what this section retired, publishes the figures, and nudges crossbeam when many
+    /// slots wait for their grace period.
+    fn drop(&mut self) {
+        let retired_an_index = self.writer.retired.seal(self.guard);
+        // Push our deferred tokens to crossbeam's global queue (so that other threads' pins
+        // advance the epoch for them) when a bigger index retired the old one, or when many
+        // slots wait; otherwise they wait in this thread's bag until it fills.
+        if retired_an_index || self.writer.retired.pending() >= self.writer.config.reserve as usize / 4 {
+            self.guard.flush();
+        }
+        let memory = self.memory();
+        // Relaxed: statistics.
+        self.shard.cold.len.store(self.writer.len, Ordering::Relaxed);
+        self.shard.cold.memory.store(memory, Ordering::Relaxed);
+    }
+}
+
+impl<K, C> Storage<K, C> {
+    /// A slot about to be filled by the lock holder (its chunk was allocated by `take_slot`).
+    fn slot_for_fill(&self, slot: u32) -> &Slot<K, C> {
+        // SAFETY: `take_slot` returned it, so its chunk is allocated.
+        unsafe { self.slot(slot) }
+    }
+}

@@ -1,0 +1,396 @@
+//! Unit tests of the table, small enough for Miri (`cargo +nightly miri test -p kova --lib keyed`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, TokenBucket};
+
+/// A table of `u64` keys on a manual clock.
+fn table<A: Algorithm>(
+    quota: Quota,
+    shards: usize,
+    max_keys: usize,
+    policy: TableFullPolicy,
+) -> (Keyed<u64, A, ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let keyed = Keyed::builder_with_clock(quota, clock.clone())
+        .shards(shards)
+        .max_keys(max_keys)
+        .table_full(policy)
+        .build()
+        .unwrap();
+    (keyed, clock)
+}
+
+fn per_second(n: u64) -> Quota {
+    Quota::per_second(n).unwrap()
+}
+
+/// Fewer iterations under Miri.
+fn scaled(normal: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        normal
+    }
+}
+
+#[test]
+fn checks_track_each_key_separately() {
+    let (keyed, clock) = table::<Gcra>(per_second(3), 4, 100, TableFullPolicy::default());
+    for left in [2, 1, 0] {
+        assert_eq!(keyed.check(&1).remaining(), left);
+    }
+    assert!(!keyed.check(&1).is_allowed());
+    assert!(keyed.check(&2).is_allowed());
+    assert_eq!(keyed.len(), 2);
+    // A peek changes nothing and inserts nothing.
+    assert_eq!(keyed.peek(&1).remaining(), 0);
+    assert_eq!(keyed.peek(&3).remaining(), 3);
+    assert_eq!(keyed.len(), 2);
+    keyed.reset(&1);
+    assert_eq!(keyed.check(&1).remaining(), 2);
+    assert!(keyed.remove(&2));
+    assert!(!keyed.remove(&2));
+    assert_eq!(keyed.len(), 1);
+    assert_eq!(keyed.check(&2).remaining(), 2);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(keyed.peek(&1).remaining(), 3);
+    assert_eq!(keyed.check_n(&1, 4), Err(CheckError::CostExceedsCapacity { cost: 4, capacity: 3 }));
+}
+
+#[test]
+fn two_tables_hash_the_same_key_differently() {
+    let (a, _) = table::<Gcra>(per_second(1), 8, 100, TableFullPolicy::default());
+    let (b, _) = table::<Gcra>(per_second(1), 8, 100, TableFullPolicy::default());
+    let differ = (0..64u64).filter(|k| a.hash(k) != b.hash(k)).count();
+    assert_eq!(differ, 64, "a shared seed would hash every key alike");
+    // And so they place keys differently: shard (low bits) or index home (high bits).
+    let moved = (0..64u64).filter(|k| (a.hash(k) ^ b.hash(k)) & (0xFF | 0xFF << 56) != 0).count();
+    assert!(moved >= 60, "{moved}");
+    // The same table hashes the same key the same way.
+    assert!((0..64u64).all(|k| a.hash(&k) == a.hash(&k)));
+}
+
+#[test]
+fn the_index_grows_without_losing_a_key_or_its_state() {
+    let keys = scaled(2_000, 150) as u64;
+    let (keyed, _) = table::<Gcra>(per_second(3), 1, 10_000, TableFullPolicy::DenyNew);
+    for key in 0..keys {
+        assert!(keyed.check_n(&key, key % 3 + 1).unwrap().is_allowed());
+    }
+    assert_eq!(keyed.len(), keys as usize);
+    for key in 0..keys {
+        assert_eq!(keyed.peek(&key).remaining(), 3 - (key % 3 + 1), "key {key}");
+    }
+    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+}
+
+#[test]
+fn removals_keep_every_other_key_reachable() {
+    let keys = scaled(1_000, 120) as u64;
+    let (keyed, _) = table::<TokenBucket>(per_second(3), 1, 10_000, TableFullPolicy::DenyNew);
+    for key in 0..keys {
+        keyed.check_n(&key, key % 3 + 1).unwrap();
+    }
+    for key in (0..keys).filter(|k| k % 4 == 0) {
+        assert!(keyed.remove(&key));
+    }
+    assert_eq!(keyed.len(), (keys - keys.div_ceil(4)) as usize);
+    for key in 0..keys {
+        let expected = if key % 4 == 0 { 3 } else { 3 - (key % 3 + 1) };
+        assert_eq!(keyed.peek(&key).remaining(), expected, "key {key}");
+    }
+}
+
+#[test]
+fn a_write_to_an_unlinked_slot_is_detected_and_redone() {
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+    keyed.check(&7);
+    let hash = keyed.hash(&7);
+    let shard = keyed.shard(hash);
+    let guard = epoch::pin();
+
+    // Nothing happened meanwhile: the write stands.
+    let hit = shard.find(hash, &7, &guard).unwrap();
+    assert!(shard.still_linked(&hit, false) && shard.still_linked(&hit, true));
+
+    // An eviction unlinks the slot between the lookup and the re-read.
+    let hit = shard.find(hash, &7, &guard).unwrap();
+    let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
+    assert_eq!(decision.remaining(), 3);
+    {
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, entry, 0, |_| false, &|k: &u64| keyed.hash(k)));
+    }
+    assert!(!shard.still_linked(&hit, false) && !shard.still_linked(&hit, true));
+    // The slow path finds the key gone and redoes the check on a fresh slot.
+    let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
+    let redone = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    assert_eq!(redone.unwrap().unwrap().remaining(), 4);
+    assert_eq!(keyed.len(), 1);
+
+    // A prior decision on the slot the key still has is kept (an entry moved, not unlinked).
+    let hit = shard.find(hash, &7, &guard).unwrap();
+    let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
+    let kept = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    assert_eq!(kept, Ok(Some(decision)));
+    assert_eq!(keyed.peek(&7).remaining(), 3);
+
+    // Growing the index also sends the check to the slow path.
+    let hit = shard.find(hash, &7, &guard).unwrap();
+    for key in 100..200 {
+        keyed.check(&key);
+    }
+    assert!(!shard.still_linked(&hit, false) && !shard.still_linked(&hit, true));
+}
+
+#[test]
+fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+    keyed.check(&1);
+    let hash = keyed.hash(&1);
+    let shard = keyed.shard(hash);
+    let guard = epoch::pin();
+    let mut locked = shard.lock(&guard);
+    let (pos, entry) = locked.find(hash, &1).unwrap();
+    // `keep` sees the cell after hiding the entry, and keeps it: restored in place.
+    assert!(!locked.unlink_if(pos, entry, 0, |_| true, &|k: &u64| keyed.hash(k)));
+    assert_eq!(locked.find(hash, &1), Some((pos, entry)));
+    drop(locked);
+    assert_eq!(keyed.peek(&1).remaining(), 4);
+}
+
+#[test]
+fn idle_keys_make_room_for_new_ones() {
+    let (keyed, clock) = table::<Gcra>(per_second(2), 1, 8, TableFullPolicy::DenyNew);
+    for key in 0..8 {
+        assert!(keyed.check(&key).is_allowed());
+    }
+    // Full of active keys: fail closed.
+    let denied = keyed.check(&100);
+    assert_eq!(denied.fallback(), Some(Fallback::TableFullDenied));
+    assert!(denied.retry_after_nanos() > 0);
+    assert_eq!(keyed.len(), 8);
+    // Half a second later every bucket is full again (idle): new keys reclaim them.
+    clock.advance(Duration::from_millis(500));
+    for key in 100..108 {
+        let decision = keyed.check(&key);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.fallback(), None);
+    }
+    assert_eq!(keyed.len(), 8);
+    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+}
+
+#[test]
+fn allow_untracked_fails_open_and_tracks_nothing() {
+    let (keyed, _) = table::<Gcra>(per_second(1), 1, 2, TableFullPolicy::AllowUntracked);
+    keyed.check(&1);
+    keyed.check(&2);
+    for _ in 0..3 {
+        let decision = keyed.check(&3);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.fallback(), Some(Fallback::TableFullUntracked));
+    }
+    assert_eq!(keyed.len(), 2);
+    assert_eq!(keyed.quota_of(&3), None);
+}
+
+#[test]
+fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
+    let (keyed, clock) = table::<Gcra>(per_second(4), 1, 3, TableFullPolicy::EvictClosestToIdle);
+    keyed.check_n(&1, 4).unwrap(); // actively limited
+    keyed.check_n(&2, 1).unwrap(); // 250 ms from idle
+    keyed.check_n(&3, 2).unwrap(); // 500 ms from idle
+    let decision = keyed.check(&4);
+    assert!(decision.is_allowed());
+    assert_eq!(decision.fallback(), None);
+    assert_eq!(keyed.quota_of(&2), None, "the key closest to idle is evicted");
+    assert!(keyed.quota_of(&1).is_some() && keyed.quota_of(&3).is_some());
+    // Drain everyone: then a new key is denied, and no limited key is ever reset.
+    keyed.check_n(&3, 2).unwrap();
+    keyed.check_n(&4, 3).unwrap();
+    for key in 10..20 {
+        let decision = keyed.check(&key);
+        assert!(!decision.is_allowed());
+        assert_eq!(decision.fallback(), Some(Fallback::TableFullDenied));
+    }
+    let still_limited = keyed.check(&1);
+    assert!(!still_limited.is_allowed());
+    assert_eq!(still_limited.retry_after(), Duration::from_millis(250));
+    clock.advance(Duration::from_millis(250));
+    assert_eq!(keyed.check(&1).fallback(), None);
+}
+
+#[test]
+fn quota_fn_gives_keys_their_own_quota() {
+    let clock = ManualClock::new();
+    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock)
+        .shards(2)
+        .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
+        .build()
+        .unwrap();
+    assert_eq!(keyed.check(&2).remaining(), 9);
+    assert_eq!(keyed.check(&3).remaining(), 1);
+    assert_eq!(keyed.quota_of(&2), Some(per_second(10)));
+    assert_eq!(keyed.quota_of(&3), Some(per_second(2)));
+    assert!(keyed.check_n(&2, 9).unwrap().is_allowed());
+    assert_eq!(keyed.check_n(&4, 11), Err(CheckError::CostExceedsCapacity { cost: 11, capacity: 10 }));
+    assert_eq!(keyed.rejected_quotas(), 0);
+}
+
+#[test]
+fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
+    let algorithm = AnyAlgorithm::new(AlgorithmKind::FixedWindow, per_second(3)).unwrap();
+    let keyed = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::new())
+        .quota_fn(|_| Some(Quota::per_second(3).unwrap().with_burst(9).unwrap()))
+        .build()
+        .unwrap();
+    assert_eq!(keyed.check(&1).remaining(), 2);
+    assert_eq!(keyed.rejected_quotas(), 1);
+    assert_eq!(
+        keyed.check_n_with_quota(&1, Quota::per_second(3).unwrap().with_burst(9).unwrap(), 1),
+        Err(KeyedError::Quota(QuotaError::BurstUnsupported { algorithm: "fixed_window" }))
+    );
+}
+
+#[test]
+fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
+    for kind in AlgorithmKind::ALL {
+        let algorithm = AnyAlgorithm::new(kind, per_second(10)).unwrap();
+        let keyed =
+            KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::starting_at(5))
+                .shards(1)
+                .build()
+                .unwrap();
+        keyed.check_n(&1, 4).unwrap();
+        assert!(keyed.set_quota(&1, per_second(20)).unwrap(), "{kind}");
+        assert_eq!(keyed.peek(&1).remaining(), 16, "{kind}: 4 used of 20");
+        assert_eq!(keyed.quota_of(&1), Some(per_second(20)), "{kind}");
+        // Down to 3: the 4 used exceed it, the key is limited.
+        let down = keyed.check_n_with_quota(&1, per_second(3), 1).unwrap();
+        assert!(!down.is_allowed(), "{kind}");
+        assert_eq!(down.limit(), 3, "{kind}");
+        // Back to the default quota: still 3 used (capped by the smaller quota).
+        assert_eq!(keyed.check_n_with_quota(&1, per_second(10), 1).unwrap().remaining(), 6, "{kind}");
+        assert_eq!(keyed.len(), 1, "{kind}");
+        assert!(!keyed.set_quota(&2, per_second(20)).unwrap(), "{kind}: not held");
+    }
+}
+
+#[test]
+fn memory_is_reused_across_insert_remove_cycles() {
+    let (keyed, _) = table::<Gcra>(per_second(10), 1, 1_000, TableFullPolicy::default());
+    for key in 0..10 {
+        keyed.check(&key);
+    }
+    let baseline = keyed.memory_bytes();
+    for key in 1_000..1_000 + scaled(20_000, 300) as u64 {
+        keyed.check(&key);
+        assert!(keyed.remove(&key));
+    }
+    assert_eq!(keyed.len(), 10);
+    // Slots wait for their grace period in a reserve of 125 (max_keys / 8): at worst every slot
+    // of the shard (1,125 of 16 bytes) is allocated and its queues full, far below what 20,000
+    // leaked keys would take (320 KB of slots alone).
+    let grown = keyed.memory_bytes() - baseline;
+    assert!(grown <= 64 * 1024, "{grown} bytes more after the cycles");
+    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+}
+
+#[test]
+fn keys_and_cells_are_dropped_exactly_once() {
+    // The key carries a token: the table must drop every clone it made.
+    #[derive(Clone, Debug)]
+    struct Key(u64, #[allow(dead_code)] Arc<()>);
+    impl PartialEq for Key {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+    impl Eq for Key {}
+    impl Hash for Key {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state)
+        }
+    }
+    let token = Arc::new(());
+    let n = scaled(500, 40) as u64;
+    {
+        let keyed =
+            Keyed::<Key, crate::SlidingWindowLog, _>::builder_with_clock(per_second(3), ManualClock::new())
+                .shards(2)
+                .max_keys(n as usize / 2)
+                .table_full(TableFullPolicy::EvictClosestToIdle)
+                .build()
+                .unwrap();
+        for i in 0..n {
+            keyed.check(&Key(i, token.clone()));
+            if i % 3 == 0 {
+                keyed.remove(&Key(i, token.clone()));
+            }
+            if i % 5 == 0 {
+                keyed.set_quota(&Key(i, token.clone()), per_second(4)).unwrap();
+            }
+        }
+        assert!(keyed.len() <= n as usize / 2);
+        assert!(Arc::strong_count(&token) > 1);
+    }
+    assert_eq!(Arc::strong_count(&token), 1, "every key the table cloned is dropped");
+}
+
+#[test]
+fn sweep_reclaims_only_idle_keys() {
+    let (keyed, clock) = table::<Gcra>(per_second(10), 2, 1_000, TableFullPolicy::default());
+    for key in 0..50 {
+        keyed.check(&key);
+    }
+    keyed.check_n(&7, 9).unwrap();
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(keyed.sweep_idle(), 49);
+    assert_eq!(keyed.len(), 1);
+    assert_eq!(keyed.peek(&7).remaining(), 1, "the active key keeps its state");
+}
+
+#[test]
+fn threads_on_their_own_keys_match_a_sequential_model() {
+    let threads = scaled(4, 2) as u64;
+    let rounds = scaled(200, 12) as u64;
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 64, TableFullPolicy::DenyNew);
+    let keyed = &keyed;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                let gcra = <Gcra as Algorithm>::from_quota(per_second(5)).unwrap();
+                // Each thread owns keys t, t + threads, ...: at most 8 each, so never full.
+                // Per key: (state word, held).
+                let mut model = std::collections::HashMap::new();
+                for round in 0..rounds {
+                    let key = t + threads * (round * 7 % 8);
+                    let (word, held) = model.entry(key).or_insert((0u64, false));
+                    match round % 5 {
+                        0..=2 => {
+                            let cost = round % 3;
+                            let (expected, next) = crate::WordAlgorithm::decide(&gcra, *word, 0, cost);
+                            assert_eq!(keyed.check_n(&key, cost).unwrap(), expected);
+                            *word = next;
+                            *held |= cost > 0;
+                        }
+                        3 => {
+                            assert_eq!(keyed.remove(&key), *held);
+                            (*word, *held) = (0, false);
+                        }
+                        _ => {
+                            keyed.reset(&key);
+                            *word = 0;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(keyed.len() <= 64);
+}

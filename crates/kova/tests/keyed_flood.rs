@@ -1,0 +1,159 @@
+//! A flood of distinct keys: the table stays within its bounds (keys and bytes, as it reports
+//! them and as the allocator sees them), and actively limited keys are never reset.
+//!
+//! The full flood is 10 million keys. Debug builds (the plain `cargo test`) run 2 million unless
+//! `KOVA_FLOOD_KEYS` says otherwise; release builds (`cargo test --release`) run 10 million. The
+//! bound is reached after the first few thousand keys, so the shorter flood checks the same
+//! steady state, for longer than any shard takes to fill and recycle its reserve many times.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
+
+use kova::{Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
+
+/// Live heap bytes of the whole test binary (requested sizes).
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+struct Counting;
+
+// SAFETY: forwards every call to `System` unchanged; the counter is a plain atomic.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: a statistic.
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's layout, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System` with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`, with a valid new size.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn flood_keys() -> u64 {
+    std::env::var("KOVA_FLOOD_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(if cfg!(debug_assertions) {
+        2_000_000
+    } else {
+        10_000_000
+    })
+}
+
+/// Slack for what the allocator sees beyond the table's own figure: crossbeam-epoch's bags of
+/// deferred tokens (2 KiB each) in its global queue, and the test's own small allocations.
+const SLACK: isize = 1 << 20;
+
+/// One test (the allocator counts the whole process, so nothing else may run meanwhile).
+#[test]
+fn a_key_flood_stays_within_the_bound() {
+    let keys = flood_keys();
+    let max_keys = 50_000;
+    let quota = Quota::per_second(10).unwrap();
+
+    // Phase 1, the default policy (evict the closest to idle), time standing still: every flood
+    // key stays active, so each insert into a full shard evicts one.
+    let clock = ManualClock::new();
+    let before = live();
+    let keyed =
+        Keyed::<u64, Gcra, _>::builder_with_clock(quota, clock.clone()).max_keys(max_keys).build().unwrap();
+    let bound = keyed.memory_bound_bytes();
+    // A key being limited right now, and one half used.
+    let limited = u64::MAX;
+    let half = u64::MAX - 1;
+    assert!(keyed.check_n(&limited, 10).unwrap().is_allowed());
+    assert!(keyed.check_n(&half, 5).unwrap().is_allowed());
+    let limited_retry = keyed.check(&limited).retry_after_nanos();
+    let mut peak = 0;
+    let mut fallbacks = 0u64;
+    for key in 0..keys {
+        let decision = keyed.check(&key);
+        fallbacks += u64::from(decision.fallback().is_some());
+        if key % 250_000 == 0 || key == keys - 1 {
+            let reported = keyed.memory_bytes();
+            let seen = live() - before;
+            assert!(keyed.len() <= max_keys, "{} keys", keyed.len());
+            assert!(reported <= bound, "{reported} reported > bound {bound}");
+            assert!(seen <= bound as isize + SLACK, "{seen} allocated > bound {bound}");
+            // The report is honest: what the allocator sees, give or take crossbeam's bags.
+            assert!((seen - reported as isize).abs() <= SLACK, "reported {reported}, allocated {seen}");
+            peak = peak.max(reported);
+        }
+    }
+    // At most ~30 bytes per key held for a u64 key and GCRA: 16 in the slot, 4 per index
+    // position at 3/8..3/4 load, the grace-period reserve (1/8 more slots) and chunk rounding.
+    assert!(peak <= max_keys * 40, "peak {peak} bytes for {max_keys} keys");
+    assert_eq!(fallbacks, 0, "a victim was always found: flood keys are never limited");
+    // The limited key was never evicted: still limited, same wait.
+    let again = keyed.check(&limited);
+    assert!(!again.is_allowed());
+    assert_eq!(again.retry_after_nanos(), limited_retry);
+    // The half-used key may have been evicted (it was not limited); if it is still held, its
+    // state is intact.
+    if keyed.quota_of(&half).is_some() {
+        assert_eq!(keyed.peek(&half).remaining(), 5);
+    }
+    println!(
+        "flood of {keys} keys: len {}, peak {peak} B reported ({:.1} B/key at max_keys), bound {bound} B",
+        keyed.len(),
+        peak as f64 / max_keys as f64
+    );
+
+    // Phase 2, time moving: keys go idle and inserts reclaim them (no eviction of active keys
+    // needed). Every decision is a real one.
+    for (i, key) in (keys..keys + keys / 4).enumerate() {
+        if i % 20_000 == 0 {
+            clock.advance(Duration::from_secs(1));
+        }
+        assert_eq!(keyed.check(&key).fallback(), None);
+    }
+    assert!(keyed.len() <= max_keys);
+    assert!(keyed.memory_bytes() <= bound);
+    drop(keyed);
+
+    // Phase 3, fail closed and fail open: the flood gets the policy's fallback, the table stays
+    // at its bound, and a limited key stays limited.
+    for policy in [TableFullPolicy::DenyNew, TableFullPolicy::AllowUntracked] {
+        let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(quota, ManualClock::new())
+            .max_keys(10_000)
+            .table_full(policy)
+            .build()
+            .unwrap();
+        keyed.check_n(&limited, 10).unwrap();
+        let mut seen = [0u64; 2];
+        for key in 0..keys / 10 {
+            match keyed.check(&key).fallback() {
+                Some(Fallback::TableFullDenied) => seen[0] += 1,
+                Some(Fallback::TableFullUntracked) => seen[1] += 1,
+                _ => {}
+            }
+        }
+        assert!(keyed.len() <= 10_000);
+        assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+        assert!(!keyed.check(&limited).is_allowed());
+        let expected = if policy == TableFullPolicy::DenyNew { seen[0] } else { seen[1] };
+        assert!(expected >= keys / 10 - 10_001, "{policy:?}: {seen:?}");
+    }
+    // Everything the tables allocated is back, crossbeam's bags aside.
+    assert!(live() - before <= SLACK, "{} bytes still allocated", live() - before);
+}
