@@ -139,7 +139,7 @@ impl SlidingCounterModel {
 
     /// The first `t >= now` at which `pred` holds (it holds by `now + 2 * period`).
     fn first_time(&self, now: u64, pred: impl Fn(u64) -> bool) -> u64 {
-        let (mut lo, mut hi) = (now, now.saturating_add(2 * self.period));
+        let (mut lo, mut hi) = (now, now.saturating_add(self.period.saturating_mul(2)));
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if pred(mid) {

@@ -31,7 +31,7 @@ fn edge_attack<A: Algorithm>() -> Vec<u64> {
     let limiter =
         RateLimiter::<A, _>::with_clock(Quota::from_nanos(LIMIT, PERIOD).unwrap(), clock.clone()).unwrap();
     let mut admitted = Vec::new();
-    let mut send = |n: u64, admitted: &mut Vec<u64>| {
+    let send = |n: u64, admitted: &mut Vec<u64>| {
         for _ in 0..n {
             if limiter.check().is_allowed() {
                 admitted.push(clock.now_nanos());

@@ -56,19 +56,21 @@ fn assert_between(name: &str, admitted: u64, low: f64, high: u64) {
 
 #[test]
 fn bucket_algorithms_admit_burst_plus_rate_and_lose_nothing() {
-    // 50k/s with a burst of 500: far below what the threads offer, so the run is overloaded.
-    let quota = Quota::per_second(50_000).unwrap().with_burst(500).unwrap();
+    // 50k/s with a burst of 5000: far below what the threads offer, so the run is overloaded;
+    // the burst (100 ms of refill) keeps a thread descheduled on a busy machine from letting
+    // the bucket overflow, which would lower the admitted count without any update being lost.
+    let quota = Quota::per_second(50_000).unwrap().with_burst(5_000).unwrap();
     let interval = quota.emission_interval_nanos();
     for cost in [1, 3] {
         let (admitted, elapsed) = hammer(RateLimiter::<Gcra>::new(quota).unwrap(), cost);
-        let bound = 500 + elapsed / interval;
+        let bound = 5_000 + elapsed / interval;
         assert_between("gcra", admitted, 0.99 * bound as f64 - cost as f64, bound);
 
         let limiter = RateLimiter::<TokenBucket>::new(quota).unwrap();
         let tb_interval = limiter.algorithm().interval_nanos();
         let (admitted, elapsed) = hammer(limiter, cost);
         // The bucket samples time at 2^shift ns: at most that much refill early.
-        let bound = 500 + (elapsed + (1 << 20)) / tb_interval;
+        let bound = 5_000 + (elapsed + (1 << 20)) / tb_interval;
         assert_between("token_bucket", admitted, 0.99 * bound as f64 - cost as f64, bound);
     }
 }

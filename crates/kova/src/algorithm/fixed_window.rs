@@ -73,6 +73,8 @@ impl FixedWindow {
     #[inline]
     fn current(&self, word: u64, now: u64) -> (u64, u64, u64) {
         let (stored, count) = unpack(word);
+        // A count above the limit (a word stored under a larger quota) reads as a full window.
+        let count = count.min(self.limit);
         let index = now / self.period;
         let window = index & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;

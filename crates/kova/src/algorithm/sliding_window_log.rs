@@ -22,8 +22,9 @@ use crate::{Clock, Decision, Quota, QuotaError};
 /// # Layout
 /// - `head`: `AtomicU64`, the number of units ever admitted. Unit `u` lives in slot `u % limit`.
 /// - `floor`: `AtomicU64`, units below it were cleared by a reset.
-/// - each slot: `seq` (`u + 1` once unit `u` is written, [`SlidingWindowLog::WRITING`] while a write is in
-///   progress) and `time` (its timestamp in nanoseconds, full width: no wrap-around).
+/// - each slot: `seq` (`u + 1` once unit `u` is written, `u + 1` with the
+///   [`SlidingWindowLog::WRITING`] flag while it is being written) and `time` (its timestamp in
+///   nanoseconds, full width: no wrap-around).
 ///
 /// Timestamps are non-decreasing in unit order: each reservation reads the clock after loading
 /// the head it reserves from, and is clamped up to the newest written unit's time. So checking
@@ -50,8 +51,8 @@ pub struct SlidingWindowLog {
 
 /// The largest limit (ring length) accepted.
 pub(crate) const MAX_LIMIT: u64 = 1 << 20;
-/// A slot's `seq` while its unit is being written.
-pub(crate) const WRITING: u64 = u64::MAX;
+/// The flag a slot's `seq` carries while unit `seq & !WRITING - 1` is being written.
+pub(crate) const WRITING: u64 = 1 << 63;
 
 /// One ring slot.
 #[derive(Debug)]
@@ -89,12 +90,18 @@ impl LogCell {
         let slot = self.slot(unit);
         // Acquire pairs with the writer's Release store of `seq`: seeing `unit + 1` means its
         // `time` store is visible too.
+        // It also pairs with the Release store of the WRITING mark: seeing a later unit's mark
+        // (or its final `seq`) means that unit's reservation is visible, so a retry re-reads a
+        // newer head.
         let before = slot.seq.load(Ordering::Acquire);
-        if before == WRITING || before < unit + 1 {
-            return UnitRead::InFlight;
-        }
-        if before > unit + 1 {
+        // The unit this slot holds or is being written with, plus one.
+        let marker = before & !WRITING;
+        if marker > unit + 1 {
+            // A later unit took (or is taking) the slot: the caller's head is stale.
             return UnitRead::Overwritten;
+        }
+        if marker < unit + 1 || before & WRITING != 0 {
+            return UnitRead::InFlight;
         }
         let time = slot.time.load(Ordering::Relaxed);
         // The Acquire fence keeps the `time` load above from moving below the second `seq` load,
@@ -110,7 +117,10 @@ impl LogCell {
 
     fn write(&self, unit: u64, time: u64) {
         let slot = self.slot(unit);
-        slot.seq.store(WRITING, Ordering::Relaxed);
+        // Release: a reader whose Acquire load sees this mark also sees the head CAS that
+        // reserved `unit` (see `read`). The mark names the unit, so a reader looking for an older
+        // unit of this slot knows it was overwritten, not still in flight.
+        slot.seq.store(WRITING | (unit + 1), Ordering::Release);
         // The Release fence orders the WRITING mark before the new `time`: a reader that sees the
         // new time then sees `seq` changed on its second load and discards the read.
         fence(Ordering::Release);
@@ -129,7 +139,7 @@ enum Attempt {
 impl SlidingWindowLog {
     /// The largest limit (ring length) accepted.
     pub const MAX_LIMIT: u64 = MAX_LIMIT;
-    /// A slot's `seq` while its unit is being written.
+    /// The flag a slot's `seq` carries while unit `seq & !WRITING - 1` is being written.
     pub const WRITING: u64 = WRITING;
 }
 

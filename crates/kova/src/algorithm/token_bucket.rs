@@ -191,7 +191,10 @@ impl WordAlgorithm for TokenBucket {
         // Nanoseconds by which `now` is past the start of its unit: durations below are measured
         // from the unit's start, so they shrink by this much.
         let offset = now - (now_units << self.shift);
-        let to_nanos = |units: u64| (units << self.shift).saturating_sub(offset);
+        let to_nanos = |units: u64| {
+            // Saturating: a fill time past u64 nanoseconds reads as u64::MAX, never wraps.
+            u64::try_from(u128::from(units) << self.shift).unwrap_or(u64::MAX).saturating_sub(offset)
+        };
         let now_units = now_units & STAMP_MASK;
         let (tokens, stamp, progress) = self.refill(word, now_units);
         let deficit = self.until_full(tokens, progress);
