@@ -1,1 +1,169 @@
-//! Deliberately racy variants for the loom models (owned by the loom-tests work).
+//! Deliberately racy variants of the core's CAS loop, compiled only under `--cfg kova_loom`.
+//!
+//! The loom models in `loom-tests/` run the same scenarios on these and expect loom to find an
+//! interleaving that breaks them: the proof that the models can fail. They reproduce the two bug
+//! classes the real loop rules out:
+//! - [`check_cell_load_store`]: decide on a loaded word and write the result back with a plain
+//!   store (check-then-act): two threads both spend the same tokens;
+//! - [`check_cell_stale_retry`]: a CAS, but on failure it retries with the word it computed from
+//!   the first read instead of deciding again (the stale write-back of leaky-bucket #39): a
+//!   concurrent update is overwritten;
+//! - [`refund_cell_load_store`]: the refund loop with a plain store;
+//! - [`RacyTable`]: a keyed table whose insert of a new key is check-then-act.
+//!
+//! Nothing here is reachable from a normal build.
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::{CheckError, Clock, Decision, WordAlgorithm};
+
+fn capacity_check<W: WordAlgorithm>(algorithm: &W, cost: u64) -> Result<(), CheckError> {
+    let capacity = algorithm.capacity();
+    if cost > capacity {
+        return Err(CheckError::CostExceedsCapacity { cost, capacity });
+    }
+    Ok(())
+}
+
+/// RACY: load, decide, store. Loses updates and over-admits when two calls interleave.
+pub fn check_cell_load_store<W: WordAlgorithm, C: Clock + ?Sized>(
+    algorithm: &W,
+    cell: &AtomicU64,
+    clock: &C,
+    cost: u64,
+) -> Result<Decision, CheckError> {
+    capacity_check(algorithm, cost)?;
+    // Acquire/Release as in the real loop: the orderings are not the bug, the missing CAS is.
+    let old = cell.load(Ordering::Acquire);
+    let (decision, new) = algorithm.decide(old, clock.now_nanos(), cost);
+    if new != old {
+        cell.store(new, Ordering::Release);
+    }
+    Ok(decision)
+}
+
+/// RACY: CAS, but a failed CAS is retried with the word decided from the first read, against
+/// the value that beat it (a stale write-back), instead of deciding again.
+pub fn check_cell_stale_retry<W: WordAlgorithm, C: Clock + ?Sized>(
+    algorithm: &W,
+    cell: &AtomicU64,
+    clock: &C,
+    cost: u64,
+) -> Result<Decision, CheckError> {
+    capacity_check(algorithm, cost)?;
+    // Orderings as in the real loop (see algorithm/word.rs); the bug is reusing `new`.
+    let mut old = cell.load(Ordering::Acquire);
+    let (decision, new) = algorithm.decide(old, clock.now_nanos(), cost);
+    if new == old {
+        return Ok(decision);
+    }
+    loop {
+        match cell.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(decision),
+            Err(actual) => old = actual,
+        }
+    }
+}
+
+/// RACY: refund by load, compute, store (no CAS): a check racing it is overwritten, or the
+/// refund is.
+pub fn refund_cell_load_store<W: WordAlgorithm, C: Clock + ?Sized>(
+    algorithm: &W,
+    cell: &AtomicU64,
+    clock: &C,
+    cost: u64,
+) -> bool {
+    // Orderings as in the real loop; the missing CAS is the bug.
+    let old = cell.load(Ordering::Acquire);
+    let new = algorithm.refund(old, clock.now_nanos(), cost);
+    if new != old {
+        cell.store(new, Ordering::Release);
+    }
+    true
+}
+
+/// RACY: a tiny keyed table (a fixed array of `(key, cell)` slots, keys stored `+ 1` so 0 means
+/// empty) whose insert of a new key is check-then-act: look the key up, and when it is absent
+/// claim the first empty slot with plain stores, no lock and no CAS. Two threads inserting the
+/// same new key both claim a slot (two entries) or the same slot (one's admission overwritten
+/// by the other's fresh cell). Lookups of a present key use the real CAS loop, so only the
+/// insert is broken. The loom table models run on it beside `Keyed` and must catch it.
+#[derive(Debug)]
+pub struct RacyTable<W, C> {
+    algorithm: W,
+    clock: C,
+    slots: Box<[(AtomicU64, AtomicU64)]>,
+}
+
+impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
+    /// A table of `capacity` slots.
+    pub fn new(algorithm: W, clock: C, capacity: usize) -> Self {
+        let slots =
+            (0..capacity).map(|_| (AtomicU64::new(0), AtomicU64::new(algorithm.fresh_word()))).collect();
+        RacyTable { algorithm, clock, slots }
+    }
+
+    fn find(&self, key: u64) -> Option<&AtomicU64> {
+        // Acquire: pairs with the Release store that published the key after its cell.
+        self.slots.iter().find(|(k, _)| k.load(Ordering::Acquire) == key + 1).map(|(_, cell)| cell)
+    }
+
+    /// `check_n(key, cost)`; a peek of an absent key inserts nothing.
+    pub fn check_n(&self, key: u64, cost: u64) -> Result<Decision, CheckError> {
+        capacity_check(&self.algorithm, cost)?;
+        if let Some(cell) = self.find(key) {
+            return Ok(crate::Algorithm::decide_cell(&self.algorithm, cell, &self.clock, cost));
+        }
+        if cost == 0 {
+            let fresh = AtomicU64::new(self.algorithm.fresh_word());
+            return Ok(crate::Algorithm::decide_cell(&self.algorithm, &fresh, &self.clock, 0));
+        }
+        // RACY: nothing stops another thread between the lookup above and these stores.
+        // Acquire as in `find`.
+        let Some((slot_key, cell)) = self.slots.iter().find(|(k, _)| k.load(Ordering::Acquire) == 0) else {
+            return Ok(Decision::denied(self.algorithm.capacity(), 0, 1, 0)
+                .with_fallback(crate::Fallback::TableFullDenied));
+        };
+        // Relaxed: published by the Release store of the key just below.
+        cell.store(self.algorithm.fresh_word(), Ordering::Relaxed);
+        // Release: a reader that finds the key also sees the fresh cell.
+        slot_key.store(key + 1, Ordering::Release);
+        Ok(crate::Algorithm::decide_cell(&self.algorithm, cell, &self.clock, cost))
+    }
+
+    /// Forgets `key`; whether it was present.
+    pub fn remove(&self, key: u64) -> bool {
+        // Relaxed: no data is published by emptying a slot.
+        self.slots
+            .iter()
+            .find(|(k, _)| k.load(Ordering::Relaxed) == key + 1)
+            .map(|(k, _)| k.store(0, Ordering::Relaxed))
+            .is_some()
+    }
+
+    /// Forgets every idle key; how many.
+    pub fn sweep_idle(&self) -> usize {
+        let now = self.clock.now_nanos();
+        let mut swept = 0;
+        for (k, cell) in self.slots.iter() {
+            // Acquire as in `find`; Relaxed store as in `remove`.
+            if k.load(Ordering::Acquire) != 0
+                && self.algorithm.is_idle_word(cell.load(Ordering::Acquire), now)
+            {
+                k.store(0, Ordering::Relaxed);
+                swept += 1;
+            }
+        }
+        swept
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        // Relaxed: a count.
+        self.slots.iter().filter(|(k, _)| k.load(Ordering::Relaxed) != 0).count()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
