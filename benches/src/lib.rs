@@ -1,0 +1,31 @@
+//! # kova-bench: what kova costs and how exactly it limits, side by side with its peers
+//!
+//! The report binary (`cargo run --release -p kova-bench`) measures, in one run:
+//! - **throughput** of every kova algorithm, of governor (direct and keyed), of a plain `Mutex`
+//!   token bucket, and of two floors (a bare `AtomicU64` CAS loop, a bare random read over an
+//!   array as large as the 1M-key table), per scenario and thread count, with sampled latency;
+//! - the **admitted rate** of one key offered 10k, 100k and 1M requests per second;
+//! - **accuracy** against the exact sliding log on generated traces, and **memory** per key.
+//!
+//! It prints a markdown report and writes `report.json`, `report.md` and `throughput.svg` under
+//! `<target-dir>/kova-bench/`. The criterion micro-benchmarks (`cargo bench -p kova-bench`) use the
+//! same subjects.
+//!
+//! The pure parts (percentiles, the Zipf sampler, trace replay, the README markers) are unit
+//! tested here; the measuring parts are exercised by `--quick` in CI.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod accuracy;
+pub mod chart;
+pub mod cli;
+pub mod machine;
+pub mod memory;
+pub mod peers;
+pub mod rate;
+pub mod readme;
+pub mod report;
+pub mod scenarios;
+pub mod stats;
+pub mod subject;
+pub mod throughput;
+pub mod zipf;

@@ -1,0 +1,182 @@
+//! The peers kova is measured against, in the same run and the same scenarios:
+//! - governor's direct and keyed (DashMap) limiters, on governor's default clock;
+//! - a plain `Mutex` token bucket, a line-by-line port of the seeds' Go `TokenBucket` (floating
+//!   point tokens, `time.Now()` on every call), and its keyed form, one `Mutex<HashMap>` for all
+//!   keys as in the seeds' Go `FixedWindow`.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter};
+
+use crate::subject::Subject;
+
+/// The governor quota closest to a kova quota: one cell per `period / limit` (rounded up, as
+/// kova does), burst `burst`. `None` when the burst exceeds `u32`.
+pub fn governor_quota(quota: kova::Quota) -> Option<governor::Quota> {
+    let interval = Duration::from_nanos(quota.emission_interval_nanos());
+    let burst = NonZeroU32::new(u32::try_from(quota.burst()).ok()?)?;
+    Some(governor::Quota::with_period(interval)?.allow_burst(burst))
+}
+
+/// governor's direct limiter (GCRA on one `AtomicU64`, quanta clock).
+#[derive(Debug)]
+pub struct GovernorDirect(pub DefaultDirectRateLimiter);
+
+impl GovernorDirect {
+    /// A direct governor limiter for the kova quota.
+    pub fn new(quota: kova::Quota) -> Self {
+        GovernorDirect(governor::RateLimiter::direct(governor_quota(quota).expect("burst fits in u32")))
+    }
+}
+
+impl Subject for GovernorDirect {
+    #[inline]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.check().is_ok()
+    }
+}
+
+/// governor's keyed limiter: its default store, a `DashMap<u64, InMemoryState>` with std's
+/// SipHash, on the quanta clock.
+pub struct GovernorKeyed(pub DefaultKeyedRateLimiter<u64>);
+
+impl std::fmt::Debug for GovernorKeyed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GovernorKeyed").field("keys", &self.0.len()).finish()
+    }
+}
+
+impl GovernorKeyed {
+    /// A keyed governor limiter for the kova quota.
+    pub fn new(quota: kova::Quota) -> Self {
+        GovernorKeyed(governor::RateLimiter::keyed(governor_quota(quota).expect("burst fits in u32")))
+    }
+}
+
+impl Subject for GovernorKeyed {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        self.0.check_key(&key).is_ok()
+    }
+
+    fn keys(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+/// The seeds' Go token bucket: `tokens` as a float, refilled from the elapsed wall time.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    last_refill: Instant,
+}
+
+impl Bucket {
+    fn allow(&mut self, max: f64, refill_per_sec: f64) -> bool {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.last_refill).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * refill_per_sec).min(max);
+        self.last_refill = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// A token bucket behind a `Mutex` (the seeds' first Go example).
+#[derive(Debug)]
+pub struct MutexBucket {
+    max: f64,
+    refill_per_sec: f64,
+    state: Mutex<Bucket>,
+}
+
+impl MutexBucket {
+    /// A full bucket of `quota.burst()` refilled at `limit / period`.
+    pub fn new(quota: kova::Quota) -> Self {
+        let max = quota.burst() as f64;
+        let refill_per_sec = quota.limit() as f64 / quota.period().as_secs_f64();
+        MutexBucket {
+            max,
+            refill_per_sec,
+            state: Mutex::new(Bucket { tokens: max, last_refill: Instant::now() }),
+        }
+    }
+
+    /// The Go `Allow()`.
+    pub fn allow(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).allow(self.max, self.refill_per_sec)
+    }
+}
+
+impl Subject for MutexBucket {
+    #[inline]
+    fn hit(&self, _key: u64) -> bool {
+        self.allow()
+    }
+}
+
+/// One `Mutex<HashMap<u64, bucket>>` for every key.
+#[derive(Debug)]
+pub struct MutexKeyed {
+    max: f64,
+    refill_per_sec: f64,
+    map: Mutex<HashMap<u64, Bucket>>,
+}
+
+impl MutexKeyed {
+    /// An empty map; a key's bucket starts full.
+    pub fn new(quota: kova::Quota) -> Self {
+        let max = quota.burst() as f64;
+        let refill_per_sec = quota.limit() as f64 / quota.period().as_secs_f64();
+        MutexKeyed { max, refill_per_sec, map: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl Subject for MutexKeyed {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let max = self.max;
+        map.entry(key)
+            .or_insert_with(|| Bucket { tokens: max, last_refill: Instant::now() })
+            .allow(max, self.refill_per_sec)
+    }
+
+    fn keys(&self) -> Option<usize> {
+        Some(self.map.lock().unwrap_or_else(|e| e.into_inner()).len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_limit() {
+        let quota = kova::Quota::per_hour(3).unwrap();
+        let bucket = MutexBucket::new(quota);
+        assert_eq!((0..5).filter(|_| bucket.allow()).count(), 3);
+        let keyed = MutexKeyed::new(quota);
+        assert_eq!((0..5).filter(|_| keyed.hit(1)).count(), 3);
+        assert!(keyed.hit(2));
+        assert_eq!(keyed.keys(), Some(2));
+        let gov = GovernorDirect::new(quota);
+        assert_eq!((0..5).filter(|_| gov.hit(0)).count(), 3);
+        let gov_keyed = GovernorKeyed::new(quota);
+        assert_eq!((0..5).filter(|_| gov_keyed.hit(9)).count(), 3);
+    }
+
+    #[test]
+    fn governor_quota_matches_kova() {
+        let quota = kova::Quota::per_second(3).unwrap().with_burst(7).unwrap();
+        let gov = governor_quota(quota).unwrap();
+        assert_eq!(gov.burst_size().get(), 7);
+        assert_eq!(gov.replenish_interval(), Duration::from_nanos(333_333_334));
+    }
+}

@@ -1,0 +1,571 @@
+//! The throughput scenarios: which subjects, which keys, which quotas.
+//!
+//! Every scenario runs kova's five algorithms, the peers and one floor, at every thread count,
+//! in rounds that interleave the subjects (so a slow moment of a shared machine hits them all),
+//! and keeps each subject's best round.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kova::{
+    Algorithm, AlgorithmKind, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+
+use crate::memory::measure_heap;
+use crate::peers::{GovernorDirect, GovernorKeyed, MutexBucket, MutexKeyed};
+use crate::report::{MemoryRecord, Record, SubjectKind};
+use crate::subject::{CasFloor, KovaDirect, KovaKeyed, ReadFloor, Subject};
+use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
+use crate::zipf::Zipf;
+
+/// Keys in the large-table scenarios.
+pub const LARGE_KEYS: usize = 1_000_000;
+/// Keys in the small-table scenario.
+pub const SMALL_KEYS: usize = 1_000;
+/// The Zipf exponent of the skewed scenario.
+pub const ZIPF_EXPONENT: f64 = 1.0;
+
+/// A throughput scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Direct limiter shared by all threads (one hot key), every check admitted.
+    Direct,
+    /// Direct limiter shared by all threads, quota exhausted: every check denied.
+    DirectDeny,
+    /// Keyed table, all threads on one key.
+    KeyedHot,
+    /// Keyed table, one key per thread.
+    KeyedPerThread,
+    /// Keyed table of 1,000 keys, uniform access.
+    Keyed1k,
+    /// Keyed table of 1,000,000 live keys, uniform access.
+    Keyed1mUniform,
+    /// Keyed table of 1,000,000 live keys, Zipf access.
+    Keyed1mZipf,
+    /// A key never seen before on every check.
+    KeyedChurn,
+}
+
+impl Scenario {
+    /// All of them, in report order.
+    pub const ALL: [Scenario; 8] = [
+        Scenario::Direct,
+        Scenario::DirectDeny,
+        Scenario::KeyedHot,
+        Scenario::KeyedPerThread,
+        Scenario::Keyed1k,
+        Scenario::Keyed1mUniform,
+        Scenario::Keyed1mZipf,
+        Scenario::KeyedChurn,
+    ];
+
+    /// The name used by `--filter`, the JSON and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Direct => "direct",
+            Scenario::DirectDeny => "direct_deny",
+            Scenario::KeyedHot => "keyed_hot",
+            Scenario::KeyedPerThread => "keyed_per_thread",
+            Scenario::Keyed1k => "keyed_1k",
+            Scenario::Keyed1mUniform => "keyed_1m_uniform",
+            Scenario::Keyed1mZipf => "keyed_1m_zipf",
+            Scenario::KeyedChurn => "keyed_churn",
+        }
+    }
+
+    /// One line for the report.
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::Direct => {
+                "one hot key: a direct limiter shared by every thread, quota never reached (every check \
+                 admitted, so every check writes)"
+            }
+            Scenario::DirectDeny => {
+                "one hot key, quota exhausted: every check denied (a denial writes nothing)"
+            }
+            Scenario::KeyedHot => "keyed table, every thread on the same key, every check admitted",
+            Scenario::KeyedPerThread => "keyed table, one key per thread (no sharing), every check admitted",
+            Scenario::Keyed1k => "keyed table of 1,000 keys, uniform random access (fits in cache)",
+            Scenario::Keyed1mUniform => {
+                "keyed table of 1,000,000 live keys, uniform random access (misses the cache)"
+            }
+            Scenario::Keyed1mZipf => {
+                "keyed table of 1,000,000 live keys, Zipf (s = 1) access: a few hot keys, a long tail"
+            }
+            Scenario::KeyedChurn => {
+                "a key never seen before on every check (a flood of new clients): each check inserts"
+            }
+        }
+    }
+
+    /// Whether the scenario uses direct limiters (else keyed tables).
+    pub fn is_direct(self) -> bool {
+        matches!(self, Scenario::Direct | Scenario::DirectDeny)
+    }
+
+    /// The floor measured beside it.
+    pub fn floor_name(self) -> &'static str {
+        match self {
+            Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot | Scenario::KeyedPerThread => {
+                "floor_cas"
+            }
+            _ => "floor_read",
+        }
+    }
+
+    /// The quota for `kind` (the peers get the single-word algorithms' quota).
+    pub fn quota(self, kind: AlgorithmKind) -> Quota {
+        let log = kind == AlgorithmKind::SlidingWindowLog;
+        let q = match self {
+            // One unit per nanosecond, 1M burst: no thread can reach it. The log's ring grows
+            // with its limit, so it gets 65,536 per ms (1 MiB ring), still out of reach.
+            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread if log => {
+                Quota::from_nanos(65_536, 1_000_000)
+            }
+            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread => {
+                Quota::from_nanos(1_000_000, 1_000_000)
+            }
+            Scenario::DirectDeny => Quota::per_hour(1),
+            // 1,000 keys: 4,096 per ms each for the log (64 KiB per key).
+            Scenario::Keyed1k if log => Quota::from_nanos(4_096, 1_000_000),
+            Scenario::Keyed1k => Quota::from_nanos(1_000_000, 1_000_000),
+            // Live keys: a key stays non-idle for the whole run (1M burst, one unit per ms back),
+            // so a table that reclaims idle keys keeps all million. The log keeps 16 per second
+            // (320 B per key), so its hottest keys are denied: see the allowed column.
+            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf if log => Quota::per_second(16),
+            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => {
+                Quota::new(1_000_000, Duration::from_secs(1_000))
+            }
+            // New keys admitted and idle again within a clock tick: reclaimable at once.
+            Scenario::KeyedChurn if log => Quota::from_nanos(16, 1_000_000),
+            Scenario::KeyedChurn => Quota::from_nanos(1_000_000, 1_000_000),
+        };
+        q.expect("benchmark quotas are valid")
+    }
+
+    /// The quotas in words, for the report.
+    pub fn quota_text(self) -> String {
+        let word = self.quota(AlgorithmKind::Gcra);
+        let log = self.quota(AlgorithmKind::SlidingWindowLog);
+        format!("{}; sliding_window_log {}", quota_words(word), quota_words(log))
+    }
+}
+
+/// "1000000 per 1 ms, burst 1000000".
+pub fn quota_words(q: Quota) -> String {
+    let period = q.period();
+    let p = if period.as_secs() >= 1 && period.subsec_nanos() == 0 {
+        format!("{} s", period.as_secs())
+    } else if period.as_nanos() % 1_000_000 == 0 {
+        format!("{} ms", period.as_millis())
+    } else {
+        format!("{} ns", period.as_nanos())
+    };
+    if q.burst() == q.limit() {
+        format!("{} per {p}", q.limit())
+    } else {
+        format!("{} per {p}, burst {}", q.limit(), q.burst())
+    }
+}
+
+/// Where a scenario's keys come from.
+#[derive(Debug, Clone)]
+enum Keys {
+    Fixed,
+    PerThread,
+    Cycle(Arc<Vec<Arc<[u32]>>>),
+    Fresh,
+}
+
+fn run<S: Subject + ?Sized>(subject: &S, keys: &Keys, threads: usize, plan: &RunPlan) -> RunResult {
+    match keys {
+        Keys::Fixed => measure(subject, threads, plan, |_| FixedKey(0)),
+        Keys::PerThread => measure(subject, threads, plan, |t| FixedKey(t as u64)),
+        Keys::Cycle(seqs) => {
+            measure(subject, threads, plan, |t| CycleKeys::new(Arc::clone(&seqs[t % seqs.len()]), t * 7919))
+        }
+        Keys::Fresh => measure(subject, threads, plan, |t| FreshKeys::new(t as u64, threads as u64)),
+    }
+}
+
+type Runner = Box<dyn Fn(usize, &RunPlan, &Keys) -> RunResult + Send + Sync>;
+
+/// One measured subject of a scenario.
+struct Entry {
+    subject: String,
+    kind: SubjectKind,
+    runner: Runner,
+}
+
+fn shared<S: Subject + Send + 'static>(subject: S) -> Runner {
+    Box::new(move |threads, plan, keys| run(&subject, keys, threads, plan))
+}
+
+/// A fresh subject for each measurement (churn: every run starts from an empty table).
+fn fresh<S: Subject, F: Fn() -> S + Send + Sync + 'static>(make: F) -> Runner {
+    Box::new(move |threads, plan, keys| {
+        let subject = make();
+        let result = run(&subject, keys, threads, plan);
+        // Dropping a table of millions of keys is not part of the measurement.
+        drop(subject);
+        result
+    })
+}
+
+/// Calls `visit` with each of kova's five algorithms as a type.
+pub trait AlgorithmVisitor {
+    /// One algorithm.
+    fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind);
+}
+
+/// Visits the five algorithms in `AlgorithmKind::ALL` order.
+pub fn each_algorithm(visitor: &mut impl AlgorithmVisitor) {
+    visitor.visit::<TokenBucket>(AlgorithmKind::TokenBucket);
+    visitor.visit::<Gcra>(AlgorithmKind::Gcra);
+    visitor.visit::<FixedWindow>(AlgorithmKind::FixedWindow);
+    visitor.visit::<SlidingWindowCounter>(AlgorithmKind::SlidingWindowCounter);
+    visitor.visit::<SlidingWindowLog>(AlgorithmKind::SlidingWindowLog);
+}
+
+/// A pre-filled table with what filling it cost.
+struct Filled {
+    entry: Entry,
+    memory: MemoryRecord,
+}
+
+fn fill<S: Subject + Send + 'static>(
+    name: &str,
+    kind: SubjectKind,
+    keys_n: usize,
+    make: impl FnOnce() -> S,
+    cell_bytes: Option<usize>,
+) -> Filled {
+    let (subject, heap) = measure_heap(|| {
+        let subject = make();
+        for k in 0..keys_n as u64 {
+            subject.hit(k);
+        }
+        subject
+    });
+    let held = subject.keys().unwrap_or(keys_n);
+    let memory = MemoryRecord {
+        subject: name.to_owned(),
+        keys: held,
+        heap_bytes_per_key: (heap > 0).then(|| heap as f64 / held.max(1) as f64),
+        table_bytes_per_key: subject.table_bytes().map(|b| b as f64 / held.max(1) as f64),
+        cell_bytes,
+    };
+    Filled { entry: Entry { subject: name.to_owned(), kind, runner: shared(subject) }, memory }
+}
+
+/// Pre-computed key sequences, one per thread, drawn in parallel.
+fn sequences(
+    threads: usize,
+    len: usize,
+    draw: impl Fn(&mut SmallRng) -> u32 + Sync,
+    seed: u64,
+) -> Arc<Vec<Arc<[u32]>>> {
+    let seqs = (0..threads.max(1))
+        .into_par_iter()
+        .map(|t| {
+            let mut rng = SmallRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            (0..len).map(|_| draw(&mut rng)).collect::<Arc<[u32]>>()
+        })
+        .collect();
+    Arc::new(seqs)
+}
+
+/// What running the throughput scenarios needs to know.
+#[derive(Debug, Clone)]
+pub struct ThroughputConfig {
+    /// Thread counts to measure.
+    pub threads: Vec<usize>,
+    /// Rounds per measurement (best kept).
+    pub rounds: usize,
+    /// Measuring loop settings.
+    pub plan: RunPlan,
+    /// Keys inserted per churn measurement at most.
+    pub churn_ops: u64,
+}
+
+/// The results of the throughput section.
+#[derive(Debug, Default)]
+pub struct ThroughputOutput {
+    /// One record per (scenario, subject, thread count).
+    pub records: Vec<Record>,
+    /// Memory per key of the 1M-key tables (filled when a 1M scenario ran).
+    pub memory: Vec<MemoryRecord>,
+    /// Bytes of the read floor's array in the 1M scenarios.
+    pub large_table_bytes: Option<usize>,
+}
+
+/// How many measurements `scenarios` take (for the progress bar).
+pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u64 {
+    // Five kova algorithms, governor, the Mutex bucket, one floor.
+    (scenarios.len() * 8 * config.threads.len() * config.rounds) as u64
+}
+
+struct DirectBuilder<'a> {
+    scenario: Scenario,
+    entries: &'a mut Vec<Entry>,
+}
+
+impl AlgorithmVisitor for DirectBuilder<'_> {
+    fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind) {
+        let quota = self.scenario.quota(kind);
+        let limiter = KovaDirect(RateLimiter::<A>::new(quota).expect("quota representable"));
+        if self.scenario == Scenario::DirectDeny {
+            // Exhaust the quota so that every measured check is a denial.
+            while limiter.hit(0) {}
+        }
+        self.entries.push(Entry {
+            subject: kind.as_str().to_owned(),
+            kind: SubjectKind::Kova,
+            runner: shared(limiter),
+        });
+    }
+}
+
+/// A kova keyed table of `u64` keys for `quota`: the default options, except that the 1M-key
+/// scenarios get room for twice their keys (the bound is split evenly over the shards, so a
+/// shard could fill before the table does and send live keys to the table-full policy). Memory
+/// is allocated as keys arrive, so the larger bound costs nothing until it is used.
+fn kova_table<A: Algorithm>(quota: Quota, keys: usize) -> KovaKeyed<A> {
+    let table = if keys >= LARGE_KEYS {
+        Keyed::<u64, A>::builder(quota).max_keys(2 * keys).build()
+    } else {
+        Keyed::<u64, A>::new(quota)
+    };
+    KovaKeyed(table.expect("quota representable"))
+}
+
+struct KeyedBuilder<'a> {
+    scenario: Scenario,
+    prefill: usize,
+    entries: &'a mut Vec<Entry>,
+    memory: &'a mut Vec<MemoryRecord>,
+}
+
+impl AlgorithmVisitor for KeyedBuilder<'_> {
+    fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind) {
+        let quota = self.scenario.quota(kind);
+        let name = kind.as_str();
+        if self.scenario == Scenario::KeyedChurn {
+            let runner = fresh(move || kova_table::<A>(quota, 0));
+            self.entries.push(Entry { subject: name.to_owned(), kind: SubjectKind::Kova, runner });
+            return;
+        }
+        let cell_bytes = A::from_quota(quota).map(|a| a.cell_bytes()).ok();
+        let prefill = self.prefill;
+        let filled = fill(name, SubjectKind::Kova, prefill, || kova_table::<A>(quota, prefill), cell_bytes);
+        self.memory.push(filled.memory);
+        self.entries.push(filled.entry);
+    }
+}
+
+/// The subjects of one scenario, and what filling their tables cost.
+struct Built {
+    entries: Vec<Entry>,
+    memory: Vec<MemoryRecord>,
+    floor_bytes: Option<usize>,
+}
+
+/// Builds a scenario's subjects; `large_table_bytes` sizes the churn scenario's read floor when
+/// the 1M-key table was measured before.
+fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut memory = Vec::new();
+    let mut floor_bytes = None;
+    let word_quota = scenario.quota(AlgorithmKind::Gcra);
+    if scenario.is_direct() {
+        each_algorithm(&mut DirectBuilder { scenario, entries: &mut entries });
+        let gov = GovernorDirect::new(word_quota);
+        let mutex = MutexBucket::new(word_quota);
+        if scenario == Scenario::DirectDeny {
+            while gov.hit(0) {}
+            while mutex.hit(0) {}
+        }
+        entries.push(Entry { subject: "governor".into(), kind: SubjectKind::Peer, runner: shared(gov) });
+        entries.push(Entry {
+            subject: "mutex_bucket".into(),
+            kind: SubjectKind::Peer,
+            runner: shared(mutex),
+        });
+        entries.push(Entry {
+            subject: "floor_cas".into(),
+            kind: SubjectKind::Floor,
+            runner: shared(CasFloor::default()),
+        });
+        return Built { entries, memory, floor_bytes };
+    }
+    let prefill = prefill_of(scenario);
+    each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
+    if scenario == Scenario::KeyedChurn {
+        entries.push(Entry {
+            subject: "governor".into(),
+            kind: SubjectKind::Peer,
+            runner: fresh(move || GovernorKeyed::new(word_quota)),
+        });
+        entries.push(Entry {
+            subject: "mutex_bucket".into(),
+            kind: SubjectKind::Peer,
+            runner: fresh(move || MutexKeyed::new(word_quota)),
+        });
+    } else {
+        for filled in [
+            fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
+            fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),
+        ] {
+            memory.push(filled.memory);
+            entries.push(filled.entry);
+        }
+    }
+    let floor: Runner = match scenario {
+        Scenario::KeyedHot | Scenario::KeyedPerThread => shared(CasFloor::default()),
+        _ => {
+            // As large as kova's GCRA table of the same keys (the 1M-key table for churn): what
+            // the table reports, else the measured heap, else 32 B per key.
+            let keys = if prefill > 0 { prefill } else { LARGE_KEYS };
+            let per_key = memory
+                .iter()
+                .find(|m| m.subject == "gcra" && m.keys > 0)
+                .and_then(|m| m.table_bytes_per_key.or(m.heap_bytes_per_key))
+                .unwrap_or(32.0);
+            let bytes = match large_table_bytes {
+                Some(bytes) if prefill == 0 => bytes,
+                _ => (per_key * keys as f64) as usize,
+            };
+            let floor = ReadFloor::new(bytes);
+            floor_bytes = Some(floor.bytes());
+            shared(floor)
+        }
+    };
+    entries.push(Entry { subject: scenario.floor_name().into(), kind: SubjectKind::Floor, runner: floor });
+    Built { entries, memory, floor_bytes }
+}
+
+fn keys_for(scenario: Scenario, threads: usize) -> Keys {
+    match scenario {
+        Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot => Keys::Fixed,
+        Scenario::KeyedPerThread => Keys::PerThread,
+        Scenario::Keyed1k => {
+            Keys::Cycle(sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 11))
+        }
+        Scenario::Keyed1mUniform => {
+            Keys::Cycle(sequences(threads, 1 << 20, |r| r.random_range(0..LARGE_KEYS as u32), 12))
+        }
+        Scenario::Keyed1mZipf => {
+            let zipf = Zipf::new(LARGE_KEYS, ZIPF_EXPONENT);
+            Keys::Cycle(sequences(threads, 1 << 20, |r| zipf.sample(r) as u32, 13))
+        }
+        Scenario::KeyedChurn => Keys::Fresh,
+    }
+}
+
+/// Runs the throughput scenarios, calling `tick` after each measurement.
+pub fn run_scenarios(
+    scenarios: &[Scenario],
+    config: &ThroughputConfig,
+    mut tick: impl FnMut(&str),
+) -> ThroughputOutput {
+    let mut out = ThroughputOutput::default();
+    let max_threads = config.threads.iter().copied().max().unwrap_or(1);
+    // The 1M-key tables serve both 1M scenarios: built once, dropped after the last of them.
+    let mut large: Option<Built> = None;
+    let last_large = scenarios.iter().rposition(|s| prefill_of(*s) == LARGE_KEYS);
+    for (index, &scenario) in scenarios.iter().enumerate() {
+        let keys = keys_for(scenario, max_threads);
+        let mut local = None;
+        let built: &Built = if prefill_of(scenario) == LARGE_KEYS {
+            large.get_or_insert_with(|| {
+                let built = build(scenario, None);
+                out.memory.clone_from(&built.memory);
+                out.large_table_bytes = built.floor_bytes;
+                built
+            })
+        } else {
+            local.insert(build(scenario, out.large_table_bytes))
+        };
+        let plan = RunPlan {
+            max_ops: (scenario == Scenario::KeyedChurn).then_some(config.churn_ops),
+            ..config.plan
+        };
+        // best[entry][thread index]
+        let mut best: Vec<Vec<Option<RunResult>>> =
+            vec![vec![None; config.threads.len()]; built.entries.len()];
+        for _ in 0..config.rounds {
+            for (ti, &threads) in config.threads.iter().enumerate() {
+                for (ei, entry) in built.entries.iter().enumerate() {
+                    let result = (entry.runner)(threads, &plan, &keys);
+                    let slot = &mut best[ei][ti];
+                    if slot.is_none_or(|b| result.ops_per_sec > b.ops_per_sec) {
+                        *slot = Some(result);
+                    }
+                    tick(&format!("{} {} x{threads}", scenario.name(), entry.subject));
+                }
+            }
+        }
+        for (ei, entry) in built.entries.iter().enumerate() {
+            for (ti, &threads) in config.threads.iter().enumerate() {
+                let Some(r) = best[ei][ti] else { continue };
+                out.records.push(Record {
+                    subject: entry.subject.clone(),
+                    kind: entry.kind,
+                    scenario: scenario.name().to_owned(),
+                    threads,
+                    ops_per_sec: r.ops_per_sec,
+                    ns_p50: r.ns_p50.is_finite().then_some(r.ns_p50),
+                    ns_p99: r.ns_p99.is_finite().then_some(r.ns_p99),
+                    allowed_share: r.allowed_share,
+                    vs_governor: None,
+                    vs_floor: None,
+                });
+            }
+        }
+        // Tables of this scenario are dropped here (the 1M ones after the last 1M scenario),
+        // before the next scenario builds its own.
+        drop(local);
+        if Some(index) == last_large {
+            large = None;
+        }
+    }
+    out
+}
+
+fn prefill_of(scenario: Scenario) -> usize {
+    match scenario {
+        Scenario::Keyed1k => SMALL_KEYS,
+        Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => LARGE_KEYS,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_quota_is_representable_by_every_algorithm() {
+        for scenario in Scenario::ALL {
+            for kind in AlgorithmKind::ALL {
+                let quota = scenario.quota(kind);
+                assert!(kova::AnyAlgorithm::new(kind, quota).is_ok(), "{} {kind}", scenario.name());
+            }
+            assert!(crate::peers::governor_quota(scenario.quota(AlgorithmKind::Gcra)).is_some());
+        }
+    }
+
+    #[test]
+    fn quota_words_read_well() {
+        assert_eq!(quota_words(Quota::per_second(16).unwrap()), "16 per 1 s");
+        assert_eq!(quota_words(Quota::from_nanos(1_000_000, 1_000_000).unwrap()), "1000000 per 1 ms");
+        assert_eq!(
+            quota_words(Quota::per_second(10).unwrap().with_burst(50).unwrap()),
+            "10 per 1 s, burst 50"
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! Small statistics over measurements: percentiles, medians, sliding-window counts.
+
+/// The `p`-th percentile (`0.0..=100.0`) of `sorted` by the nearest-rank method: the smallest
+/// value such that at least `p`% of the values are at or below it. `None` when empty.
+///
+/// ```
+/// use kova_bench::stats::percentile;
+/// let values = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100];
+/// assert_eq!(percentile(&values, 50.0), Some(50));
+/// assert_eq!(percentile(&values, 99.0), Some(100));
+/// assert_eq!(percentile::<u32>(&[], 50.0), None);
+/// ```
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let p = p.clamp(0.0, 100.0);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// The median of `values` (sorted in place); `None` when empty.
+pub fn median_u64(values: &mut [u64]) -> Option<u64> {
+    values.sort_unstable();
+    percentile(values, 50.0)
+}
+
+/// The most timestamps of `sorted` (non-decreasing nanoseconds) inside any half-open window
+/// `[t, t + width)`: "the most admitted in any sliding window of one period".
+///
+/// ```
+/// use kova_bench::stats::max_in_sliding_window;
+/// // Two bursts 10 apart: a window of width 11 holds both, one of width 10 only one.
+/// let times = [0, 1, 2, 10, 11, 12];
+/// assert_eq!(max_in_sliding_window(&times, 11), 4);
+/// assert_eq!(max_in_sliding_window(&times, 10), 3);
+/// ```
+pub fn max_in_sliding_window(sorted: &[u64], width: u64) -> usize {
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..sorted.len() {
+        // The window starting at sorted[lo] must reach sorted[hi].
+        while sorted[hi] - sorted[lo] >= width {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+/// Formats a rate (per second) with an SI suffix: `12.3M`, `450k`, `980`.
+pub fn si(value: f64) -> String {
+    let abs = value.abs();
+    if abs >= 1e9 {
+        format!("{:.2}G", value / 1e9)
+    } else if abs >= 1e6 {
+        format!("{:.2}M", value / 1e6)
+    } else if abs >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_nearest_rank() {
+        let values: Vec<u32> = (1..=100).collect();
+        assert_eq!(percentile(&values, 50.0), Some(50));
+        assert_eq!(percentile(&values, 99.0), Some(99));
+        assert_eq!(percentile(&values, 99.5), Some(100));
+        assert_eq!(percentile(&values, 100.0), Some(100));
+        assert_eq!(percentile(&values, 0.0), Some(1));
+        assert_eq!(percentile(&[7u32], 99.0), Some(7));
+        // Out-of-range p is clamped rather than panicking.
+        assert_eq!(percentile(&values, 250.0), Some(100));
+        assert_eq!(percentile(&values, -3.0), Some(1));
+    }
+
+    #[test]
+    fn percentile_of_skewed_samples() {
+        // 98 fast samples and 2 slow ones: p50 is fast, p99 is slow.
+        let mut values = vec![20u32; 98];
+        values.extend([5_000, 9_000]);
+        values.sort_unstable();
+        assert_eq!(percentile(&values, 50.0), Some(20));
+        assert_eq!(percentile(&values, 98.0), Some(20));
+        assert_eq!(percentile(&values, 99.0), Some(5_000));
+    }
+
+    #[test]
+    fn median_sorts() {
+        let mut v = [5, 1, 4, 2, 3];
+        assert_eq!(median_u64(&mut v), Some(3));
+        assert_eq!(median_u64(&mut []), None);
+    }
+
+    #[test]
+    fn sliding_window_edges() {
+        assert_eq!(max_in_sliding_window(&[], 10), 0);
+        assert_eq!(max_in_sliding_window(&[5], 1), 1);
+        // Equal timestamps all fall in one window.
+        assert_eq!(max_in_sliding_window(&[3, 3, 3], 1), 3);
+        // Half-open: t and t + width are never in one window.
+        assert_eq!(max_in_sliding_window(&[0, 60], 60), 1);
+        assert_eq!(max_in_sliding_window(&[0, 59], 60), 2);
+    }
+
+    #[test]
+    fn si_suffixes() {
+        assert_eq!(si(12_345_678.0), "12.35M");
+        assert_eq!(si(450_000.0), "450.0k");
+        assert_eq!(si(980.0), "980");
+        assert_eq!(si(2.5e9), "2.50G");
+    }
+}

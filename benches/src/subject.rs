@@ -1,0 +1,155 @@
+//! What the harness measures: anything that answers "may this key proceed?".
+//!
+//! kova's limiters, the peers ([`crate::peers`]) and the floors all implement [`Subject`], so one
+//! measuring loop drives them all and the comparison is like for like.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use kova::{Algorithm, Keyed, RateLimiter};
+
+/// One decision per call.
+pub trait Subject: Sync {
+    /// Decides one request for `key` (ignored by direct limiters); true when admitted.
+    fn hit(&self, key: u64) -> bool;
+
+    /// How many keys the subject holds, for tables.
+    fn keys(&self) -> Option<usize> {
+        None
+    }
+
+    /// The bytes the table says it holds, for tables that report it.
+    fn table_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// A kova direct limiter (one cell shared by every caller) on its default coarse clock.
+pub struct KovaDirect<A: Algorithm>(pub RateLimiter<A>);
+
+impl<A: Algorithm> std::fmt::Debug for KovaDirect<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("KovaDirect").field(&self.0.algorithm().name()).finish()
+    }
+}
+
+impl<A: Algorithm> Subject for KovaDirect<A> {
+    #[inline]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.check().is_allowed()
+    }
+}
+
+/// A kova keyed limiter with `u64` keys on its default coarse clock.
+pub struct KovaKeyed<A: Algorithm>(pub Keyed<u64, A>);
+
+impl<A: Algorithm> std::fmt::Debug for KovaKeyed<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KovaKeyed").field("keys", &self.0.len()).finish()
+    }
+}
+
+impl<A: Algorithm> Subject for KovaKeyed<A> {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        self.0.check(&key).is_allowed()
+    }
+
+    fn keys(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+
+    fn table_bytes(&self) -> Option<usize> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+/// The CAS floor: a bare `AtomicU64` compare-and-swap loop, the least a lock-free limiter that
+/// writes on every admitted check can cost. Key `k` uses cell `k mod cells`, each on its own
+/// cache line (key 0 for all threads is one hot word; one key per thread is no sharing).
+#[derive(Debug)]
+pub struct CasFloor {
+    cells: Box<[CachePadded<AtomicU64>]>,
+}
+
+impl CasFloor {
+    /// A floor with `cells` padded words (rounded up to a power of two).
+    pub fn new(cells: usize) -> Self {
+        let n = cells.max(1).next_power_of_two();
+        CasFloor { cells: (0..n).map(|_| CachePadded::new(AtomicU64::new(0))).collect() }
+    }
+}
+
+impl Default for CasFloor {
+    fn default() -> Self {
+        Self::new(64)
+    }
+}
+
+impl Subject for CasFloor {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        let cell = &self.cells[key as usize & (self.cells.len() - 1)];
+        // The same orderings as kova's hot path (Acquire load, AcqRel/Acquire CAS) so that the
+        // floor costs what those instructions cost and nothing else.
+        let mut old = cell.load(Ordering::Acquire);
+        loop {
+            match cell.compare_exchange_weak(old, old.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => old = actual,
+            }
+        }
+    }
+}
+
+/// The random-read floor: one read of one word at a hashed position in an array as large as a
+/// table, the least a table lookup that misses the cache can cost.
+#[derive(Debug)]
+pub struct ReadFloor {
+    words: Box<[u64]>,
+    shift: u32,
+}
+
+impl ReadFloor {
+    /// An array of at least `bytes` bytes (rounded up to a power of two of 8-byte words), every
+    /// page written so that reads really go to memory (untouched pages all map the zero page).
+    pub fn new(bytes: usize) -> Self {
+        let words = (bytes / 8).max(2).next_power_of_two();
+        let shift = 64 - words.trailing_zeros();
+        ReadFloor { words: (0..words as u64).collect(), shift }
+    }
+
+    /// The array's size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+impl Subject for ReadFloor {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        // Fibonacci hashing spreads consecutive keys over the whole array, as a table's hash does.
+        let index = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        std::hint::black_box(self.words[index]) != u64::MAX
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_count_and_read() {
+        let cas = CasFloor::new(3);
+        assert_eq!(cas.cells.len(), 4);
+        for _ in 0..5 {
+            assert!(cas.hit(1));
+        }
+        assert_eq!(cas.cells[1].load(Ordering::Relaxed), 5);
+        assert_eq!(cas.cells[0].load(Ordering::Relaxed), 0);
+
+        let read = ReadFloor::new(1 << 20);
+        assert_eq!(read.bytes(), 1 << 20);
+        assert!((0..10_000).all(|k| read.hit(k)));
+    }
+}

@@ -1,0 +1,247 @@
+//! The measuring loop: threads released together by a barrier, run for a fixed time (or a fixed
+//! number of operations), one operation in [`SAMPLE_EVERY`] timed with the TSC.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use crate::stats::percentile;
+use crate::subject::Subject;
+
+/// One operation in this many is timed on its own (two TSC reads), so sampling adds about
+/// `2 * 10 ns / 64` per operation on average.
+pub const SAMPLE_EVERY: u64 = 64;
+
+/// Where each thread's keys come from, one per operation.
+pub trait KeyStream: Send {
+    /// The next key.
+    fn next_key(&mut self) -> u64;
+}
+
+/// The same key every time.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedKey(pub u64);
+
+impl KeyStream for FixedKey {
+    #[inline]
+    fn next_key(&mut self) -> u64 {
+        self.0
+    }
+}
+
+/// Cycles through a pre-computed sequence (length a power of two), so drawing the key costs one
+/// sequential read and no random-number generation.
+#[derive(Debug, Clone)]
+pub struct CycleKeys {
+    keys: Arc<[u32]>,
+    index: usize,
+}
+
+impl CycleKeys {
+    /// Cycles through `keys` (its length must be a power of two), starting at `offset`.
+    pub fn new(keys: Arc<[u32]>, offset: usize) -> Self {
+        assert!(keys.len().is_power_of_two(), "key sequence length must be a power of two");
+        CycleKeys { keys, index: offset }
+    }
+}
+
+impl KeyStream for CycleKeys {
+    #[inline]
+    fn next_key(&mut self) -> u64 {
+        let key = self.keys[self.index & (self.keys.len() - 1)];
+        self.index = self.index.wrapping_add(1);
+        u64::from(key)
+    }
+}
+
+/// A key never seen before on every call: `first`, `first + step`, ... (threads interleave by
+/// starting at their index and stepping by the thread count).
+#[derive(Debug, Clone, Copy)]
+pub struct FreshKeys {
+    next: u64,
+    step: u64,
+}
+
+impl FreshKeys {
+    /// Keys `first, first + step, ...`.
+    pub fn new(first: u64, step: u64) -> Self {
+        FreshKeys { next: first, step }
+    }
+}
+
+impl KeyStream for FreshKeys {
+    #[inline]
+    fn next_key(&mut self) -> u64 {
+        let key = self.next;
+        self.next = self.next.wrapping_add(self.step);
+        key
+    }
+}
+
+/// How long one measurement runs.
+#[derive(Debug, Clone, Copy)]
+pub struct RunPlan {
+    /// Wall time of the measurement.
+    pub duration: Duration,
+    /// Stop early after this many operations in total (split over the threads).
+    pub max_ops: Option<u64>,
+    /// Nanoseconds that two back-to-back TSC reads cost, subtracted from each sample.
+    pub timer_overhead_ns: u64,
+}
+
+/// What one measurement found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunResult {
+    /// Decisions per second, all threads together.
+    pub ops_per_sec: f64,
+    /// Median latency of one sampled decision, nanoseconds (timer overhead removed).
+    pub ns_p50: f64,
+    /// 99th percentile latency, nanoseconds.
+    pub ns_p99: f64,
+    /// Share of decisions that admitted.
+    pub allowed_share: f64,
+    /// Operations done.
+    pub ops: u64,
+}
+
+/// Nanoseconds that two back-to-back raw TSC reads cost (the median of many).
+pub fn timer_overhead_ns() -> u64 {
+    let clock = quanta::Clock::new();
+    let mut deltas: Vec<u64> = (0..20_000)
+        .map(|_| {
+            let start = clock.raw();
+            let end = clock.raw();
+            clock.delta_as_nanos(start, end)
+        })
+        .collect();
+    crate::stats::median_u64(&mut deltas).unwrap_or(0)
+}
+
+struct ThreadOutcome {
+    ops: u64,
+    allowed: u64,
+    elapsed_ns: u64,
+    samples: Vec<u32>,
+}
+
+/// Runs `subject` on `threads` threads, thread `i` drawing its keys from `keys(i)`, and measures
+/// aggregate decisions per second and sampled latency.
+pub fn measure<S, K, F>(subject: &S, threads: usize, plan: &RunPlan, keys: F) -> RunResult
+where
+    S: Subject + ?Sized,
+    K: KeyStream,
+    F: Fn(usize) -> K + Sync,
+{
+    let threads = threads.max(1);
+    let stop = AtomicBool::new(false);
+    let finished = AtomicUsize::new(0);
+    let barrier = Barrier::new(threads + 1);
+    let per_thread_cap = plan.max_ops.map(|m| (m / threads as u64).max(SAMPLE_EVERY));
+    // Enough room for the expected samples at up to ~100M ops/s per thread, so the vector
+    // rarely grows during the run.
+    let expected_samples = (plan.duration.as_secs_f64() * 100e6 / SAMPLE_EVERY as f64) as usize;
+    let sample_capacity = per_thread_cap.map_or(expected_samples, |c| (c / SAMPLE_EVERY) as usize + 1);
+    let sample_capacity = sample_capacity.clamp(1024, 4 << 20);
+
+    let outcomes: Vec<ThreadOutcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (stop, finished, barrier, keys) = (&stop, &finished, &barrier, &keys);
+                scope.spawn(move || {
+                    let clock = quanta::Clock::new();
+                    let mut stream = keys(t);
+                    let mut samples = Vec::with_capacity(sample_capacity);
+                    let (mut ops, mut allowed) = (0u64, 0u64);
+                    let cap = per_thread_cap.unwrap_or(u64::MAX);
+                    barrier.wait();
+                    let start = clock.raw();
+                    loop {
+                        for _ in 0..SAMPLE_EVERY - 1 {
+                            let key = stream.next_key();
+                            allowed += u64::from(subject.hit(key));
+                        }
+                        let key = stream.next_key();
+                        let t0 = clock.raw();
+                        let ok = subject.hit(key);
+                        let t1 = clock.raw();
+                        allowed += u64::from(ok);
+                        let ns = clock.delta_as_nanos(t0, t1).saturating_sub(plan.timer_overhead_ns);
+                        samples.push(u32::try_from(ns).unwrap_or(u32::MAX));
+                        ops += SAMPLE_EVERY;
+                        // Relaxed: a plain stop flag; nothing is published through it.
+                        if ops >= cap || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    let end = clock.raw();
+                    finished.fetch_add(1, Ordering::Relaxed);
+                    ThreadOutcome {
+                        ops,
+                        allowed,
+                        elapsed_ns: clock.delta_as_nanos(start, end).max(1),
+                        samples,
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        let started = Instant::now();
+        while started.elapsed() < plan.duration && finished.load(Ordering::Relaxed) < threads {
+            let left = plan.duration.saturating_sub(started.elapsed());
+            std::thread::sleep(left.min(Duration::from_millis(2)));
+        }
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect()
+    });
+
+    // Each thread's own rate, summed: robust to a thread that was scheduled late.
+    let ops_per_sec = outcomes.iter().map(|o| o.ops as f64 * 1e9 / o.elapsed_ns as f64).sum();
+    let ops: u64 = outcomes.iter().map(|o| o.ops).sum();
+    let allowed: u64 = outcomes.iter().map(|o| o.allowed).sum();
+    let mut samples: Vec<u32> = outcomes.into_iter().flat_map(|o| o.samples).collect();
+    samples.sort_unstable();
+    RunResult {
+        ops_per_sec,
+        ns_p50: percentile(&samples, 50.0).map_or(f64::NAN, f64::from),
+        ns_p99: percentile(&samples, 99.0).map_or(f64::NAN, f64::from),
+        allowed_share: if ops == 0 { 0.0 } else { allowed as f64 / ops as f64 },
+        ops,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subject::CasFloor;
+
+    #[test]
+    fn measures_a_floor() {
+        let floor = CasFloor::new(4);
+        let plan = RunPlan { duration: Duration::from_millis(30), max_ops: None, timer_overhead_ns: 0 };
+        let result = measure(&floor, 2, &plan, |t| FixedKey(t as u64));
+        assert!(result.ops > 0 && result.ops % SAMPLE_EVERY == 0);
+        assert!(result.ops_per_sec > 0.0);
+        assert_eq!(result.allowed_share, 1.0);
+        assert!(result.ns_p50 <= result.ns_p99);
+    }
+
+    #[test]
+    fn op_cap_stops_early_and_fresh_keys_never_repeat() {
+        let keyed = crate::peers::MutexKeyed::new(kova::Quota::per_hour(1).unwrap());
+        let plan = RunPlan { duration: Duration::from_secs(30), max_ops: Some(6_400), timer_overhead_ns: 0 };
+        let started = Instant::now();
+        let result = measure(&keyed, 2, &plan, |t| FreshKeys::new(t as u64, 2));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(result.ops, 6_400);
+        // Every key was new, so every one of them was admitted and stored.
+        assert_eq!(result.allowed_share, 1.0);
+        assert_eq!(crate::subject::Subject::keys(&keyed), Some(6_400));
+    }
+
+    #[test]
+    fn cycle_keys_wrap() {
+        let mut keys = CycleKeys::new(Arc::from(vec![5u32, 6, 7, 8]), 3);
+        let got: Vec<u64> = (0..6).map(|_| keys.next_key()).collect();
+        assert_eq!(got, [8, 5, 6, 7, 8, 5]);
+    }
+}
