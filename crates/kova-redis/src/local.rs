@@ -110,7 +110,7 @@ impl Entry {
     fn is_stale(&self, now: u64, hot_within: u64) -> bool {
         self.refilling.is_none()
             && (self.lease_units == 0 || self.lease_until <= now)
-            && self.denial.map_or(true, |d| d.until <= now)
+            && self.denial.is_none_or(|d| d.until <= now)
             && now.saturating_sub(self.last_seen) >= hot_within
     }
 }

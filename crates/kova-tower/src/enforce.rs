@@ -22,12 +22,16 @@ pub(crate) struct Run {
     next: usize,
     /// (limit index, decision) of every limit checked, in order.
     entries: Vec<(usize, Decision)>,
+    /// What allowed checks took, while a later limit could still reject the request: given
+    /// back if one does, so that a rejected request consumes no quota.
+    charged: Vec<(usize, LimitKey, u64)>,
 }
 
 /// A check that has to be awaited.
 pub(crate) struct Pending {
     pub(crate) index: usize,
     pub(crate) key: LimitKey,
+    pub(crate) cost: u64,
     pub(crate) future: CheckFuture,
 }
 
@@ -83,6 +87,7 @@ impl Run {
                     if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
                         continue;
                     }
+                    self.refund_charged(config);
                     let rejection = Rejection::KeyError { limit, error: &error };
                     return Progress::Done(Verdict::Reject(self.respond(config, &rejection)));
                 }
@@ -90,11 +95,11 @@ impl Run {
             let cost = limit.cost_of(parts);
             match limit.limiter().check(&key, cost).into_ready() {
                 Ok(result) => {
-                    if let Some(verdict) = self.settle(config, index, &key, result) {
+                    if let Some(verdict) = self.settle(config, index, &key, cost, result) {
                         return Progress::Done(verdict);
                     }
                 }
-                Err(future) => return Progress::Pending(Pending { index, key, future }),
+                Err(future) => return Progress::Pending(Pending { index, key, cost, future }),
             }
         }
         Progress::Done(Verdict::Pass(self.pass_headers(config)))
@@ -107,9 +112,10 @@ impl Run {
         parts: &Parts,
         index: usize,
         key: &LimitKey,
+        cost: u64,
         result: Result<Decision, LimiterError>,
     ) -> Progress {
-        match self.settle(config, index, key, result) {
+        match self.settle(config, index, key, cost, result) {
             Some(verdict) => Progress::Done(verdict),
             None => self.drive(config, parts),
         }
@@ -121,6 +127,29 @@ impl Run {
         config: &Config,
         index: usize,
         key: &LimitKey,
+        cost: u64,
+        result: Result<Decision, LimiterError>,
+    ) -> Option<Verdict> {
+        let verdict = self.record_result(config, index, key, cost, result);
+        if verdict.is_some() {
+            self.refund_charged(config);
+        }
+        verdict
+    }
+
+    /// Gives back what this request's earlier allowed checks took (it is being rejected).
+    fn refund_charged(&mut self, config: &Config) {
+        for (index, key, cost) in self.charged.drain(..) {
+            config.limits[index].limiter().refund(&key, cost);
+        }
+    }
+
+    fn record_result(
+        &mut self,
+        config: &Config,
+        index: usize,
+        key: &LimitKey,
+        cost: u64,
         result: Result<Decision, LimiterError>,
     ) -> Option<Verdict> {
         let limit = &config.limits[index];
@@ -167,6 +196,12 @@ impl Run {
         };
         config.record(name, Some(key), kind);
         self.entries.push((index, decision));
+        // A real (not fallback) admission, with limits still to come that could reject the
+        // request: remember it, to give it back if one does.
+        let more_to_come = index + 1 < config.limits.len();
+        if decision.is_allowed() && !config.shadow && decision.fallback().is_none() && more_to_come {
+            self.charged.push((index, key.clone(), cost));
+        }
         if decision.is_allowed() || config.shadow {
             return None;
         }

@@ -30,8 +30,10 @@ pub(crate) struct Config {
 /// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
 ///
 /// Each request is checked against the layer's [`Limit`]s in order; the first denial answers
-/// `429 Too Many Requests` (later limits are not charged; earlier ones keep the charge, as a
-/// request denied per user still counted against its IP). An allowed request goes on, and its
+/// `429 Too Many Requests`. Later limits are not charged, and what earlier limits took is
+/// refunded ([`KeyedLimiter::refund`](crate::KeyedLimiter::refund)), so a rejected request
+/// consumes no quota; limiters that cannot take units back (the sliding log, Redis) keep the
+/// charge, so put them last where that matters. An allowed request goes on, and its
 /// response gets `RateLimit-Policy` and `RateLimit` headers for every limit checked.
 ///
 /// ```

@@ -36,11 +36,23 @@ use crate::LimitKey;
 pub trait KeyedLimiter: Send + Sync + 'static {
     /// Counts `cost` units against `key`.
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture;
+
+    /// Gives back `cost` units an allowed `check` took, because a later limit rejected the same
+    /// request (a rejected request consumes no quota). Returns whether it could: the default,
+    /// for limiters that cannot take units back, does nothing and returns `false`.
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        let _ = (key, cost);
+        false
+    }
 }
 
 impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         CheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        Keyed::refund(self, key, cost)
     }
 }
 
@@ -48,11 +60,19 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         (**self).check(key, cost)
     }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        (**self).refund(key, cost)
+    }
 }
 
 impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         (**self).check(key, cost)
+    }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        (**self).refund(key, cost)
     }
 }
 
