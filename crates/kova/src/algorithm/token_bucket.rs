@@ -192,8 +192,10 @@ impl WordAlgorithm for TokenBucket {
         // from the unit's start, so they shrink by this much.
         let offset = now - (now_units << self.shift);
         let to_nanos = |units: u64| {
-            // Saturating: a fill time past u64 nanoseconds reads as u64::MAX, never wraps.
-            u64::try_from(u128::from(units) << self.shift).unwrap_or(u64::MAX).saturating_sub(offset)
+            // In u128, then saturating: a duration past u64 nanoseconds reads as u64::MAX, never
+            // wraps.
+            let nanos = (u128::from(units) << self.shift).saturating_sub(u128::from(offset));
+            u64::try_from(nanos).unwrap_or(u64::MAX)
         };
         let now_units = now_units & STAMP_MASK;
         let (tokens, stamp, progress) = self.refill(word, now_units);
