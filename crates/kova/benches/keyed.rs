@@ -16,10 +16,8 @@
 //! descheduled on a shared machine does not count; the `threads` group uses wall time (it
 //! measures running in parallel).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -28,40 +26,9 @@ use governor::DefaultKeyedRateLimiter;
 use kova::{Gcra, Keyed, Quota};
 
 /// Live heap bytes (requested sizes), counted always: the bench loops do not allocate.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-struct Counting;
-
-// SAFETY: forwards every call to `System` unchanged; the counter is a plain atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a statistic read after the measured phase.
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for `dealloc`, with a valid new size.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "../tests/support/counting_allocator.rs"]
+mod counting_allocator;
+use counting_allocator::live;
 
 const LIVE_KEYS: u64 = 1_000_000;
 const HOT_KEYS: u64 = 1_000;
@@ -192,9 +159,9 @@ fn threads(c: &mut Criterion) {
 
 /// Heap bytes allocated by `fill` (net), from the counting allocator.
 fn heap_of<T>(fill: impl FnOnce() -> T) -> (T, isize) {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let value = fill();
-    (value, LIVE.load(Ordering::Relaxed) - before)
+    (value, live() - before)
 }
 
 /// Memory per live key, printed once.

@@ -111,3 +111,20 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     /// are not given back (they no longer count).
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
 }
+
+/// Checks a quota for a window algorithm: `limit` per window, no separate burst, and a limit the
+/// algorithm's state can hold.
+fn check_window_quota(quota: &Quota, algorithm: &'static str, max_limit: u64) -> Result<(), QuotaError> {
+    if quota.burst() != quota.limit() {
+        return Err(QuotaError::BurstUnsupported { algorithm });
+    }
+    if quota.limit() > max_limit {
+        return Err(QuotaError::Unrepresentable {
+            algorithm,
+            field: "limit",
+            value: quota.limit(),
+            max: max_limit,
+        });
+    }
+    Ok(())
+}

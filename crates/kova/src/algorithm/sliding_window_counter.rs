@@ -165,17 +165,7 @@ impl WordAlgorithm for SlidingWindowCounter {
     const NAME: &'static str = "sliding_window_counter";
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
-        if quota.burst() != quota.limit() {
-            return Err(QuotaError::BurstUnsupported { algorithm: Self::NAME });
-        }
-        if quota.limit() > MAX_LIMIT {
-            return Err(QuotaError::Unrepresentable {
-                algorithm: Self::NAME,
-                field: "limit",
-                value: quota.limit(),
-                max: MAX_LIMIT,
-            });
-        }
+        super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
         Ok(SlidingWindowCounter { quota, limit: quota.limit(), period: quota.period_nanos() })
     }
 

@@ -242,17 +242,7 @@ impl Algorithm for SlidingWindowLog {
     }
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
-        if quota.burst() != quota.limit() {
-            return Err(QuotaError::BurstUnsupported { algorithm: "sliding_window_log" });
-        }
-        if quota.limit() > MAX_LIMIT {
-            return Err(QuotaError::Unrepresentable {
-                algorithm: "sliding_window_log",
-                field: "limit",
-                value: quota.limit(),
-                max: MAX_LIMIT,
-            });
-        }
+        super::check_window_quota(&quota, "sliding_window_log", MAX_LIMIT)?;
         Ok(SlidingWindowLog { quota, limit: quota.limit(), period: quota.period_nanos() })
     }
 
