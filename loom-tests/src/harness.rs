@@ -29,15 +29,27 @@ use crate::specs::{LogSpec, Reference, ReferenceSpec, WordSpec};
 /// Preemptions explored when `LOOM_MAX_PREEMPTIONS` is not set (run.sh sets it explicitly).
 pub const DEFAULT_PREEMPTIONS: usize = 2;
 
+/// The least `max_branches` a model gets (loom's default is 1,000; `LOOM_MAX_BRANCHES` may raise it).
+pub const MIN_MAX_BRANCHES: usize = 10_000;
+
 /// Runs `f` under loom, exploring every interleaving up to the preemption bound
 /// (`LOOM_MAX_PREEMPTIONS`, else [`DEFAULT_PREEMPTIONS`]).
 /// Prints the number of executions explored to stderr (`--nocapture` shows it).
 pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    model_with_cap(None, f);
+}
+
+/// [`model`], with the preemption bound lowered to `cap` when `LOOM_MAX_PREEMPTIONS` (or the
+/// default) is higher: for the few models too big to explore at the suite's bound.
+pub fn model_with_cap<F: Fn() + Sync + Send + 'static>(cap: Option<usize>, f: F) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(DEFAULT_PREEMPTIONS);
-    }
+    let bound = builder.preemption_bound.unwrap_or(DEFAULT_PREEMPTIONS);
+    builder.preemption_bound = Some(cap.map_or(bound, |cap| bound.min(cap)));
+    // Loom counts every atomic access of an execution as a branch (default limit 1,000, meant to
+    // catch spin loops); the table models run crossbeam-epoch on loom too, and the index-growth
+    // model's prelude alone fills a table with six keys.
+    builder.max_branches = builder.max_branches.max(MIN_MAX_BRANCHES);
     let executions = std::sync::Arc::new(AtomicUsize::new(0));
     let counter = std::sync::Arc::clone(&executions);
     builder.check(move || {

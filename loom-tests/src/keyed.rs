@@ -5,18 +5,31 @@
 //!
 //! The model is generic over [`Table`], so the same scenario runs on `kova::Keyed` and on the
 //! deliberately racy `kova::loom_racy::RacyTable`, which it must catch.
+//!
+//! Reclamation is model-checked too: crossbeam-epoch runs on loom (`--cfg crossbeam_loom`, see
+//! run.sh), so the table's pins, its deferred grace-period tokens, `guard.flush()`, the shard's
+//! `Retired::collect` and the reuse of freed slots and indexes all run inside each execution.
+//! Loom tracks the slots' key and cell (`crate::sync::UnsafeCell` in the core): a slot emptied or
+//! refilled while a check can still read it fails the model as a causality violation.
+//! [`KeyOp::AdvanceEpoch`] lets a scenario push the epoch on, as other threads' pins would in a
+//! busy program, so that a grace period can end (and a slot be reused) within a model.
+//!
+//! A failing table model aborts the test process (after loom's message): the panic unwinds out
+//! of loom while model threads still hold crossbeam-epoch's thread-local handles, whose
+//! destructors then touch loom atomics outside the model. `racy.rs` therefore runs its table
+//! should-fail models in a child process.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kova::loom_racy::RacyTable;
+use kova::loom_racy::{RacyTable, Reclaimed};
 use kova::{
     Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy,
     WordAlgorithm,
 };
 use loom::sync::Arc;
 
-use crate::harness::model;
+use crate::harness::model_with_cap;
 use crate::linearize::{assert_linearizable, Call, Checked, Lane, Spec};
 use crate::specs::decide_word;
 
@@ -33,8 +46,14 @@ pub trait Table: Send + Sync + 'static {
 }
 
 impl<A: Algorithm> Table for Keyed<u64, A, ManualClock> {
+    /// Cost 1 goes through `check`, whose hit path is written separately from `check_n`'s, so
+    /// that the models cover both.
     fn check_n(&self, key: u64, cost: u64) -> Result<Decision, CheckError> {
-        Keyed::check_n(self, &key, cost)
+        if cost == 1 {
+            Ok(Keyed::check(self, &key))
+        } else {
+            Keyed::check_n(self, &key, cost)
+        }
     }
     fn remove(&self, key: u64) -> bool {
         Keyed::remove(self, &key)
@@ -99,6 +118,11 @@ pub enum KeyOp {
     Remove(u64),
     /// `sweep_idle()`.
     Sweep,
+    /// Not a table operation: two `crossbeam_epoch::pin().flush()` on this thread, which push
+    /// the thread's deferred tokens to the global queue and try to advance the global epoch
+    /// twice, enough for a grace period to end when no other thread holds it back. The table
+    /// then hands what it retired back at its next lock.
+    AdvanceEpoch,
 }
 
 impl fmt::Debug for KeyOp {
@@ -107,6 +131,7 @@ impl fmt::Debug for KeyOp {
             KeyOp::Check(key, cost) => write!(f, "check_n(&{key}, {cost})"),
             KeyOp::Remove(key) => write!(f, "remove(&{key})"),
             KeyOp::Sweep => f.write_str("sweep_idle()"),
+            KeyOp::AdvanceEpoch => f.write_str("advance_epoch()"),
         }
     }
 }
@@ -120,6 +145,8 @@ pub enum KeyOut {
     Removed(bool),
     /// From `sweep_idle`.
     Swept(usize),
+    /// From [`KeyOp::AdvanceEpoch`].
+    Advanced,
 }
 
 impl fmt::Debug for KeyOut {
@@ -128,6 +155,7 @@ impl fmt::Debug for KeyOut {
             KeyOut::Checked(c) => c.fmt(f),
             KeyOut::Removed(b) => write!(f, "{b}"),
             KeyOut::Swept(n) => write!(f, "{n}"),
+            KeyOut::Advanced => f.write_str("()"),
         }
     }
 }
@@ -242,6 +270,7 @@ impl Spec for TableSpec {
                 table.retain(|_, &mut w| !self.algorithm.is_idle_word(w, now));
                 KeyOut::Swept(before - table.len())
             }
+            KeyOp::AdvanceEpoch => KeyOut::Advanced,
         }
     }
 }
@@ -278,6 +307,12 @@ fn record<T: Table>(table: &T, clock: &ManualClock, op: KeyOp) -> Call<KeyOp, Ke
         KeyOp::Check(key, cost) => KeyOut::Checked(Checked(table.check_n(key, cost))),
         KeyOp::Remove(key) => KeyOut::Removed(table.remove(key)),
         KeyOp::Sweep => KeyOut::Swept(table.sweep_idle()),
+        KeyOp::AdvanceEpoch => {
+            for _ in 0..2 {
+                crossbeam_epoch::pin().flush();
+            }
+            KeyOut::Advanced
+        }
     };
     let after = clock.now_nanos();
     Call { op, before, after, result }
@@ -305,76 +340,160 @@ fn pin_hash_seeds() {
     });
 }
 
-/// Runs `f` (a whole loom model) with this OS thread pinned to crossbeam-epoch's global collector.
-///
-/// The table defers its grace-period tokens to that collector, which is process-global and made
-/// of std atomics loom does not see: whether a token has been released by the time a later lock
-/// looks at it depends on everything run before in the process, so executions would diverge
-/// under replay. Loom runs every model thread on this OS thread, so they all share its epoch
-/// participant; pinned for the whole model, the global epoch can advance at most once, and no
-/// token sealed during the model is ever released: retired slots are never reused within a
-/// model, deterministically. (Model-checking the reclamation itself needs crossbeam-epoch on loom's
-/// atomics: see the report for what that needs in the core.)
-fn with_epoch_held<R>(f: impl FnOnce() -> R) -> R {
-    let _pinned = crossbeam_epoch::pin();
-    f()
-}
-
 /// Runs `plan` under loom on the table `make` builds, asserting in every execution that some
 /// order of the operations (each thread's in program order) run through [`TableSpec`] gives every
 /// recorded result, the final peeks, and the number of keys `len()` reports at the end (so a key
 /// inserted twice, or an entry lost, shows). Panics "not linearizable" otherwise.
 pub fn check_table<T: Table>(plan: TablePlan, make: MakeTable<T>) {
+    check_table_capped(plan, make, None);
+}
+
+/// [`check_table`] at a preemption bound of at most `cap` (see `harness::model_with_cap`).
+pub fn check_table_capped<T: Table>(plan: TablePlan, make: MakeTable<T>, cap: Option<usize>) {
     assert!((2..=3).contains(&plan.threads.len()), "2-3 threads per model");
     pin_hash_seeds();
-    with_epoch_held(|| {
-        model(move || {
-            let clock = ManualClock::new();
-            let table = Arc::new(make(plan.quota, plan.max_keys, plan.policy, clock.clone()));
-            let mut clock_values = vec![clock.now_nanos()];
-            let mut prelude = Vec::new();
-            for step in &plan.prelude {
-                match *step {
-                    TablePre::Advance(nanos) => {
-                        clock.advance_nanos(nanos);
-                        clock_values.push(clock.now_nanos());
-                    }
-                    TablePre::Op(op) => prelude.push(record(&*table, &clock, op)),
-                }
-            }
-            let workers: Vec<_> = plan
-                .threads
-                .iter()
-                .map(|ops| {
-                    let (ops, table, clock) = (ops.clone(), Arc::clone(&table), clock.clone());
-                    loom::thread::spawn(move || {
-                        ops.iter().map(|&op| record(&*table, &clock, op)).collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            let mut lanes = vec![Lane { name: "prelude".to_string(), phase: 0, calls: prelude }];
-            for (i, worker) in workers.into_iter().enumerate() {
-                lanes.push(Lane {
-                    name: format!("thread {}", i + 1),
-                    phase: 1,
-                    calls: worker.join().unwrap(),
-                });
-            }
-            let peeks =
-                plan.final_keys.iter().map(|&key| record(&*table, &clock, KeyOp::Check(key, 0))).collect();
-            lanes.push(Lane { name: "final peeks".to_string(), phase: 2, calls: peeks });
-            let len = table.key_count();
+    model_with_cap(cap, move || run_table_once(&plan, make));
+}
 
-            let algorithm = <Gcra as WordAlgorithm>::from_quota(plan.quota).expect("GCRA quota");
-            let spec = TableSpec { algorithm, max_keys: plan.max_keys, policy: plan.policy };
-            assert_linearizable(
-                &format!("the table specification (len() = {len} at the end)"),
-                &spec,
-                BTreeMap::new(),
-                &lanes,
-                &clock_values,
-                |table| table.len() == len,
-            );
+/// What a reclamation model must see, and how deep it is explored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaim {
+    /// Whether some execution must hand a retired slot back for reuse.
+    pub reuses_a_slot: bool,
+    /// Whether some execution must free a replaced index.
+    pub frees_an_index: bool,
+    /// The most preemptions explored, when `LOOM_MAX_PREEMPTIONS` is higher (`None`: no cap).
+    pub max_preemptions: Option<usize>,
+}
+
+/// Like [`check_table`] (capped at `reclaim.max_preemptions`), and also asserts that the table
+/// reclaimed what the scenario retires in at least one execution: a retired slot handed back for
+/// reuse (if `reclaim.reuses_a_slot`) and a replaced index freed (if `reclaim.frees_an_index`). A model meant to check
+/// reclamation must not pass because nothing was ever reclaimed. Returns the totals over all
+/// executions.
+pub fn check_table_with_reuse<T: Table>(plan: TablePlan, make: MakeTable<T>, reclaim: Reclaim) -> Reclaimed {
+    let before = kova::loom_racy::reclaimed();
+    check_table_capped(plan, make, reclaim.max_preemptions);
+    let after = kova::loom_racy::reclaimed();
+    let total = Reclaimed { slots: after.slots - before.slots, indexes: after.indexes - before.indexes };
+    eprintln!("loom: reclaimed over all executions: {total:?}");
+    assert!(
+        !reclaim.reuses_a_slot || total.slots > 0,
+        "no execution reused a retired slot: the model checks no reclamation"
+    );
+    assert!(!reclaim.frees_an_index || total.indexes > 0, "no execution freed a replaced index");
+    total
+}
+
+/// One execution of a table model.
+fn run_table_once<T: Table>(plan: &TablePlan, make: MakeTable<T>) {
+    let clock = ManualClock::new();
+    let table = Arc::new(make(plan.quota, plan.max_keys, plan.policy, clock.clone()));
+    let mut clock_values = vec![clock.now_nanos()];
+    let mut prelude = Vec::new();
+    for step in &plan.prelude {
+        match *step {
+            TablePre::Advance(nanos) => {
+                clock.advance_nanos(nanos);
+                clock_values.push(clock.now_nanos());
+            }
+            TablePre::Op(op) => prelude.push(record(&*table, &clock, op)),
+        }
+    }
+    // The last lane runs on the main thread while the others run on spawned ones: the same
+    // concurrency with one thread fewer to register with crossbeam-epoch (and to finalize), whose
+    // atomics loom now interleaves too.
+    let (inline, spawned) = plan.threads.split_last().expect("2-3 threads");
+    let workers: Vec<_> = spawned
+        .iter()
+        .map(|ops| {
+            let (ops, table, clock) = (ops.clone(), Arc::clone(&table), clock.clone());
+            loom::thread::spawn(move || ops.iter().map(|&op| record(&*table, &clock, op)).collect::<Vec<_>>())
         })
-    });
+        .collect();
+    let inline: Vec<_> = inline.iter().map(|&op| record(&*table, &clock, op)).collect();
+    let mut lanes = vec![Lane { name: "prelude".to_string(), phase: 0, calls: prelude }];
+    for (i, worker) in workers.into_iter().enumerate() {
+        lanes.push(Lane { name: format!("thread {}", i + 1), phase: 1, calls: worker.join().unwrap() });
+    }
+    lanes.push(Lane { name: format!("thread {} (main)", plan.threads.len()), phase: 1, calls: inline });
+    let peeks = plan.final_keys.iter().map(|&key| record(&*table, &clock, KeyOp::Check(key, 0))).collect();
+    lanes.push(Lane { name: "final peeks".to_string(), phase: 2, calls: peeks });
+    let len = table.key_count();
+
+    let algorithm = <Gcra as WordAlgorithm>::from_quota(plan.quota).expect("GCRA quota");
+    let spec = TableSpec { algorithm, max_keys: plan.max_keys, policy: plan.policy };
+    assert_linearizable(
+        &format!("the table specification (len() = {len} at the end)"),
+        &spec,
+        BTreeMap::new(),
+        &lanes,
+        &clock_values,
+        |table| table.len() == len,
+    );
+}
+
+/// GCRA at 3 units per 3 us (interval 1 us, burst 3): the table models' quota.
+pub fn quota() -> Quota {
+    Quota::from_nanos(3, 3_000).expect("a valid quota")
+}
+
+/// Slot reuse under a check: key 7 (2 of 3 used) is checked by one thread while the other removes
+/// it, lets its grace period end (`AdvanceEpoch`) and inserts key 8, which takes 7's old slot when
+/// the grace period ended first. Run on `Keyed` (must pass, with reuse in some executions) and
+/// with the grace periods switched off (must fail).
+pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
+    let plan = TablePlan {
+        quota: quota(),
+        max_keys: 2,
+        policy: TableFullPolicy::DenyNew,
+        prelude: vec![TablePre::Op(KeyOp::Check(7, 2))],
+        threads: vec![
+            vec![KeyOp::Check(7, 1)],
+            vec![KeyOp::Remove(7), KeyOp::AdvanceEpoch, KeyOp::Check(8, 1)],
+        ],
+        final_keys: vec![7, 8],
+    };
+    (plan, Reclaim { reuses_a_slot: true, frees_an_index: false, max_preemptions: None })
+}
+
+/// The old index freed under a check, with no slot reuse: six keys fill the smallest index; one
+/// thread checks key 1 while the other inserts key 7 (the index doubles, the old one is retired),
+/// lets the grace period end (`AdvanceEpoch`) and removes key 2, whose lock frees the old index
+/// when no check holds it. Under loom, freeing an index writes each of its entries (`index.rs`),
+/// so a probe of a freed index is a causality violation. `racy.rs` runs it without grace periods.
+pub fn index_free_plan() -> (TablePlan, Reclaim) {
+    let writer = vec![KeyOp::Check(7, 1), KeyOp::AdvanceEpoch, KeyOp::Remove(2)];
+    let plan = full_index_plan(writer, vec![1, 2, 7]);
+    (plan, Reclaim { reuses_a_slot: false, frees_an_index: true, max_preemptions: Some(2) })
+}
+
+/// Six keys (1 to 6, key 1 used twice) fill the smallest index (8 positions at load 3/4); one
+/// thread checks key 1 while the other runs `writer`, whose insert of key 7 doubles the index.
+fn full_index_plan(writer: Vec<KeyOp>, final_keys: Vec<u64>) -> TablePlan {
+    let mut prelude: Vec<_> = (1..=6).map(|key| TablePre::Op(KeyOp::Check(key, 1))).collect();
+    prelude.push(TablePre::Op(KeyOp::Check(1, 1)));
+    TablePlan {
+        quota: quota(),
+        max_keys: 8,
+        policy: TableFullPolicy::DenyNew,
+        prelude,
+        threads: vec![vec![KeyOp::Check(1, 1)], writer],
+        final_keys,
+    }
+}
+
+/// Index growth under a check: six keys fill the smallest index (8 positions at load 3/4); one
+/// thread checks key 1 while the other inserts key 7 (the index doubles: entries copied, the old
+/// index retired), removes key 1, lets the grace period end (`AdvanceEpoch`) and inserts key 8,
+/// whose lock frees the old index and hands key 1's slot to key 8 when no check holds them. The
+/// check of key 1 may still be probing the old index: it must reach key 1's slot (never key 8's
+/// state) and its admission lands before the removal or on a fresh key 1.
+///
+/// Explored at a preemption bound of at most 2: at 3 it takes about 1.8 million executions (over
+/// 5 minutes on the 2-core dev machine).
+pub fn index_growth_plan() -> (TablePlan, Reclaim) {
+    let writer = vec![KeyOp::Check(7, 1), KeyOp::Remove(1), KeyOp::AdvanceEpoch, KeyOp::Check(8, 1)];
+    let plan = full_index_plan(writer, vec![1, 7, 8]);
+    (plan, Reclaim { reuses_a_slot: true, frees_an_index: true, max_preemptions: Some(2) })
 }

@@ -11,11 +11,14 @@
 //! | `refund.rs` | refund racing checks, each word algorithm | the refund loop loses a check's update or its own |
 //! | `sliding_log.rs` | ring wrap-around with 2 threads, clock still or moving | the ring over-admits or misreads a reused slot |
 //! | `keyed.rs` | same new key from 2 threads; check vs remove, idle sweep, eviction | duplicate entries, lost admissions, wrong `len()` |
-//! | `racy.rs`, `refund.rs` | the same models on `kova::loom_racy`'s broken variants | (must fail: proves the models can) |
+//! | `keyed.rs` (reclamation) | a check racing its key's removal and the reuse of its slot by a new key; a check probing an index being replaced and freed | a slot emptied or refilled under a check (loom: causality violation on the slot's key or cell), a check landing in another key's state |
+//! | `racy.rs`, `refund.rs` | the same models on `kova::loom_racy`'s broken variants (including the real table without grace periods) | (must fail: proves the models can) |
 //!
 //! Run them with `loom-tests/run.sh` (release build with debug assertions and a stated preemption
-//! bound). Without the cfg this crate and its test files compile to nothing, so a plain
-//! `cargo test --workspace` neither builds loom nor switches the core to it.
+//! bound; `--cfg kova_loom --cfg crossbeam_loom`, the second putting crossbeam-epoch, whose grace
+//! periods the keyed table uses, on loom too). Without the cfg this crate and its test files
+//! compile to nothing, so a plain `cargo test --workspace` neither builds loom nor switches the
+//! core to it.
 //!
 //! What the library part offers the tests in `tests/`:
 //! - `linearize`: records of each call (cost, the clock just before and after, the result) and a

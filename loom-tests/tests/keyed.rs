@@ -4,11 +4,19 @@
 //! table's documented table-full behaviour) reproduces every result, the final peeks and the final
 //! `len()`. See `kova_loom_tests::keyed`.
 //!
+//! crossbeam-epoch runs on loom here (run.sh's `--cfg crossbeam_loom`), so every model also
+//! interleaves the table's pins and grace-period bookkeeping; the last two models make grace
+//! periods end within the model (`KeyOp::AdvanceEpoch`) and check the reuse of slots and the
+//! freeing of a replaced index, and assert that some executions really reclaimed them.
+//!
 //! GCRA at 3 units per 3 us (interval 1 us, burst 3).
 #![cfg(kova_loom)]
 
 use kova::{Quota, TableFullPolicy};
-use kova_loom_tests::keyed::{check_table, keyed, KeyOp, TablePlan, TablePre};
+use kova_loom_tests::keyed::{
+    check_table, check_table_with_reuse, index_free_plan, index_growth_plan, keyed, slot_reuse_plan, KeyOp,
+    TablePlan, TablePre,
+};
 
 fn quota() -> Quota {
     Quota::from_nanos(3, 3_000).unwrap()
@@ -126,4 +134,38 @@ fn check_racing_remove_and_reinsert() {
         },
         keyed,
     );
+}
+
+/// Slot reuse (reclamation model-checked): a check of key 7 races the removal of 7, the end of
+/// its grace period (`advance_epoch`: two flushes) and the insert of a new key 8, which takes 7's
+/// old slot when the grace period ended before its lock (`Retired::collect` hands the slot back;
+/// `take_slot` prefers freed slots), or a fresh one while the check still holds it back. In every
+/// interleaving the check of 7 reads 7's key and cell only before the slot is emptied (loom tracks
+/// the slot's cells: anything else is a causality violation), its decision is 7's (2 used of 3:
+/// allowed with 0 left, or a fresh 7 after the removal), and key 8's state holds only its own unit.
+/// The model asserts that some executions did reuse the slot. `racy.rs` runs it without grace
+/// periods.
+#[test]
+fn check_racing_remove_and_slot_reuse_by_new_key() {
+    let (plan, reclaim) = slot_reuse_plan();
+    check_table_with_reuse(plan, keyed, reclaim);
+}
+
+/// Index growth (reclamation of the old index): a check of key 1 probing the smallest index races
+/// the insert that doubles it, the removal of key 1, the end of the grace period and an insert
+/// that frees the old index and may reuse key 1's slot (see `index_growth_plan`). The slots never
+/// move, so a probe of the old index updates the same cell the new one names; the check is ordered
+/// before the removal or redone on a fresh key 1, and key 8 starts fresh.
+#[test]
+fn check_probing_old_index_during_growth_and_reuse() {
+    let (plan, reclaim) = index_growth_plan();
+    check_table_with_reuse(plan, keyed, reclaim);
+}
+
+/// The old index freed (no slot reused) while a check of key 1 may still probe it (see
+/// `index_free_plan`): the free waits for the check's grace period.
+#[test]
+fn check_probing_old_index_while_it_is_freed() {
+    let (plan, reclaim) = index_free_plan();
+    check_table_with_reuse(plan, keyed, reclaim);
 }

@@ -6,11 +6,17 @@
 //! - `check_cell_stale_retry` (a CAS whose failure is retried with the stale word): the
 //!   leaky-bucket #39 class; a concurrent admission is overwritten.
 //!
-//! `#[should_panic]` with the harness's messages: either "over the bound" or "not linearizable",
-//! so a panic for another reason (a bad plan, a loom error) does not count as the model working.
+//! - `table_*_without_grace_periods`: the keyed table's reclamation models (`keyed.rs`) on the real
+//!   table with its grace periods switched off (`kova::loom_racy::without_grace_periods`): a
+//!   retired slot is emptied and refilled with another key while a check still reads it.
+//!
+//! Each expects loom to fail with the harness's messages: "over the bound" or "not
+//! linearizable", or, for the reclamation models, loom's own "Causality violation" (a slot's key
+//! or cell accessed by two threads with no happens-before between them), so that a panic for
+//! another reason (a bad plan, a loom limit) does not count as the model working.
 #![cfg(kova_loom)]
 
-use kova::loom_racy::{check_cell_load_store, check_cell_stale_retry};
+use kova::loom_racy::{check_cell_load_store, check_cell_stale_retry, without_grace_periods};
 use kova::{FixedWindow, Gcra, ManualClock, Quota, SlidingWindowCounter, TokenBucket};
 use kova_loom_tests::harness::{check_plan, CheckFn, LoomAlgorithm, Plan, Pre};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -142,4 +148,85 @@ fn table_racy_insert() {
     let payload = outcome.expect_err("loom found no violation in the racy table");
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("not linearizable"), "{message}");
+}
+
+/// Set in the child process that runs a reclamation should-fail model.
+const CHILD: &str = "KOVA_LOOM_RACY_CHILD";
+
+/// Runs `model` (a table model expected to fail) in a child process (this test binary, running
+/// only the test `name`), and returns the message of the child's first panic; fails the test if
+/// the child passed, or panicked for a reason other than a causality violation or a
+/// non-linearizable history.
+///
+/// A child process because such a failure cannot be caught in-process: the panic unwinds out of
+/// loom with model threads still holding crossbeam-epoch's thread-local handles, whose
+/// destructors then touch loom atomics outside the model, a panic during unwinding: the process
+/// aborts (after printing loom's message).
+fn table_model_fails_in_child(name: &str, model: impl FnOnce()) -> String {
+    if std::env::var_os(CHILD).is_some() {
+        // The child: a panic (and abort) here is the expected outcome; returning means loom found
+        // nothing, which the parent reports.
+        model();
+        return String::new();
+    }
+    let output = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("the child test process runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "loom explored every interleaving and found no violation:\n{}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let first_panic = stderr
+        .split_once("panicked at ")
+        .and_then(|(_, rest)| rest.lines().nth(1))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first_panic.contains("Causality violation") || first_panic.contains("not linearizable"),
+        "loom failed for another reason ({}): {stderr}",
+        output.status
+    );
+    eprintln!("loom caught it (child {}): {first_panic}", output.status);
+    first_panic
+}
+
+/// Premature slot reuse: `keyed.rs::check_racing_remove_and_slot_reuse_by_new_key` on the real
+/// table, but whatever a shard retired is handed back at its next lock, grace period or not. Key 8
+/// then takes 7's slot while the check of 7 may still read it: loom reports the key or cell
+/// emptied and refilled under that read (and the check would land in 8's state).
+#[test]
+fn table_slot_reuse_without_grace_periods() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
+    table_model_fails_in_child("table_slot_reuse_without_grace_periods", || {
+        let (plan, reclaim) = slot_reuse_plan();
+        without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
+    });
+}
+
+/// The same for `keyed.rs::check_probing_old_index_during_growth_and_reuse`: key 1's slot reused
+/// by key 8 (and the old index freed) while the check of key 1 still probes the old index.
+#[test]
+fn table_index_growth_without_grace_periods() {
+    use kova_loom_tests::keyed::{check_table_capped, index_growth_plan, keyed};
+    table_model_fails_in_child("table_index_growth_without_grace_periods", || {
+        let (plan, reclaim) = index_growth_plan();
+        without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
+    });
+}
+
+/// Premature index free: `keyed.rs::check_probing_old_index_while_it_is_freed` without grace
+/// periods. The old index is freed at the next lock while the check of key 1 may still probe it:
+/// loom reports the free (a tracked write to every entry under loom) racing the probe's load.
+#[test]
+fn table_index_free_without_grace_periods() {
+    use kova_loom_tests::keyed::{check_table_capped, index_free_plan, keyed};
+    table_model_fails_in_child("table_index_free_without_grace_periods", || {
+        let (plan, reclaim) = index_free_plan();
+        without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
+    });
 }

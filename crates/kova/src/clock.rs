@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::Arc;
+use crate::sync::{Arc, StaticAtomicU64};
 
 /// A source of monotonic time in nanoseconds.
 ///
@@ -32,41 +32,69 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
 }
 
+/// Under `--cfg kova_loom` quanta is not built (its `AtomicCell` does not exist under
+/// `crossbeam_loom`, see Cargo.toml): this stand-in keeps the clocks below, and so the public API
+/// (`Keyed`'s default clock included), compiling on std's `Instant`. Loom models read a
+/// `ManualClock`; nothing here is model-checked.
+#[cfg(kova_loom)]
+mod quanta {
+    use std::time::Duration;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(super) struct Instant(std::time::Instant);
+
+    impl Instant {
+        pub(super) fn now() -> Self {
+            Instant(std::time::Instant::now())
+        }
+
+        pub(super) fn saturating_duration_since(&self, earlier: Instant) -> Duration {
+            self.0.saturating_duration_since(earlier.0)
+        }
+    }
+}
+
 /// How often the upkeep thread refreshes the coarse time.
 const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 
 struct Timeline {
     origin: quanta::Instant,
-    /// Whether `quanta::Instant::recent()` is being kept fresh (by our upkeep thread or the
-    /// application's own). When it is not, `CoarseClock` reads the precise time instead.
+    /// Whether kova's upkeep thread runs (it keeps [`RECENT_NANOS`] fresh). When it could not
+    /// be started, `CoarseClock` reads the precise time instead.
     recent_is_live: bool,
-    /// Keeps kova's upkeep thread running for the life of the process.
-    _upkeep: Option<quanta::Handle>,
 }
+
+/// The coarse time: nanoseconds from the timeline's origin to the upkeep thread's last reading
+/// of quanta's precise clock. Written only by that thread (`fetch_max`, so it never goes back),
+/// read by every [`CoarseClock`] with one relaxed load, inlined where the limiter is: quanta's
+/// own `recent()` is an out-of-line call plus a `Duration` round trip, about 25 instructions on
+/// every check. Relaxed: a reading is a number, not a publication of other memory.
+static RECENT_NANOS: StaticAtomicU64 = StaticAtomicU64::new(0);
 
 fn timeline() -> &'static Timeline {
     static TIMELINE: OnceLock<Timeline> = OnceLock::new();
     TIMELINE.get_or_init(|| {
         let origin = quanta::Instant::now();
-        // Start the shared upkeep thread once. It fails only when another upkeep thread already
-        // runs in this process (then `recent()` is live anyway) or the thread cannot be spawned
-        // (then `recent()` stays at zero and we fall back on the precise clock).
-        let upkeep = quanta::Upkeep::new(UPKEEP_INTERVAL).start().ok();
-        let recent_is_live = upkeep.is_some() || quanta::Instant::recent() > origin;
-        Timeline { origin, recent_is_live, _upkeep: upkeep }
+        // One upkeep thread per process, started with the timeline. If it cannot be spawned,
+        // `recent_is_live` stays false and the coarse clock reads the precise time: a limiter
+        // never sees a clock stuck at the origin.
+        let upkeep = std::thread::Builder::new().name("kova-clock".into()).spawn(move || loop {
+            RECENT_NANOS.fetch_max(nanos_since_origin(origin, quanta::Instant::now()), Ordering::Relaxed);
+            std::thread::sleep(UPKEEP_INTERVAL);
+        });
+        Timeline { origin, recent_is_live: upkeep.is_ok() }
     })
 }
 
 fn nanos_since_origin(origin: quanta::Instant, instant: quanta::Instant) -> u64 {
-    // Saturates at zero for a reading older than the origin (quanta's `recent()` is 0 before any
-    // upkeep ran) and at u64::MAX after 584 years.
+    // Saturates at u64::MAX after 584 years.
     u64::try_from(instant.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The default clock: quanta's coarse `recent()` time, refreshed every millisecond by one upkeep
-/// thread that kova starts lazily, once per process, the first time any clock is created.
+/// The default clock: quanta's precise time as read every millisecond by one upkeep thread
+/// (`kova-clock`) that kova starts lazily, once per process, the first time any clock is created.
 ///
-/// Reading it costs one relaxed atomic load. Its resolution is the upkeep interval (1 ms), so
+/// Reading it costs one relaxed atomic load, inlined. Its resolution is the upkeep interval (1 ms), so
 /// decisions within one millisecond see the same time; limits stay exact because refills are
 /// computed from elapsed time, never from the number of reads. If no upkeep thread can run, it
 /// reads the precise time instead: a limiter never sees a clock stuck at zero.
@@ -101,8 +129,11 @@ impl Default for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        let instant = if self.live { quanta::Instant::recent() } else { quanta::Instant::now() };
-        nanos_since_origin(self.origin, instant)
+        if self.live {
+            RECENT_NANOS.load(Ordering::Relaxed)
+        } else {
+            nanos_since_origin(self.origin, quanta::Instant::now())
+        }
     }
 }
 

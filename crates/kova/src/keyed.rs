@@ -49,10 +49,18 @@
 //!   tests (`keys_and_cells_are_dropped_exactly_once`, `tests/keyed_leak.rs`).
 //! - The integration tests `tests/keyed_*.rs`: threads against a sequential model, floods,
 //!   leaks under a counting allocator.
-//! - Loom (`--cfg kova_loom`): the table's atomics are `crate::sync`'s and its lock loom's
-//!   mutex; crossbeam-epoch's internals are not loom-visible (pinning is real), and under loom
-//!   the post-write check always uses a `SeqCst` fence. A small table for a model:
-//!   `KeyedBuilder::shards(1).max_keys(2)`.
+//! - Loom (`--cfg kova_loom --cfg crossbeam_loom`, `loom-tests/run.sh`): the table's atomics are
+//!   `crate::sync`'s, its lock is loom's mutex, and crossbeam-epoch runs on loom as well (its
+//!   `loom` feature, enabled by `loom-tests`), so pins, deferred grace-period tokens (loom's
+//!   `Arc`), flushes, `Retired::collect` and the reuse of freed slots are all model-checked. A
+//!   slot's key and cell sit in loom's `UnsafeCell` there: a slot emptied or refilled while a
+//!   check can still read it is a causality violation (without that tracking loom would not even
+//!   explore such an interleaving: it only reorders accesses it sees conflict). Freeing a
+//!   replaced index is tracked too: under loom its `Drop` writes every entry, so a probe of an
+//!   index freed too early is a causality violation as well. Under loom the
+//!   post-write check always uses a `SeqCst` fence. A small table for a model:
+//!   `KeyedBuilder::shards(1).max_keys(2)`; the grace-period reserve needs no shrinking, since a
+//!   freed slot is taken before a fresh one.
 
 mod builder;
 mod error;

@@ -9,9 +9,14 @@
 //!   the first read instead of deciding again (the stale write-back of leaky-bucket #39): a
 //!   concurrent update is overwritten;
 //! - [`refund_cell_load_store`]: the refund loop with a plain store;
-//! - [`RacyTable`]: a keyed table whose insert of a new key is check-then-act.
+//! - [`RacyTable`]: a keyed table whose insert of a new key is check-then-act;
+//! - [`without_grace_periods`]: the real `Keyed` table, but a retired slot or index is handed back
+//!   for reuse at the shard's next lock, without waiting for its crossbeam-epoch grace period
+//!   (premature reuse: a check still holding the slot reads or writes the next key's state).
 //!
 //! Nothing here is reachable from a normal build.
+
+use std::cell::Cell;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::{CheckError, Clock, Decision, WordAlgorithm};
@@ -166,4 +171,62 @@ impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+std::thread_local! {
+    /// Set by [`without_grace_periods`]. A std thread-local, not loom's: loom runs every thread of
+    /// a model on the OS thread that called `loom::model`, so this covers the whole model (and
+    /// only it: other tests run their models on other OS threads).
+    static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
+
+    /// Slots and indexes the keyed tables reclaimed after their grace period, on this OS thread.
+    static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
+}
+
+/// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's grace periods switched off:
+/// whatever a shard retired (slots of removed or evicted keys, replaced indexes) is handed back at
+/// its next lock even though a check may still be reading it, so a slot can be emptied and
+/// refilled with another key under a check of the old one. Loom reports the accesses to the
+/// slot's key or cell that no happens-before orders (a causality violation). The slot's loom
+/// `UnsafeCell` is what makes this visible: with plain memory loom does not see the check's
+/// accesses conflict with the refill, never runs the refill between them, and the linearizability
+/// check alone passes (tried: 229k executions, no failure).
+pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SKIP_GRACE_PERIODS.with(|skip| skip.set(self.0));
+        }
+    }
+    let _reset = Reset(SKIP_GRACE_PERIODS.with(|skip| skip.replace(true)));
+    f()
+}
+
+/// Whether [`without_grace_periods`] is in effect on this OS thread.
+pub(crate) fn grace_periods_skipped() -> bool {
+    SKIP_GRACE_PERIODS.with(Cell::get)
+}
+
+/// Not racy: what the keyed tables built on this OS thread (so, in the loom models run on it)
+/// have reclaimed after a grace period, so far. The models compare it before and after to show
+/// that a scenario really frees and reuses what the table retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reclaimed {
+    /// Slots handed back to the free list (the next insert takes them).
+    pub slots: usize,
+    /// Replaced indexes freed.
+    pub indexes: usize,
+}
+
+/// The running totals (see [`Reclaimed`]).
+pub fn reclaimed() -> Reclaimed {
+    RECLAIMED.with(Cell::get)
+}
+
+/// Counts `slots` slots and `indexes` indexes more reclaimed (called by the shard's reclamation).
+pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
+    RECLAIMED.with(|total| {
+        let Reclaimed { slots: s, indexes: i } = total.get();
+        total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
+    });
 }

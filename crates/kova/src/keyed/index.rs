@@ -60,12 +60,18 @@ impl Entry {
     }
 
     pub(super) fn tag(self) -> u32 {
-        (self.0 >> TAG_SHIFT) & TAG_MASK
+        raw_tag(self.0)
     }
 
     pub(super) fn is_custom(self) -> bool {
         self.0 & CUSTOM_BIT != 0
     }
+}
+
+/// The tag bits of a raw entry (0 for `EMPTY` and `BUSY`).
+#[inline]
+pub(super) fn raw_tag(raw: u32) -> u32 {
+    (raw >> TAG_SHIFT) & TAG_MASK
 }
 
 /// The tag an entry keeps of `hash`.
@@ -126,12 +132,24 @@ impl Index {
 
     #[inline]
     pub(super) fn next(&self, pos: usize) -> usize {
-        (pos + 1) & (self.capacity() - 1)
+        self.wrap(pos + 1)
+    }
+
+    /// `pos` taken around the array (positions past the end start again at 0).
+    #[inline]
+    pub(super) fn wrap(&self, pos: usize) -> usize {
+        pos & (self.capacity() - 1)
     }
 
     /// How far `pos` is past `home`, going forward around the array.
     pub(super) fn distance(&self, home: usize, pos: usize) -> usize {
         pos.wrapping_sub(home) & (self.capacity() - 1)
+    }
+
+    /// The entries, for a probe that reads several.
+    #[inline]
+    pub(super) fn entries(&self) -> &[AtomicU32] {
+        &self.entries
     }
 
     #[inline]
@@ -153,6 +171,18 @@ impl Index {
         }
         self.store(pos, entry.raw(), Ordering::Release);
         pos
+    }
+}
+
+/// Under loom, freeing an index is a tracked write to each entry: a check still probing an
+/// index freed too early (no grace period) is then a causality violation loom reports, rather
+/// than a use-after-free it cannot see (its atomics are separate objects, not this memory).
+#[cfg(kova_loom)]
+impl Drop for Index {
+    fn drop(&mut self) {
+        for entry in self.entries.iter_mut() {
+            entry.with_mut(|_| ());
+        }
     }
 }
 
@@ -201,6 +231,7 @@ mod tests {
         assert_eq!(index.home(0xFF_FFFF), index.home(0));
         assert_eq!(index.home(u64::MAX), 255);
         assert_eq!(tag_of(1 << 63), 0);
+        assert_eq!((raw_tag(EMPTY), raw_tag(BUSY)), (0, 0));
         assert_eq!(tag_of(0x7F << TAG_HASH_SHIFT), 0x7F);
     }
 }

@@ -7,16 +7,17 @@
 //! (`Arc::get_mut`, an Acquire that pairs with the clone's Release drop), no check can reach the
 //! batch's slots or indexes. The shard then frees or reuses them itself, under its lock.
 //!
-//! The token is std's `Arc`, not `crate::sync`'s: it lives in crossbeam's garbage, which may be
-//! collected outside any loom execution. Only the handful of pointers below are deferred: slots
-//! stay in their chunks and are dropped in place.
+//! The token is `crate::sync`'s `Arc`: std's, or loom's in the loom build, where crossbeam-epoch
+//! runs on loom too (`--cfg crossbeam_loom`: its collector lives and dies with each execution), so
+//! loom sees the whole chain from a check's unpin to the slot's reuse. Only the handful of
+//! pointers below are deferred: slots stay in their chunks and are dropped in place.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
 
 use super::index::Index;
+use crate::sync::Arc;
 
 /// One retired slot: its batch, the slot, and the heap bytes its cell owns.
 #[derive(Debug)]
@@ -41,6 +42,20 @@ pub(super) struct Retired {
     index_bytes: usize,
     /// Whether an index was retired since the last seal.
     index_retired: bool,
+}
+
+/// Whether `kova::loom_racy::without_grace_periods` (a deliberately broken variant, for the
+/// should-fail loom models) is in effect: [`Retired::collect`] then hands everything back at once,
+/// grace period or not. Always false outside loom builds.
+#[cfg(kova_loom)]
+fn skip_grace_periods() -> bool {
+    crate::loom_racy::grace_periods_skipped()
+}
+
+#[cfg(not(kova_loom))]
+#[inline(always)]
+fn skip_grace_periods() -> bool {
+    false
 }
 
 /// What [`Retired::collect`] handed back.
@@ -77,15 +92,10 @@ impl Retired {
         if !self.dirty {
             return false;
         }
-        // Under loom nothing is handed back before the table drops: crossbeam-epoch's collector
-        // is process-wide and not loom-visible, so whether a grace period has ended would
-        // differ between executions of a model, which loom requires to be deterministic.
-        if !cfg!(kova_loom) {
-            let token = Arc::new(());
-            let deferred = Arc::clone(&token);
-            guard.defer(move || drop(deferred));
-            self.tokens.push_back((self.current, token));
-        }
+        let token = Arc::new(());
+        let deferred = Arc::clone(&token);
+        guard.defer(move || drop(deferred));
+        self.tokens.push_back((self.current, token));
         self.current += 1;
         self.dirty = false;
         std::mem::take(&mut self.index_retired)
@@ -98,7 +108,7 @@ impl Retired {
         while let Some((batch, token)) = self.tokens.front_mut() {
             // `get_mut` succeeds only when crossbeam has dropped the deferred clone; its Acquire
             // pairs with that drop's Release, after every check pinned at sealing time unpinned.
-            if Arc::get_mut(token).is_none() {
+            if Arc::get_mut(token).is_none() && !skip_grace_periods() {
                 break;
             }
             done = Some(*batch);
@@ -111,12 +121,16 @@ impl Retired {
                 ready.slots.push((r.slot, r.heap));
             }
         }
+        #[cfg(kova_loom)]
+        let indexes_before = self.indexes.len();
         while self.indexes.front().is_some_and(|(batch, _)| *batch <= done) {
             if let Some((_, index)) = self.indexes.pop_front() {
                 ready.index_bytes += index.bytes();
             }
         }
         self.index_bytes -= ready.index_bytes;
+        #[cfg(kova_loom)]
+        crate::loom_racy::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
         ready
     }
 

@@ -4,11 +4,42 @@
 //! so a slot's address is stable: a check updates the one cell every other check updates, and
 //! growing the index never copies state.
 
+#[cfg(not(kova_loom))]
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 
 use crate::sync::atomic::{AtomicPtr, AtomicU16, Ordering};
+#[cfg(kova_loom)]
+use crate::sync::UnsafeCell;
+
+/// A pointer to read `cell`'s contents through.
+#[cfg(not(kova_loom))]
+#[inline(always)]
+fn read<T>(cell: &UnsafeCell<T>) -> *const T {
+    cell.get()
+}
+
+/// A pointer to write `cell`'s contents through.
+#[cfg(not(kova_loom))]
+#[inline(always)]
+fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
+    cell.get()
+}
+
+/// Under loom, the access is recorded here: loom fails the model if a read and a write of the
+/// same slot (a check reading a key or cell, the lock holder filling or emptying the slot) are
+/// not ordered by happens-before, as when a slot is reused before its grace period ended.
+#[cfg(kova_loom)]
+fn read<T>(cell: &UnsafeCell<T>) -> *const T {
+    cell.with(|ptr| ptr)
+}
+
+/// As [`read`], for a write.
+#[cfg(kova_loom)]
+fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
+    cell.with_mut(|ptr| ptr)
+}
 
 /// One key and its cell. Initialised by the shard's lock holder before its index entry is
 /// published; read by lock-free checks; dropped only after a grace period that began after its
@@ -32,7 +63,7 @@ impl<K, C> Slot<K, C> {
     pub(super) unsafe fn key(&self) -> &K {
         // SAFETY: initialised (caller's contract); only shared references exist until a grace
         // period after unlinking, which the caller's pin or lock rules out.
-        unsafe { (*self.key.get()).assume_init_ref() }
+        unsafe { (*read(&self.key)).assume_init_ref() }
     }
 
     /// The cell.
@@ -42,7 +73,7 @@ impl<K, C> Slot<K, C> {
     #[inline]
     pub(super) unsafe fn cell(&self) -> &C {
         // SAFETY: as in `key`.
-        unsafe { (*self.cell.get()).assume_init_ref() }
+        unsafe { (*read(&self.cell)).assume_init_ref() }
     }
 
     /// Writes a key and a cell into a vacant slot.
@@ -53,8 +84,8 @@ impl<K, C> Slot<K, C> {
     pub(super) unsafe fn fill(&self, key: K, cell: C) {
         // SAFETY: exclusive access per the contract; writing a MaybeUninit drops nothing.
         unsafe {
-            (*self.key.get()).write(key);
-            (*self.cell.get()).write(cell);
+            (*write(&self.key)).write(key);
+            (*write(&self.cell)).write(cell);
         }
     }
 
@@ -66,8 +97,8 @@ impl<K, C> Slot<K, C> {
     pub(super) unsafe fn empty(&self) {
         // SAFETY: initialised and exclusively ours per the contract.
         unsafe {
-            ptr::drop_in_place((*self.cell.get()).as_mut_ptr());
-            ptr::drop_in_place((*self.key.get()).as_mut_ptr());
+            ptr::drop_in_place((*write(&self.cell)).as_mut_ptr());
+            ptr::drop_in_place((*write(&self.key)).as_mut_ptr());
         }
     }
 }

@@ -230,7 +230,35 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Checks one unit for `key`.
     #[inline]
     pub fn check(&self, key: &K) -> Decision {
-        match self.check_n(key, 1) {
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        let guard = epoch::pin();
+        let mut prior = None;
+        if let Some(hit) = shard.find(hash, key, &guard) {
+            let algorithm = self.quotas.get(hit.quota());
+            if algorithm.capacity() >= 1 {
+                let decision = word::decide(algorithm, hit.cell(), &self.clock, 1);
+                if !decision.is_allowed() || shard.still_linked(&hit, word::writes_seqcst(algorithm)) {
+                    return decision;
+                }
+                prior = Some((hit.slot(), decision));
+            }
+        }
+        self.check_one_slow(shard, hash, key, prior, guard)
+    }
+
+    /// `check`'s slow path (see `check_n_slow`).
+    #[cold]
+    #[inline(never)]
+    fn check_one_slow(
+        &self,
+        shard: &Shard<K, A::Cell>,
+        hash: u64,
+        key: &K,
+        prior: Prior,
+        guard: Guard,
+    ) -> Decision {
+        match self.check_n_slow(shard, hash, key, 1, prior, guard) {
             Ok(decision) => decision,
             // Only an algorithm whose capacity is 0 gets here (kova's are all at least 1): one
             // unit can never be admitted.
