@@ -17,63 +17,21 @@
 //! measures running in parallel).
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use governor::DefaultKeyedRateLimiter;
-use kova::{Gcra, Keyed, Quota};
 
 /// Live heap bytes (requested sizes), counted always: the bench loops do not allocate.
 #[path = "../tests/support/counting_allocator.rs"]
 mod counting_allocator;
 use counting_allocator::live;
 
+mod support;
+use support::{cpu_timed, governor_table, kova_table, Rng};
+
 const LIVE_KEYS: u64 = 1_000_000;
 const HOT_KEYS: u64 = 1_000;
-const RATE: u32 = 1_000_000_000;
-
-fn kova_table(max_keys: usize) -> Keyed<u64, Gcra> {
-    Keyed::builder(Quota::per_second(u64::from(RATE)).unwrap()).max_keys(max_keys).build().unwrap()
-}
-
-fn governor_table() -> DefaultKeyedRateLimiter<u64> {
-    governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(RATE).unwrap()))
-}
-
-/// A cheap generator (xorshift64*), the same for both subjects.
-struct Rng(u64);
-
-impl Rng {
-    #[inline]
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        // Multiply-shift: uniform enough, no division.
-        ((self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32
-    }
-}
-
-/// CPU time of the calling thread, from `/proc/thread-self/schedstat` (nanoseconds on the CPU);
-/// `None` where that file is missing.
-fn thread_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
-}
-
-/// Times `iters` runs of `f` by thread CPU time (wall time where unavailable).
-fn cpu_timed(iters: u64, mut f: impl FnMut()) -> Duration {
-    let (cpu, wall) = (thread_cpu_time(), Instant::now());
-    for _ in 0..iters {
-        f();
-    }
-    match (cpu, thread_cpu_time()) {
-        (Some(start), Some(end)) => end.saturating_sub(start),
-        _ => wall.elapsed(),
-    }
-}
 
 /// Fills both subjects with `keys` keys and benches one uniform check at a time.
 fn single_thread(c: &mut Criterion, name: &str, keys: u64) {
