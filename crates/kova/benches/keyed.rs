@@ -152,10 +152,7 @@ fn memory_report() {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(20);
+    config = support::criterion();
     targets = uniform_1m, hot_1k, threads
 }
 

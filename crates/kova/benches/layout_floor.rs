@@ -14,7 +14,6 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
@@ -57,7 +56,7 @@ impl TwoLevel {
             (0..keys).map(|key| Slot { key: AtomicU64::new(key), state: AtomicU64::new(0) }).collect();
         for key in 0..keys {
             let hash = hasher.hash_one(key);
-            let mut pos = (hash >> (64 - POSITION_BITS)) as usize;
+            let mut pos = home(hash);
             while index[pos].load(Ordering::Relaxed) != 0 {
                 pos = (pos + 1) & (POSITIONS - 1);
             }
@@ -71,7 +70,7 @@ impl TwoLevel {
     fn check(&self, key: u64) -> bool {
         let hash = self.hasher.hash_one(key);
         let _guard = crossbeam_epoch::pin();
-        let mut pos = (hash >> (64 - POSITION_BITS)) as usize;
+        let mut pos = home(hash);
         loop {
             let entry = self.index[pos].load(Ordering::Acquire);
             if entry == 0 {
@@ -86,6 +85,11 @@ impl TwoLevel {
             pos = (pos + 1) & (POSITIONS - 1);
         }
     }
+}
+
+/// Where a probe for `hash` starts: its top bits, as in kova's index.
+fn home(hash: u64) -> usize {
+    (hash >> (64 - POSITION_BITS)) as usize
 }
 
 /// The 7-bit tag an index entry keeps (kova's: bits above the shard bits).
@@ -109,7 +113,7 @@ impl SingleLine {
             .map(|_| Slot { key: AtomicU64::new(Self::EMPTY), state: AtomicU64::new(0) })
             .collect();
         for key in 0..keys {
-            let mut pos = (hasher.hash_one(key) >> (64 - POSITION_BITS)) as usize;
+            let mut pos = home(hasher.hash_one(key));
             while positions[pos].key.load(Ordering::Relaxed) != Self::EMPTY {
                 pos = (pos + 1) & (POSITIONS - 1);
             }
@@ -120,9 +124,8 @@ impl SingleLine {
 
     #[inline]
     fn check(&self, key: u64) -> bool {
-        let hash = self.hasher.hash_one(key);
         let _guard = crossbeam_epoch::pin();
-        let mut pos = (hash >> (64 - POSITION_BITS)) as usize;
+        let mut pos = home(self.hasher.hash_one(key));
         loop {
             let position = &self.positions[pos];
             let held = position.key.load(Ordering::Acquire);
@@ -168,10 +171,7 @@ fn layout_floor_1m(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(20);
+    config = support::criterion();
     targets = layout_floor_1m
 }
 

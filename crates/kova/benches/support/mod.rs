@@ -4,6 +4,7 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use criterion::Criterion;
 use governor::DefaultKeyedRateLimiter;
 use kova::{Gcra, Keyed, Quota};
 
@@ -52,4 +53,12 @@ pub fn cpu_timed(iters: u64, mut f: impl FnMut()) -> Duration {
         (Some(start), Some(end)) => end.saturating_sub(start),
         _ => wall.elapsed(),
     }
+}
+
+/// The benches' criterion settings: short warm-up, 3 s of measurement, 20 samples.
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(20)
 }
