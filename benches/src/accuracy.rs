@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{AccuracyRecord, CounterEstimate};
 use crate::scenarios::{each_algorithm, AlgorithmVisitor};
-use crate::stats::max_in_sliding_window;
+use kova::model::max_in_sliding_window;
 
 /// Replays `times` (non-decreasing nanoseconds) through algorithm `A` on a manual clock; one
 /// decision per request.

@@ -1,4 +1,4 @@
-//! Small statistics over measurements: percentiles, medians, sliding-window counts.
+//! Small statistics over measurements: percentiles, medians, number formatting.
 
 /// The `p`-th percentile (`0.0..=100.0`) of `sorted` by the nearest-rank method: the smallest
 /// value such that at least `p`% of the values are at or below it. `None` when empty.
@@ -23,29 +23,6 @@ pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
 pub fn median_u64(values: &mut [u64]) -> Option<u64> {
     values.sort_unstable();
     percentile(values, 50.0)
-}
-
-/// The most timestamps of `sorted` (non-decreasing nanoseconds) inside any half-open window
-/// `[t, t + width)`: "the most admitted in any sliding window of one period".
-///
-/// ```
-/// use kova_bench::stats::max_in_sliding_window;
-/// // Two bursts 10 apart: a window of width 11 holds both, one of width 10 only one.
-/// let times = [0, 1, 2, 10, 11, 12];
-/// assert_eq!(max_in_sliding_window(&times, 11), 4);
-/// assert_eq!(max_in_sliding_window(&times, 10), 3);
-/// ```
-pub fn max_in_sliding_window(sorted: &[u64], width: u64) -> usize {
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..sorted.len() {
-        // The window starting at sorted[lo] must reach sorted[hi].
-        while sorted[hi] - sorted[lo] >= width {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
-    }
-    best
 }
 
 /// Formats a rate (per second) with an SI suffix: `12.3M`, `450k`, `980`.
@@ -96,17 +73,6 @@ mod tests {
         let mut v = [5, 1, 4, 2, 3];
         assert_eq!(median_u64(&mut v), Some(3));
         assert_eq!(median_u64(&mut []), None);
-    }
-
-    #[test]
-    fn sliding_window_edges() {
-        assert_eq!(max_in_sliding_window(&[], 10), 0);
-        assert_eq!(max_in_sliding_window(&[5], 1), 1);
-        // Equal timestamps all fall in one window.
-        assert_eq!(max_in_sliding_window(&[3, 3, 3], 1), 3);
-        // Half-open: t and t + width are never in one window.
-        assert_eq!(max_in_sliding_window(&[0, 60], 60), 1);
-        assert_eq!(max_in_sliding_window(&[0, 59], 60), 2);
     }
 
     #[test]

@@ -94,9 +94,9 @@ fn nanos_since_origin(origin: quanta::Instant, instant: quanta::Instant) -> u64 
 /// The default clock: quanta's precise time as read every millisecond by one upkeep thread
 /// (`kova-clock`) that kova starts lazily, once per process, the first time any clock is created.
 ///
-/// Reading it costs one relaxed atomic load, inlined. Its resolution is the upkeep interval (1 ms), so
-/// decisions within one millisecond see the same time; limits stay exact because refills are
-/// computed from elapsed time, never from the number of reads. If no upkeep thread can run, it
+/// Reading it costs one relaxed atomic load, inlined. Its resolution is the upkeep interval
+/// (1 ms), so decisions within one millisecond see the same time; limits stay exact because
+/// refills are computed from elapsed time, never from the number of reads. If no upkeep thread can run, it
 /// reads the precise time instead: a limiter never sees a clock stuck at zero.
 #[derive(Debug, Clone, Copy)]
 pub struct CoarseClock {

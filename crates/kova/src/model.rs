@@ -7,6 +7,9 @@
 //! clock is tested separately.
 
 pub mod differential;
+mod window;
+
+pub use window::max_in_sliding_window;
 
 use std::collections::{BTreeMap, VecDeque};
 

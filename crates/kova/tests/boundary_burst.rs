@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use kova::model::max_in_sliding_window;
 use kova::{
     Algorithm, Clock, FixedWindow, ManualClock, Quota, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
 };
@@ -13,15 +14,7 @@ const PERIOD: u64 = 1_000_000_000;
 
 /// Most admitted in any half-open window of length PERIOD, given sorted admission times.
 fn max_in_any_window(times: &[u64]) -> usize {
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..times.len() {
-        while times[hi] - times[lo] >= PERIOD {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
-    }
-    best
+    max_in_sliding_window(times, PERIOD)
 }
 
 /// Sends LIMIT at `edge - 1ms` and LIMIT at `edge`, then a request every 10 ms for two periods;
