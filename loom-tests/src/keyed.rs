@@ -438,6 +438,22 @@ pub fn quota() -> Quota {
     Quota::from_nanos(3, 3_000).expect("a valid quota")
 }
 
+/// A check of an idle key racing `sweep_idle`, which unlinks idle keys after looking at their
+/// state (freezing a word cell, or hiding the entry): either the sweep sees the check's write and
+/// keeps the key, or the check redoes itself on a fresh entry. The admission is never lost. Run
+/// with each way of looking (`keyed.rs`) and with a look that does neither (`racy.rs`: must
+/// fail).
+pub fn idle_sweep_plan() -> TablePlan {
+    TablePlan {
+        quota: quota(),
+        max_keys: 4,
+        policy: TableFullPolicy::default(),
+        prelude: vec![TablePre::Op(KeyOp::Check(7, 1)), TablePre::Advance(3_000)],
+        threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Sweep]],
+        final_keys: vec![7],
+    }
+}
+
 /// Slot reuse under a check: key 7 (2 of 3 used) is checked by one thread while the other removes
 /// it, lets its grace period end (`AdvanceEpoch`) and inserts key 8, which takes 7's old slot when
 /// the grace period ended first. Run on `Keyed` (must pass, with reuse in some executions) and

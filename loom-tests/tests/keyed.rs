@@ -14,8 +14,8 @@
 
 use kova::{Quota, TableFullPolicy};
 use kova_loom_tests::keyed::{
-    check_table, check_table_with_reuse, index_free_plan, index_growth_plan, keyed, slot_reuse_plan, KeyOp,
-    TablePlan, TablePre,
+    check_table, check_table_with_reuse, idle_sweep_plan, index_free_plan, index_growth_plan, keyed,
+    slot_reuse_plan, KeyOp, TablePlan, TablePre,
 };
 
 fn quota() -> Quota {
@@ -57,22 +57,18 @@ fn check_during_remove() {
     );
 }
 
-/// A check of an idle key racing `sweep_idle`, which unlinks idle keys after looking at their
-/// state: either the sweep sees the check's write and keeps the key, or the check notices the
-/// unlink and redoes itself on a fresh entry. The admission is never lost.
+/// A check of an idle key racing `sweep_idle` (see `idle_sweep_plan`): the sweep freezes the
+/// key's GCRA word before looking at it.
 #[test]
 fn check_during_idle_sweep() {
-    check_table(
-        TablePlan {
-            quota: quota(),
-            max_keys: 4,
-            policy: TableFullPolicy::default(),
-            prelude: vec![TablePre::Op(KeyOp::Check(7, 1)), TablePre::Advance(3_000)],
-            threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Sweep]],
-            final_keys: vec![7],
-        },
-        keyed,
-    );
+    check_table(idle_sweep_plan(), keyed);
+}
+
+/// The same with the entry hidden instead (`BUSY`, and the check looks at it again after its
+/// write): the sliding log's protocol, checked here on GCRA words.
+#[test]
+fn check_during_idle_sweep_hiding_entries() {
+    kova::loom_racy::hiding_entries(|| check_table(idle_sweep_plan(), keyed));
 }
 
 /// A full table (one key) whose key is idle: a new key's insert reclaims it while another thread
@@ -81,40 +77,29 @@ fn check_during_idle_sweep() {
 ///
 /// FINDING (fixed in the table): before the fix loom found the new key DENIED with
 /// `TableFullDenied` while the held key has 2 of 3 left (not actively limited, so evictable).
-/// `make_room` sees key 7 idle, hides it (BUSY + fence), re-reads it, finds the racing check's
-/// update and keeps it (`unlink_if` returns false), then moves on without considering 7 as an
+/// `make_room` sees key 7 idle, hides it (BUSY + fence; words are frozen now), re-reads it,
+/// finds the racing check's update and keeps it (`unlink_if` returns false), then moves on without considering 7 as an
 /// eviction victim; no victim, so the policy denies. Fix: when `unlink_if` keeps an entry, treat
 /// it as the non-idle branch does (peek it, update `soonest` and `closest`). That fix is in.
 #[test]
 fn check_during_eviction_by_new_key() {
-    check_table(
-        TablePlan {
-            quota: quota(),
-            max_keys: 1,
-            policy: TableFullPolicy::EvictClosestToIdle,
-            prelude: vec![TablePre::Op(KeyOp::Check(7, 1)), TablePre::Advance(3_000)],
-            threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Check(8, 1)]],
-            final_keys: vec![7, 8],
-        },
-        keyed,
-    );
+    check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed);
 }
 
-/// The same with `DenyNew`: the new key gets in only if it finds the old key still idle, so the
-/// race decides between "7 admitted, 8 denied (TableFullDenied)" and "8 in, 7 redone ...".
+/// The same with the entry hidden instead of the word frozen (the sliding log's protocol).
+#[test]
+fn check_during_eviction_by_new_key_hiding_entries() {
+    kova::loom_racy::hiding_entries(|| {
+        check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed)
+    });
+}
+
+/// `check_during_eviction_by_new_key` with `DenyNew`: the new key gets in only if it finds the
+/// old key still idle, so the race decides between "7 admitted, 8 denied (TableFullDenied)" and
+/// "8 in, 7 redone ...".
 #[test]
 fn check_during_idle_reclaim_deny_new() {
-    check_table(
-        TablePlan {
-            quota: quota(),
-            max_keys: 1,
-            policy: TableFullPolicy::DenyNew,
-            prelude: vec![TablePre::Op(KeyOp::Check(7, 1)), TablePre::Advance(3_000)],
-            threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Check(8, 1)]],
-            final_keys: vec![7, 8],
-        },
-        keyed,
-    );
+    check_table(eviction_by_new_key_plan(TableFullPolicy::DenyNew), keyed);
 }
 
 /// Reclamation, as loom can see it here: a check of key 7 through the slot it found races the
@@ -168,4 +153,16 @@ fn check_probing_old_index_during_growth_and_reuse() {
 fn check_probing_old_index_while_it_is_freed() {
     let (plan, reclaim) = index_free_plan();
     check_table_with_reuse(plan, keyed, reclaim);
+}
+
+/// A table of one idle key 7, checked by one thread while the other checks a new key 8.
+fn eviction_by_new_key_plan(policy: TableFullPolicy) -> TablePlan {
+    TablePlan {
+        quota: quota(),
+        max_keys: 1,
+        policy,
+        prelude: vec![TablePre::Op(KeyOp::Check(7, 1)), TablePre::Advance(3_000)],
+        threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Check(8, 1)]],
+        final_keys: vec![7, 8],
+    }
 }

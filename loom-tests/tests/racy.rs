@@ -230,3 +230,15 @@ fn table_index_free_without_grace_periods() {
         without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
     });
 }
+
+/// A lost update: `keyed.rs::check_during_idle_sweep`, but the sweep looks at key 7's word with a
+/// plain load (no freeze) and the check does not look again after its CAS. Loom finds the check
+/// admitted between the look and the unlink, its admission gone with the slot.
+#[test]
+fn table_eviction_looking_without_freezing() {
+    use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
+    let message = table_model_fails_in_child("table_eviction_looking_without_freezing", || {
+        kova::loom_racy::looking_without_freezing(|| check_table(idle_sweep_plan(), keyed));
+    });
+    assert!(message.contains("not linearizable"), "{message}");
+}

@@ -13,6 +13,12 @@
 //! - [`without_grace_periods`]: the real `Keyed` table, but a retired slot or index is handed back
 //!   for reuse at the shard's next lock, without waiting for its crossbeam-epoch grace period
 //!   (premature reuse: a check still holding the slot reads or writes the next key's state).
+//! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
+//!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
+//!
+//! And one switch that is not racy: [`hiding_entries`] makes the table treat word cells like
+//! the sliding log's (hide the entry, and checks look again after writing), so that the models
+//! of evictions cover that protocol too.
 //!
 //! Nothing here is reachable from a normal build.
 
@@ -179,6 +185,9 @@ std::thread_local! {
     /// only it: other tests run their models on other OS threads).
     static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
 
+    /// Set by [`looking_without_freezing`] and [`hiding_entries`].
+    static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
+
     /// Slots and indexes the keyed tables reclaimed after their grace period, on this OS thread.
     static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
 }
@@ -192,19 +201,60 @@ std::thread_local! {
 /// accesses conflict with the refill, never runs the refill between them, and the linearizability
 /// check alone passes (tried: 229k executions, no failure).
 pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
+    with_switch(&SKIP_GRACE_PERIODS, true, f)
+}
+
+/// Runs `f` with `switch` set to `value`, then puts back what it was (also when `f` panics).
+fn with_switch<T: Copy + 'static, R>(
+    switch: &'static std::thread::LocalKey<Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Reset<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Reset<T> {
         fn drop(&mut self) {
-            SKIP_GRACE_PERIODS.with(|skip| skip.set(self.0));
+            self.0.with(|cell| cell.set(self.1));
         }
     }
-    let _reset = Reset(SKIP_GRACE_PERIODS.with(|skip| skip.replace(true)));
+    let _reset = Reset(switch, switch.with(|cell| cell.replace(value)));
     f()
 }
 
 /// Whether [`without_grace_periods`] is in effect on this OS thread.
 pub(crate) fn grace_periods_skipped() -> bool {
     SKIP_GRACE_PERIODS.with(Cell::get)
+}
+
+/// How the keyed table's lock holder looks at a word cell before unlinking its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// The real protocol: freeze the word.
+    Freeze,
+    /// The sliding log's protocol, for words too (not racy).
+    HideEntry,
+    /// RACY: a plain load, and checks do not look again.
+    LoadOnly,
+}
+
+/// RACY: runs `f` (a loom model of `Keyed`) with evictions and quota changes looking at word
+/// cells through a plain load, neither freezing the word nor hiding the entry, while checks still
+/// trust their CAS as if the word could not have been looked at meanwhile. A check whose CAS
+/// lands between the look and the unlink is lost with the slot: the models' linearizability check
+/// reports it.
+pub fn looking_without_freezing<R>(f: impl FnOnce() -> R) -> R {
+    with_switch(&LOOK, Look::LoadOnly, f)
+}
+
+/// Not racy: runs `f` with word cells unlinked the way other cells are (the entry hidden by
+/// `BUSY`, and checks re-reading it after their write), so that the word-algorithm models also
+/// check that protocol, which the sliding log relies on.
+pub fn hiding_entries<R>(f: impl FnOnce() -> R) -> R {
+    with_switch(&LOOK, Look::HideEntry, f)
+}
+
+/// The look in effect on this OS thread.
+pub(crate) fn look() -> Look {
+    LOOK.with(Cell::get)
 }
 
 /// Not racy: what the keyed tables built on this OS thread (so, in the loom models run on it)

@@ -13,15 +13,21 @@
 //!   that updated it concurrently is ordered before the removal.
 //! - **Unlinking after a look** (evicting an idle key, replacing a key's slot when its quota
 //!   changes): the decision depends on the cell's state, so an update racing with the look must
-//!   not be lost. The lock holder stores `BUSY` over the entry (`SeqCst`), issues a `SeqCst`
-//!   fence, then reads the cell. A reader whose check wrote the cell re-reads the index pointer
-//!   and its entry ([`Shard::still_linked`]), with `SeqCst` loads after the `SeqCst` CAS of the
-//!   word algorithms, or after a `SeqCst` fence for other cells. By the single total order
-//!   (C++20 [atomics.order] p4), either the lock holder's read sees the reader's write (so an
-//!   eviction finds the key active and restores it, and a quota change carries the update over),
-//!   or the reader's re-read sees `BUSY` or a later value, and the reader redoes its check under
-//!   the lock on the key's current slot. The same holds when the index was replaced in between
-//!   (the re-read pointer differs): the replacement happened before the lock holder's fence.
+//!   not be lost. Two ways, chosen by the cell ([`Freezer`]):
+//!   - A single-word cell is **frozen**: the lock holder swaps a marker into the word and looks
+//!     at the value it swapped out (see `word.rs`). A check's CAS either came first (its write is
+//!     in that value) or fails and finds the marker, and the check then redoes itself under the
+//!     lock. Keeping the key puts the value back. Nothing is needed on the check's side after its
+//!     CAS: this is the hit path of kova's four word algorithms.
+//!   - Any other cell: its **entry is hidden**. The lock holder stores `BUSY` over the entry
+//!     (`SeqCst`), issues a `SeqCst` fence, then reads the cell. A check that wrote the cell
+//!     issues a `SeqCst` fence and re-reads the index pointer and its entry
+//!     ([`Shard::still_linked`]). By the single total order (C++20 [atomics.order] p4.4), either
+//!     the lock holder's read sees the check's write (so an eviction finds the key active and
+//!     restores it, and a quota change carries the update over), or the check's re-read sees
+//!     `BUSY` or a later value, and the check redoes itself under the lock on the key's current
+//!     slot. The same holds when the index was replaced in between (the re-read pointer
+//!     differs): the replacement happened before the lock holder's fence.
 //!
 //! Unlinked slots and replaced indexes go to [`Retired`] and are dropped or reused only after a
 //! grace period, so a reader never sees a slot's key or cell change under it.
@@ -34,7 +40,7 @@ use super::lock::{lock, Mutex, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
-use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Index positions a lock-free lookup reads at once from a key's home (see [`Shard::find`]).
 /// Two: `cargo bench -p kova --bench keyed -- hot_1k` gave 20.4-21.2 ns per check with 1, 2 or
@@ -95,6 +101,17 @@ impl ShardConfig {
     }
 }
 
+/// How the lock holder stops checks from writing a cell before it looks at the cell to decide on
+/// its key (module docs): by freezing the cell, when the cell can be frozen.
+pub(super) trait Freezer<C> {
+    /// Freezes `cell` and returns a copy of the state it held, or `None` when `cell` cannot be
+    /// frozen (its entry is hidden instead).
+    fn freeze(&self, cell: &C) -> Option<C>;
+
+    /// Puts back the state of `copy` (from [`freeze`](Self::freeze)) into the frozen `cell`.
+    fn thaw(&self, cell: &C, copy: &C);
+}
+
 /// The part of a shard every check reads.
 struct Hot<K, C> {
     index: AtomicPtr<Index>,
@@ -138,7 +155,9 @@ pub(super) struct Shard<K, C> {
 /// slot was still linked.
 pub(super) struct Hit<'g, K, C> {
     index: *const Index,
-    pos: usize,
+    /// The index position the entry was read from, for [`Shard::still_linked`] to read again
+    /// without going through the index.
+    position: &'g AtomicU32,
     entry: Entry,
     slot: &'g Slot<K, C>,
     quota: QuotaId,
@@ -220,28 +239,24 @@ impl<K, C> Shard<K, C> {
         let home = index.home(hash);
         let entries = index.entries();
         let mask = entries.len() - 1;
-        let mut matches = 0u32;
-        let mut ended = false;
-        for i in 0..GROUP {
-            // Acquire: pairs with the Release store of the entry, after its slot was filled.
-            let raw = entries[(home + i) & mask].load(Ordering::Acquire);
-            // Branch-free: `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0
-            // too; `hit_if_key` drops them.
-            matches |= u32::from(super::index::raw_tag(raw) == tag) << i;
-            ended |= raw == EMPTY;
-        }
-        while matches != 0 {
-            let pos = (home + matches.trailing_zeros() as usize) & mask;
-            matches &= matches - 1;
-            // Acquire: as above. Loaded again rather than kept from the loop (an array of them
-            // would go through the stack); whatever entry is there now is a candidate as good as
-            // the one that matched: the key comparison decides.
-            let raw = entries[pos].load(Ordering::Acquire);
-            if let Some(hit) = self.hit_if_key(index_ptr, pos, raw, key) {
+        let next = (home + 1) & mask;
+        // Acquire (both): pairs with the Release store of the entry, after its slot was filled.
+        // Both loads are issued before either is looked at, and each candidate is used as
+        // loaded (no second load of the matching position on the way to its slot).
+        let (first, second) = (entries[home].load(Ordering::Acquire), entries[next].load(Ordering::Acquire));
+        // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too; `hit_if_key`
+        // drops them.
+        if super::index::raw_tag(first) == tag {
+            if let Some(hit) = self.hit_if_key(index_ptr, home, first, key) {
                 return Some(hit);
             }
         }
-        if ended {
+        if super::index::raw_tag(second) == tag {
+            if let Some(hit) = self.hit_if_key(index_ptr, next, second, key) {
+                return Some(hit);
+            }
+        }
+        if first == EMPTY || second == EMPTY {
             return None;
         }
         // A long cluster: the rest of it, one position at a time.
@@ -290,35 +305,27 @@ impl<K, C> Shard<K, C> {
         } else {
             DEFAULT_ID
         };
-        Some(Hit { index: index_ptr, pos, entry, slot, quota })
+        // SAFETY: `index_ptr` is the pinned index the entry was read from (see `find`).
+        let position = &unsafe { &*index_ptr }.entries()[pos];
+        Some(Hit { index: index_ptr, position, entry, slot, quota })
     }
 
-    /// After a check that wrote `hit`'s cell: whether the slot was still linked at a point after
-    /// the write, so that no eviction or quota change can have missed it (see the module docs).
-    /// `seqcst_write`: the write was a `SeqCst` CAS (the word algorithms' loop in `word.rs`);
-    /// otherwise a `SeqCst` fence orders it.
+    /// After a check that wrote `hit`'s cell, a cell that cannot be frozen: whether the slot was
+    /// still linked at a point after the write, so that no eviction or quota change can have
+    /// missed it (see the module docs).
     #[inline]
-    pub(super) fn still_linked(&self, hit: &Hit<'_, K, C>, seqcst_write: bool) -> bool {
-        // Loom models SeqCst accesses as AcqRel (but SeqCst fences exactly): under loom, always
-        // fence, which is strictly stronger.
-        let order = if seqcst_write && !cfg!(kova_loom) {
-            // SeqCst loads after our SeqCst CAS: with the lock holder's SeqCst store of `BUSY`
-            // (or of a new index) and its SeqCst fence before reading the cell, the single
-            // total order puts either our re-read after that store, or its read after our CAS
-            // (C++20 [atomics.order] p4.1 and p4.3).
-            Ordering::SeqCst
-        } else {
-            // SeqCst fence: orders our write before the re-reads below against the lock
-            // holder's store + SeqCst fence + cell read (p4.4); the loads themselves are Relaxed.
-            fence(Ordering::SeqCst);
-            Ordering::Relaxed
-        };
-        let index = self.hot.index.load(order);
+    pub(super) fn still_linked(&self, hit: &Hit<'_, K, C>) -> bool {
+        // SeqCst fence: orders our write before the re-reads below against the lock holder's
+        // `BUSY` store + SeqCst fence + cell read (C++20 [atomics.order] p4.4); the loads
+        // themselves can then be Relaxed.
+        fence(Ordering::SeqCst);
+        let index = self.hot.index.load(Ordering::Relaxed);
         if !std::ptr::eq(index, hit.index) {
             return false;
         }
-        // SAFETY: same pointer as the hit's index, which our pin keeps alive.
-        unsafe { &*index }.load(hit.pos, order) == hit.entry.raw()
+        // The entry's position was borrowed from that same index while pinned, so it is still
+        // allocated.
+        hit.position.load(Ordering::Relaxed) == hit.entry.raw()
     }
 
     /// Takes the shard's lock, first handing back what finished its grace period.
@@ -529,10 +536,10 @@ impl<K, C> Locked<'_, K, C> {
                 bigger.store(to, entry.raw(), Ordering::Relaxed);
             }
         }
-        // Release: readers that load the new pointer (Acquire) see its entries. SeqCst: a check
-        // that re-reads the pointer in `still_linked` after a SeqCst CAS is ordered against it
-        // (a later eviction in the new index happens after this swap).
-        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::SeqCst);
+        // Release: readers that load the new pointer (Acquire) see its entries. A check that
+        // re-reads the pointer in `still_linked` is ordered against a later eviction in the new
+        // index by the two SeqCst fences (module docs), which this swap precedes.
+        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::Release);
         // SAFETY: made by `Box::into_raw`; from here on only readers pinned before the swap can
         // hold it, and it is freed only after their grace period.
         self.writer.retired.index(unsafe { Box::from_raw(old_ptr) });
@@ -551,27 +558,37 @@ impl<K, C> Locked<'_, K, C> {
     }
 
     /// Unlinks the entry at `pos` unless `keep` says otherwise after looking at its cell: the
-    /// look happens after the entry is hidden, so a check racing with it either is seen by
-    /// `keep` or redoes itself (module docs). Returns whether the key was unlinked.
+    /// look happens after the cell is frozen or the entry hidden, so a check racing with it
+    /// either is seen by `keep` or redoes itself (module docs). Returns whether the key was
+    /// unlinked.
     pub(super) fn unlink_if(
         &mut self,
         pos: usize,
         entry: Entry,
         heap: usize,
         keep: impl FnOnce(&C) -> bool,
+        freezer: &impl Freezer<C>,
         hash_key: &impl Fn(&K) -> u64,
     ) -> bool {
-        // Collect the cluster's homes first (user code) so that nothing runs between BUSY and
-        // the deletion that could panic and leave BUSY behind.
+        // Collect the cluster's homes first (user code) so that nothing runs between the freeze
+        // (or BUSY) and the deletion that could panic and leave the key frozen (or hidden).
         let moves = self.cluster_after(pos, hash_key);
-        // SeqCst store, then SeqCst fence: pairs with `still_linked` (either form); our cell read
-        // below sees every check whose re-read did not see BUSY.
-        self.index().store(pos, BUSY, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if keep(self.cell(entry)) {
-            // Release: republishes the entry for readers that load it afresh.
-            self.index().store(pos, entry.raw(), Ordering::Release);
-            return false;
+        let cell = self.cell(entry);
+        if let Some(copy) = freezer.freeze(cell) {
+            if keep(&copy) {
+                freezer.thaw(cell, &copy);
+                return false;
+            }
+        } else {
+            // SeqCst store, then SeqCst fence: pairs with `still_linked`; our cell read below
+            // sees every check whose re-read did not see BUSY.
+            self.index().store(pos, BUSY, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if keep(cell) {
+                // Release: republishes the entry for readers that load it afresh.
+                self.index().store(pos, entry.raw(), Ordering::Release);
+                return false;
+            }
         }
         self.shift_into(pos, &moves);
         self.retire(entry, heap);
@@ -579,8 +596,9 @@ impl<K, C> Locked<'_, K, C> {
     }
 
     /// Replaces the slot of the entry at `pos` by a new slot holding `key` and the cell `build`
-    /// makes from the old cell (read after the old entry is hidden, as in `unlink_if`). Returns
-    /// the new entry, or gives the key back when no slot is free of its grace period.
+    /// makes from the old cell (read after the old cell is frozen or its entry hidden, as in
+    /// `unlink_if`). Returns the new entry, or gives the key back when no slot is free of its
+    /// grace period.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn replace(
         &mut self,
@@ -592,12 +610,21 @@ impl<K, C> Locked<'_, K, C> {
         quota: QuotaId,
         new_heap: usize,
         build: impl FnOnce(&C) -> C,
+        freezer: &impl Freezer<C>,
     ) -> Result<Entry, K> {
         let Some(slot) = self.take_slot() else { return Err(key) };
-        // SeqCst store, SeqCst fence: as in `unlink_if`.
-        self.index().store(pos, BUSY, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let cell = build(self.cell(old));
+        let old_cell = self.cell(old);
+        // A frozen old cell stays frozen: checks still holding the old slot find it so and redo
+        // themselves on the new one.
+        let cell = match freezer.freeze(old_cell) {
+            Some(copy) => build(&copy),
+            None => {
+                // SeqCst store, SeqCst fence: as in `unlink_if`.
+                self.index().store(pos, BUSY, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                build(old_cell)
+            }
+        };
         let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
         // SAFETY: vacant slot, lock held.
         unsafe { slot_ref.fill(key, cell) };

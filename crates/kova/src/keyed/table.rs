@@ -11,7 +11,7 @@ use super::policy::TableFullPolicy;
 use super::quotas::{QuotaId, Quotas, DEFAULT_ID, MAX_QUOTAS};
 use super::shard::{Locked, Shard, ShardConfig};
 use super::slot::Slot;
-use super::word;
+use super::word::{self, WordFreezer};
 use super::KeyedError;
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra, Quota, QuotaError};
 
@@ -239,11 +239,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             if algorithm.capacity() >= 1 {
-                let decision = word::decide(algorithm, hit.cell(), &self.clock, 1);
-                if !decision.is_allowed() || shard.still_linked(&hit, word::writes_seqcst(algorithm)) {
-                    return decision;
+                // `None`: the cell is frozen by the lock holder, decide under the lock.
+                if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, 1) {
+                    if !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(&hit) {
+                        return decision;
+                    }
+                    prior = Some((hit.slot(), decision));
                 }
-                prior = Some((hit.slot(), decision));
             }
         }
         self.check_one_slow(shard, hash, key, prior, guard)
@@ -291,11 +293,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             check_cost(algorithm, cost)?;
-            let decision = word::decide(algorithm, hit.cell(), &self.clock, cost);
             // A decision that wrote nothing (a peek, a denial) cannot be lost; one that wrote is
-            // kept if the slot was still linked after the write.
-            if cost == 0 || !decision.is_allowed() || shard.still_linked(&hit, word::writes_seqcst(algorithm))
-            {
+            // kept if its cell was a word (frozen, never hidden, for an unlink) or if the slot
+            // was still linked after the write. `None`: the cell is frozen, decide under the
+            // lock.
+            let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) else {
+                return self.check_n_slow(shard, hash, key, cost, None, guard);
+            };
+            if cost == 0 || !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(&hit) {
                 return Ok(decision);
             }
             return self.check_n_slow(shard, hash, key, cost, Some((hit.slot(), decision)), guard);
@@ -349,14 +354,18 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let algorithm = self.quotas.get(hit.quota());
             if algorithm.quota() == quota {
                 check_cost(algorithm, cost)?;
-                let decision = word::decide(algorithm, hit.cell(), &self.clock, cost);
-                if cost == 0
-                    || !decision.is_allowed()
-                    || shard.still_linked(&hit, word::writes_seqcst(algorithm))
-                {
-                    return Ok(decision);
+                // As in `check_n`.
+                let decided = word::decide(algorithm, hit.cell(), &self.clock, cost);
+                if let Some(decision) = decided {
+                    if cost == 0
+                        || !decision.is_allowed()
+                        || word::freezes(algorithm)
+                        || shard.still_linked(&hit)
+                    {
+                        return Ok(decision);
+                    }
                 }
-                let prior = Some((hit.slot(), decision));
+                let prior = decided.map(|decision| (hit.slot(), decision));
                 let id = self.quotas.intern(quota)?;
                 let slow = Slow { hash, key, cost, new_quota: id, force: Some(id) };
                 return Ok(self.check_slow(shard, slow, prior, guard)?);
@@ -506,7 +515,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let algorithm = self.quotas.get(locked.quota(entry));
             if algorithm.is_idle(locked.cell(entry), now) {
                 let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
-                if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &hash_key) {
+                if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key)
+                {
                     // One place is enough: reclaiming more at once would only park more slots
                     // in their grace period. The cursor stays: a later entry may have shifted
                     // into `pos`, and the next insert looks there first.
@@ -545,7 +555,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let algorithm = self.quotas.get(locked.quota(entry));
         // Keep it after all if a racing check just limited it.
         let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
-        if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &hash_key) {
+        if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key) {
             Ok(())
         } else {
             Err(soonest)
@@ -567,7 +577,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let key = locked.key(entry).clone();
         let now = self.clock.now_nanos();
         let carry = |cell: &A::Cell| carry_over(old, new, cell, now);
-        locked.replace(pos, entry, heap_of(old), hash, key, id, heap_of(new), carry).ok()
+        locked.replace(pos, entry, heap_of(old), hash, key, id, heap_of(new), carry, &WordFreezer(old)).ok()
     }
 
     /// Reports `key`'s state without changing it (and without inserting it): for a key not held,
@@ -577,7 +587,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let shard = self.shard(hash);
         let guard = epoch::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
-            return self.quotas.get(hit.quota()).decide_cell(hit.cell(), &self.clock, 0);
+            // `None`: frozen; the lock holder is done with it once we hold the lock.
+            if let Some(decision) = word::decide(self.quotas.get(hit.quota()), hit.cell(), &self.clock, 0) {
+                return decision;
+            }
         }
         let locked = shard.lock(&guard);
         match locked.find(hash, key) {
@@ -723,7 +736,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                         let algorithm = self.quotas.get(locked.quota(entry));
                         let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
                         if algorithm.is_idle(locked.cell(entry), now)
-                            && locked.unlink_if(pos, entry, heap_of(algorithm), keep, &hash_key)
+                            && locked.unlink_if(
+                                pos,
+                                entry,
+                                heap_of(algorithm),
+                                keep,
+                                &WordFreezer(algorithm),
+                                &hash_key,
+                            )
                         {
                             reclaimed += 1;
                             continue;

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, TokenBucket};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, SlidingWindowLog, TokenBucket};
 
 /// A table of `u64` keys on a manual clock.
 fn table<A: Algorithm>(
@@ -104,28 +105,31 @@ fn removals_keep_every_other_key_reachable() {
     }
 }
 
+/// The sliding log's cells cannot be frozen: an unlink hides the entry, and a check that wrote
+/// the cell looks at the entry again afterwards.
 #[test]
-fn a_write_to_an_unlinked_slot_is_detected_and_redone() {
-    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+fn a_write_to_a_hidden_entry_is_detected_and_redone() {
+    let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 100, TableFullPolicy::default());
     keyed.check(&7);
     let hash = keyed.hash(&7);
     let shard = keyed.shard(hash);
     let guard = epoch::pin();
+    let freezer = WordFreezer(keyed.algorithm());
 
     // Nothing happened meanwhile: the write stands.
     let hit = shard.find(hash, &7, &guard).unwrap();
-    assert!(shard.still_linked(&hit, false) && shard.still_linked(&hit, true));
+    assert!(shard.still_linked(&hit));
 
     // An eviction unlinks the slot between the lookup and the re-read.
     let hit = shard.find(hash, &7, &guard).unwrap();
-    let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
+    let decision = word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1).expect("never frozen");
     assert_eq!(decision.remaining(), 3);
     {
         let mut locked = shard.lock(&guard);
         let (pos, entry) = locked.find(hash, &7).unwrap();
-        assert!(locked.unlink_if(pos, entry, 0, |_| false, &|k: &u64| keyed.hash(k)));
+        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
     }
-    assert!(!shard.still_linked(&hit, false) && !shard.still_linked(&hit, true));
+    assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh slot.
     let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
     let redone = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
@@ -144,23 +148,92 @@ fn a_write_to_an_unlinked_slot_is_detected_and_redone() {
     for key in 100..200 {
         keyed.check(&key);
     }
-    assert!(!shard.still_linked(&hit, false) && !shard.still_linked(&hit, true));
+    assert!(!shard.still_linked(&hit));
 }
 
+/// A word cell is frozen while the lock holder looks at it: checks decide nothing on it (they
+/// take the lock, where the look is over); kept, it gets its state back; unlinked or replaced,
+/// the old slot stays frozen, so a check still holding it redoes itself on the key's new state.
 #[test]
-fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
+fn checks_decide_nothing_on_a_frozen_word() {
     let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
-    keyed.check(&1);
-    let hash = keyed.hash(&1);
+    let (algorithm, clock) = (keyed.algorithm(), keyed.clock());
+    let freezer = WordFreezer(algorithm);
+    keyed.check(&7);
+    let hash = keyed.hash(&7);
     let shard = keyed.shard(hash);
     let guard = epoch::pin();
-    let mut locked = shard.lock(&guard);
-    let (pos, entry) = locked.find(hash, &1).unwrap();
-    // `keep` sees the cell after hiding the entry, and keeps it: restored in place.
-    assert!(!locked.unlink_if(pos, entry, 0, |_| true, &|k: &u64| keyed.hash(k)));
-    assert_eq!(locked.find(hash, &1), Some((pos, entry)));
-    drop(locked);
-    assert_eq!(keyed.peek(&1).remaining(), 4);
+    let hit = shard.find(hash, &7, &guard).unwrap();
+
+    // Kept: during the look the cell is frozen and the look sees its state; afterwards the
+    // state is back and checks decide on it again.
+    {
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let keep = |copy: &AtomicU64| {
+            assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
+            assert_eq!(algorithm.decide_cell(copy, clock, 0).remaining(), 4);
+            true
+        };
+        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
+        assert_eq!(locked.find(hash, &7), Some((pos, entry)));
+    }
+    assert_eq!(word::decide(algorithm, hit.cell(), clock, 1).map(|d| d.remaining()), Some(3));
+
+    // Unlinked: the old slot stays frozen; `check` takes the slow path and starts the key afresh.
+    {
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
+    }
+    assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
+    assert_eq!(keyed.check(&7).remaining(), 4);
+
+    // Replaced (a quota change): the same for the slot the key had.
+    let hit = shard.find(hash, &7, &guard).unwrap();
+    assert!(keyed.set_quota(&7, per_second(10)).unwrap());
+    assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
+    assert_eq!(keyed.check(&7).remaining(), 8);
+}
+
+/// A state that happens to equal the frozen marker is decided under the lock, the same as
+/// anywhere else.
+#[test]
+fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+    keyed.check(&7);
+    let hash = keyed.hash(&7);
+    let guard = epoch::pin();
+    let hit = keyed.shard(hash).find(hash, &7, &guard).unwrap();
+    hit.cell().store(word::FROZEN, Ordering::Relaxed);
+    let expected = keyed.algorithm().decide_cell(&AtomicU64::new(word::FROZEN), keyed.clock(), 1);
+    assert!(!expected.is_allowed());
+    assert_eq!(keyed.check(&7), expected);
+    assert_eq!(
+        keyed.peek(&7),
+        keyed.algorithm().decide_cell(&AtomicU64::new(word::FROZEN), keyed.clock(), 0)
+    );
+}
+
+/// An eviction whose look finds the key in use keeps it in place, for both ways of looking.
+#[test]
+fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
+    fn keeps<A: Algorithm>() {
+        let (keyed, _) = table::<A>(per_second(5), 1, 100, TableFullPolicy::default());
+        keyed.check(&1);
+        let hash = keyed.hash(&1);
+        let shard = keyed.shard(hash);
+        let guard = epoch::pin();
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &1).unwrap();
+        let freezer = WordFreezer(keyed.algorithm());
+        assert!(!locked.unlink_if(pos, entry, 0, |_| true, &freezer, &|k: &u64| keyed.hash(k)));
+        assert_eq!(locked.find(hash, &1), Some((pos, entry)));
+        drop(locked);
+        assert_eq!(keyed.peek(&1).remaining(), 4);
+    }
+    keeps::<Gcra>();
+    keeps::<SlidingWindowLog>();
 }
 
 #[test]
