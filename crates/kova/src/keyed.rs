@@ -66,6 +66,7 @@ mod builder;
 mod error;
 mod index;
 mod lock;
+mod pin;
 mod policy;
 mod quotas;
 mod reclaim;

@@ -6,6 +6,17 @@
 
 use crate::sync::atomic::{AtomicU32, Ordering};
 
+/// Entries per aligned group. An index's entries start at a multiple of a group's size, which
+/// leaves the low bits of their address free to carry the index's size ([`View`]).
+const GROUP_ENTRIES: usize = 8;
+/// The low address bits a [`View`] uses for `bits` (an index has at most 2^31 positions).
+const VIEW_BITS_MASK: usize = 31;
+
+/// A group of entries, aligned to its size (32 bytes).
+#[repr(align(32))]
+#[derive(Debug)]
+pub(super) struct Group([AtomicU32; GROUP_ENTRIES]);
+
 /// Bits of an entry that hold `slot + 1`.
 const SLOT_BITS: u32 = 24;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
@@ -83,17 +94,81 @@ pub(super) fn tag_of(hash: u64) -> u32 {
 #[derive(Debug)]
 pub(super) struct Index {
     bits: u32,
-    entries: Box<[AtomicU32]>,
+    groups: Box<[Group]>,
+}
+
+/// An index as checks reach it: the address of its entries with its `bits` in the low bits, so
+/// that the one load of the shard's view gives both, and the entries are one dependent load
+/// away instead of two (through the `Index` and its box).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct View(*mut Group);
+
+impl View {
+    /// The tagged address, as the shard's atomic holds it.
+    pub(super) fn raw(self) -> *mut Group {
+        self.0
+    }
+
+    pub(super) fn from_raw(raw: *mut Group) -> View {
+        View(raw)
+    }
+
+    #[inline]
+    fn bits(self) -> u32 {
+        (self.0.addr() & VIEW_BITS_MASK) as u32
+    }
+
+    /// Where a probe for `hash` starts (as [`Index::home`]).
+    #[inline]
+    pub(super) fn home(self, hash: u64) -> usize {
+        home(hash, self.bits())
+    }
+
+    /// Positions minus one.
+    #[inline]
+    pub(super) fn mask(self) -> usize {
+        (1 << self.bits()) - 1
+    }
+
+    /// The entry at `pos` (at most [`mask`](Self::mask)).
+    ///
+    /// # Safety
+    /// The viewed index is alive for `'a`: the caller loaded the view while pinned and stays
+    /// pinned (an index is freed only after a grace period that began after it was replaced).
+    #[inline]
+    pub(super) unsafe fn entry<'a>(self, pos: usize) -> &'a AtomicU32 {
+        debug_assert!(pos <= self.mask());
+        let groups = self.0.map_addr(|addr| addr & !VIEW_BITS_MASK);
+        // SAFETY: `groups` is the index's group array (the view was made by `Index::view`), alive
+        // per the contract, with `2^bits / GROUP_ENTRIES` groups (at least one), so the group of
+        // any position up to the mask is in it.
+        unsafe { &(*groups.add(pos / GROUP_ENTRIES)).0[pos % GROUP_ENTRIES] }
+    }
+}
+
+/// Where a probe for `hash` starts in an index of `2^bits` positions: the hash's top bits.
+#[inline]
+fn home(hash: u64, bits: u32) -> usize {
+    (hash >> (64 - bits)) as usize
 }
 
 impl Index {
     /// The smallest index: 8 positions.
     pub(super) const MIN_BITS: u32 = 3;
 
-    /// An empty index of `2^bits` positions.
+    /// An empty index of `2^bits` positions (`bits` at least [`MIN_BITS`](Self::MIN_BITS)).
     pub(super) fn new(bits: u32) -> Index {
-        let entries = (0..1usize << bits).map(|_| AtomicU32::new(EMPTY)).collect();
-        Index { bits, entries }
+        assert!((Self::MIN_BITS..=VIEW_BITS_MASK as u32).contains(&bits), "{bits} index bits");
+        let groups = (0..(1usize << bits) / GROUP_ENTRIES)
+            .map(|_| Group(std::array::from_fn(|_| AtomicU32::new(EMPTY))))
+            .collect();
+        Index { bits, groups }
+    }
+
+    /// How checks reach this index.
+    pub(super) fn view(&self) -> View {
+        let groups = self.groups.as_ptr().cast_mut();
+        View(groups.map_addr(|addr| addr | self.bits as usize))
     }
 
     /// The fewest bits whose index holds `keys` entries within the load factor.
@@ -112,12 +187,12 @@ impl Index {
     }
 
     pub(super) fn capacity(&self) -> usize {
-        self.entries.len()
+        1 << self.bits
     }
 
     /// Bytes of one index of `2^bits` positions.
     pub(super) fn bytes_for(bits: u32) -> usize {
-        std::mem::size_of::<Index>() + (std::mem::size_of::<AtomicU32>() << bits)
+        std::mem::size_of::<Index>() + (std::mem::size_of::<Group>() << bits) / GROUP_ENTRIES
     }
 
     pub(super) fn bytes(&self) -> usize {
@@ -127,7 +202,7 @@ impl Index {
     /// Where a probe for `hash` starts: the hash's top bits.
     #[inline]
     pub(super) fn home(&self, hash: u64) -> usize {
-        (hash >> (64 - self.bits)) as usize
+        home(hash, self.bits)
     }
 
     #[inline]
@@ -146,19 +221,17 @@ impl Index {
         pos.wrapping_sub(home) & (self.capacity() - 1)
     }
 
-    /// The entries, for a probe that reads several.
-    #[inline]
-    pub(super) fn entries(&self) -> &[AtomicU32] {
-        &self.entries
+    fn entry(&self, pos: usize) -> &AtomicU32 {
+        &self.groups[pos / GROUP_ENTRIES].0[pos % GROUP_ENTRIES]
     }
 
     #[inline]
     pub(super) fn load(&self, pos: usize, ordering: Ordering) -> u32 {
-        self.entries[pos].load(ordering)
+        self.entry(pos).load(ordering)
     }
 
     pub(super) fn store(&self, pos: usize, raw: u32, ordering: Ordering) {
-        self.entries[pos].store(raw, ordering)
+        self.entry(pos).store(raw, ordering)
     }
 
     /// Puts `entry` at the first empty position from `hash`'s home (the caller holds the lock
@@ -180,7 +253,7 @@ impl Index {
 #[cfg(kova_loom)]
 impl Drop for Index {
     fn drop(&mut self) {
-        for entry in self.entries.iter_mut() {
+        for entry in self.groups.iter_mut().flat_map(|group| group.0.iter_mut()) {
             entry.with_mut(|_| ());
         }
     }
@@ -233,5 +306,26 @@ mod tests {
         assert_eq!(tag_of(1 << 63), 0);
         assert_eq!((raw_tag(EMPTY), raw_tag(BUSY)), (0, 0));
         assert_eq!(tag_of(0x7F << TAG_HASH_SHIFT), 0x7F);
+    }
+
+    #[test]
+    fn a_view_reaches_the_same_entries_with_the_same_homes() {
+        assert!(Index::bits_for(MAX_SLOTS as usize) as usize <= VIEW_BITS_MASK);
+        let largest = if cfg!(miri) { 6 } else { 12 };
+        for bits in Index::MIN_BITS..=largest {
+            let index = Index::new(bits);
+            let view = index.view();
+            assert_eq!(view.mask(), index.capacity() - 1);
+            for pos in 0..index.capacity() {
+                index.store(pos, pos as u32 + 1, Ordering::Relaxed);
+            }
+            for pos in 0..index.capacity() {
+                // SAFETY: `index` is alive for the whole loop.
+                assert_eq!(unsafe { view.entry(pos) }.load(Ordering::Relaxed), pos as u32 + 1);
+            }
+            for hash in [0, u64::MAX, 0x9E37_79B9_7F4A_7C15, 1 << 63] {
+                assert_eq!(view.home(hash), index.home(hash));
+            }
+        }
     }
 }

@@ -35,18 +35,12 @@
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
-use super::index::{Entry, Index, BUSY, EMPTY, MAX_SLOTS};
+use super::index::{Entry, Group, Index, View, BUSY, EMPTY, MAX_SLOTS};
 use super::lock::{lock, Mutex, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
 use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
-
-/// Index positions a lock-free lookup reads at once from a key's home (see [`Shard::find`]).
-/// Two: `cargo bench -p kova --bench keyed -- hot_1k` gave 20.4-21.2 ns per check with 1, 2 or
-/// 3 (within noise of each other) and 21.8-22.0 ns with 4 on the 2-core dev VM; at 1M keys the
-/// misses hide the difference.
-const GROUP: usize = 2;
 
 /// How a shard is sized.
 #[derive(Debug, Clone, Copy)]
@@ -72,8 +66,12 @@ impl ShardConfig {
     }
 
     const MAX_RESERVE: u32 = 1 << 16;
-    /// The most keys one shard holds: its slots, reserve included, must fit an index entry.
-    pub(super) const MAX_KEYS: usize = (MAX_SLOTS - Self::MAX_RESERVE) as usize;
+    /// The largest chunk: 512 chunks of it hold the most slots.
+    const MAX_CHUNK: u32 = 1 << 15;
+    /// The most keys one shard holds: every slot number of its chunks, reserve included, must
+    /// fit an index entry (slots are numbered by their place in whole chunks).
+    pub(super) const MAX_KEYS: usize =
+        ((MAX_SLOTS + 1) / Self::MAX_CHUNK * Self::MAX_CHUNK - Self::MAX_RESERVE) as usize;
 
     fn slots(&self) -> u32 {
         (self.max_keys + self.reserve as usize) as u32
@@ -114,6 +112,9 @@ pub(super) trait Freezer<C> {
 
 /// The part of a shard every check reads.
 struct Hot<K, C> {
+    /// The current index, as checks reach it ([`View`]); set with `index`, under the lock.
+    view: AtomicPtr<Group>,
+    /// The current index, owned by the shard (the lock holder's way to it).
     index: AtomicPtr<Index>,
     storage: Storage<K, C>,
 }
@@ -132,7 +133,7 @@ struct Writer {
     config: ShardConfig,
     /// Keys held (live entries).
     len: usize,
-    /// Slots handed out so far; all below it are in allocated chunks.
+    /// Slots handed out so far, in the order of `Storage::numbered`; all are in allocated chunks.
     bump: u32,
     /// Vacant slots below `bump`.
     free: Vec<u32>,
@@ -154,7 +155,7 @@ pub(super) struct Shard<K, C> {
 /// A reader's view of a slot it found: enough to use the cell and to check afterwards that the
 /// slot was still linked.
 pub(super) struct Hit<'g, K, C> {
-    index: *const Index,
+    view: View,
     /// The index position the entry was read from, for [`Shard::still_linked`] to read again
     /// without going through the index.
     position: &'g AtomicU32,
@@ -181,7 +182,9 @@ impl<'g, K, C> Hit<'g, K, C> {
 
 impl<K, C> Shard<K, C> {
     pub(super) fn new(config: ShardConfig) -> Self {
-        let index = Box::into_raw(Box::new(Index::new(Index::MIN_BITS)));
+        let index = Box::new(Index::new(Index::MIN_BITS));
+        let view = AtomicPtr::new(index.view().raw());
+        let index = Box::into_raw(index);
         let storage = Storage::new(config.slots(), config.chunk_bits);
         let writer = Writer {
             config,
@@ -194,7 +197,7 @@ impl<K, C> Shard<K, C> {
             chunk_bytes: 0,
         };
         let shard = Shard {
-            hot: CachePadded::new(Hot { index: AtomicPtr::new(index), storage }),
+            hot: CachePadded::new(Hot { view, index: AtomicPtr::new(index), storage }),
             cold: CachePadded::new(Cold {
                 writer: Mutex::new(writer),
                 len: AtomicUsize::new(0),
@@ -221,69 +224,88 @@ impl<K, C> Shard<K, C> {
     /// Finds `key` without a lock. `None` is not proof of absence: a concurrent change may have
     /// moved its entry past the probe; callers that act on absence look again under the lock.
     ///
-    /// The first [`GROUP`] positions from the key's home are read and their tags compared
-    /// without a branch per position: the key is there for most hits, and a probe loop whose
-    /// exit depends on each loaded entry mispredicts whenever a key sits off its home.
-    #[inline]
-    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
+    /// The first two positions from the key's home are loaded together, before either is
+    /// looked at: the key is in one of them for most hits. (Reading 1, 2 or 3 at once measured
+    /// the same in `cargo bench -p kova --bench keyed -- hot_1k` on the 2-core dev VM, 4 about 5%
+    /// slower; at 1M keys the misses hide the difference.)
+    ///
+    /// Always inlined (with the rest of a long cluster out of line): left to the compiler, a
+    /// program using several algorithms (each a caller of one `find` of the same cell type)
+    /// got it as a call, about 2 ns more per check in `kova-bench`'s `keyed_1k`.
+    #[inline(always)]
+    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, guard: &'g Guard) -> Option<Hit<'g, K, C>>
     where
         K: Eq,
     {
         // Acquire: pairs with the Release store that published this index, so its entries'
         // initial values are visible.
-        let index_ptr = self.hot.index.load(Ordering::Acquire);
-        // SAFETY: never null; an index is freed only after a grace period that began after it
-        // was replaced, and `_guard` pins this thread from before the load until `'g` ends.
-        let index = unsafe { &*index_ptr };
+        let view = View::from_raw(self.hot.view.load(Ordering::Acquire));
         let tag = super::index::tag_of(hash);
-        let home = index.home(hash);
-        let entries = index.entries();
-        let mask = entries.len() - 1;
+        let home = view.home(hash);
+        let mask = view.mask();
         let next = (home + 1) & mask;
+        // SAFETY (both): never a dangling view; an index is freed only after a grace period that
+        // began after it was replaced, and `guard` pins this thread from before the load until
+        // `'g` ends. Positions are masked.
+        let (first_entry, second_entry) = unsafe { (view.entry(home), view.entry(next)) };
         // Acquire (both): pairs with the Release store of the entry, after its slot was filled.
         // Both loads are issued before either is looked at, and each candidate is used as
         // loaded (no second load of the matching position on the way to its slot).
-        let (first, second) = (entries[home].load(Ordering::Acquire), entries[next].load(Ordering::Acquire));
+        let (first, second) = (first_entry.load(Ordering::Acquire), second_entry.load(Ordering::Acquire));
         // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too; `hit_if_key`
         // drops them.
         if super::index::raw_tag(first) == tag {
-            if let Some(hit) = self.hit_if_key(index_ptr, home, first, key) {
+            if let Some(hit) = self.hit_if_key(view, first_entry, first, key) {
                 return Some(hit);
             }
         }
         if super::index::raw_tag(second) == tag {
-            if let Some(hit) = self.hit_if_key(index_ptr, next, second, key) {
+            if let Some(hit) = self.hit_if_key(view, second_entry, second, key) {
                 return Some(hit);
             }
         }
         if first == EMPTY || second == EMPTY {
             return None;
         }
-        // A long cluster: the rest of it, one position at a time.
-        let mut pos = index.wrap(home + GROUP);
-        for _ in GROUP..index.capacity() {
-            // Acquire: as above.
-            let raw = index.load(pos, Ordering::Acquire);
+        self.find_further(view, hash, key, guard)
+    }
+
+    /// `find` past the first two positions of the key's home (a long cluster), one position at
+    /// a time.
+    #[cold]
+    #[inline(never)]
+    fn find_further<'g>(&'g self, view: View, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
+    where
+        K: Eq,
+    {
+        let tag = super::index::tag_of(hash);
+        let mask = view.mask();
+        let mut pos = (view.home(hash) + 2) & mask;
+        for _ in 2..=mask {
+            // SAFETY: as in `find`, whose pin `_guard` continues.
+            let position = unsafe { view.entry(pos) };
+            // Acquire: as in `find`.
+            let raw = position.load(Ordering::Acquire);
             if raw == EMPTY {
                 return None;
             }
             if Entry::from_raw(raw).is_some_and(|e| e.tag() == tag) {
-                if let Some(hit) = self.hit_if_key(index_ptr, pos, raw, key) {
+                if let Some(hit) = self.hit_if_key(view, position, raw, key) {
                     return Some(hit);
                 }
             }
-            pos = index.next(pos);
+            pos = (pos + 1) & mask;
         }
         None
     }
 
-    /// The hit for the live entry `raw` at `pos` of the pinned index `index_ptr`, if its slot
-    /// holds `key`.
+    /// The hit for the live entry `raw` read from `position` of the pinned index `view`, if its
+    /// slot holds `key`.
     #[inline(always)]
     fn hit_if_key<'g>(
         &'g self,
-        index_ptr: *const Index,
-        pos: usize,
+        view: View,
+        position: &'g AtomicU32,
         raw: u32,
         key: &K,
     ) -> Option<Hit<'g, K, C>>
@@ -305,9 +327,7 @@ impl<K, C> Shard<K, C> {
         } else {
             DEFAULT_ID
         };
-        // SAFETY: `index_ptr` is the pinned index the entry was read from (see `find`).
-        let position = &unsafe { &*index_ptr }.entries()[pos];
-        Some(Hit { index: index_ptr, position, entry, slot, quota })
+        Some(Hit { view, position, entry, slot, quota })
     }
 
     /// After a check that wrote `hit`'s cell, a cell that cannot be frozen: whether the slot was
@@ -319,8 +339,7 @@ impl<K, C> Shard<K, C> {
         // `BUSY` store + SeqCst fence + cell read (C++20 [atomics.order] p4.4); the loads
         // themselves can then be Relaxed.
         fence(Ordering::SeqCst);
-        let index = self.hot.index.load(Ordering::Relaxed);
-        if !std::ptr::eq(index, hit.index) {
+        if self.hot.view.load(Ordering::Relaxed) != hit.view.raw() {
             return false;
         }
         // The entry's position was borrowed from that same index while pinned, so it is still
@@ -469,7 +488,7 @@ impl<K, C> Locked<'_, K, C> {
                 return Some(slot);
             }
             if self.writer.bump < self.writer.config.slots() {
-                let slot = self.writer.bump;
+                let slot = self.shard.hot.storage.numbered(self.writer.bump);
                 self.writer.chunk_bytes += self.shard.hot.storage.ensure(slot);
                 self.writer.bump += 1;
                 return Some(slot);
@@ -536,10 +555,12 @@ impl<K, C> Locked<'_, K, C> {
                 bigger.store(to, entry.raw(), Ordering::Relaxed);
             }
         }
-        // Release: readers that load the new pointer (Acquire) see its entries. A check that
-        // re-reads the pointer in `still_linked` is ordered against a later eviction in the new
-        // index by the two SeqCst fences (module docs), which this swap precedes.
-        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::Release);
+        // Release: readers that load the new view (Acquire) see its entries. A check that
+        // re-reads the view in `still_linked` is ordered against a later eviction in the new
+        // index by the two SeqCst fences (module docs), which this store precedes.
+        self.shard.hot.view.store(bigger.view().raw(), Ordering::Release);
+        // Relaxed: only the lock holder reads the owning pointer.
+        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::Relaxed);
         // SAFETY: made by `Box::into_raw`; from here on only readers pinned before the swap can
         // hold it, and it is freed only after their grace period.
         self.writer.retired.index(unsafe { Box::from_raw(old_ptr) });
@@ -730,6 +751,16 @@ mod tests {
     fn colliding(key: &u64) -> u64 {
         let tag = if key % 3 == 0 { 0 } else { key % 128 };
         (tag << 16) | (key & 0xFFFF)
+    }
+
+    #[test]
+    fn every_slot_number_of_the_largest_shard_fits_an_entry() {
+        for max_keys in [1, 1_000, 123_457, 1 << 20, ShardConfig::MAX_KEYS, usize::MAX] {
+            let config = ShardConfig::new(max_keys);
+            let numbers = config.chunks() << config.chunk_bits;
+            assert!(numbers >= config.slots() as usize, "{max_keys}");
+            assert!(numbers <= MAX_SLOTS as usize, "{max_keys}: {numbers} slot numbers");
+        }
     }
 
     #[test]

@@ -107,8 +107,8 @@ impl<K, C> Slot<K, C> {
 /// hold keys with their own quota, a side array of quota ids.
 pub(super) struct Storage<K, C> {
     chunk_bits: u32,
-    /// Consecutive slot numbers sit `2^spread_bits` slots apart in their chunk (see
-    /// [`place`](Self::place)).
+    /// Slots handed out one after the other sit `2^spread_bits` slots apart in their chunk
+    /// (see [`numbered`](Self::numbered)).
     spread_bits: u32,
     /// Chunk `i` holds slots `i << chunk_bits ..`; null until first used.
     chunks: Box<[AtomicPtr<Slot<K, C>>]>,
@@ -128,16 +128,19 @@ impl<K, C> Storage<K, C> {
         Storage { chunk_bits, spread_bits, chunks, quota_ids: AtomicPtr::new(ptr::null_mut()) }
     }
 
-    /// Where slot offset `offset` (below `chunk_len`) sits in its chunk: consecutive offsets go
-    /// `2^spread_bits` slots apart (a transposition of the chunk seen as a matrix of
-    /// `2^spread_bits` rows), so that two keys inserted one after the other, often both active
-    /// (clients that just arrived), never share a cache line, and their checks on two cores do
-    /// not fight over it (false sharing measured in `kova-bench`'s `keyed_per_thread`: 2
-    /// threads no faster than 1 when its two keys had neighbouring slots).
-    #[inline]
-    fn place(&self, offset: usize) -> usize {
+    /// The number of the `n`-th slot handed out (`n` below the chunks' total): slots are
+    /// numbered by their place (chunk, then place in it), and the `n`-th one sits
+    /// `2^spread_bits` places after the one before in its chunk (a transposition of the chunk
+    /// seen as a matrix of `2^spread_bits` rows). So two keys inserted one after the other, often
+    /// both active (clients that just arrived), never share a cache line, and their checks on two
+    /// cores do not fight over it (false sharing measured in `kova-bench`'s
+    /// `keyed_per_thread`: 2 threads no faster than 1 when its two keys had neighbouring slots).
+    /// Done once per slot here rather than on every lookup.
+    pub(super) fn numbered(&self, n: u32) -> u32 {
+        let offset = n & ((1 << self.chunk_bits) - 1);
         let columns_bits = self.chunk_bits - self.spread_bits;
-        ((offset & ((1 << columns_bits) - 1)) << self.spread_bits) | (offset >> columns_bits)
+        let place = ((offset & ((1 << columns_bits) - 1)) << self.spread_bits) | (offset >> columns_bits);
+        (n - offset) | place
     }
 
     fn chunk_len(&self) -> usize {
@@ -173,8 +176,8 @@ impl<K, C> Storage<K, C> {
         // (or before the caller's lock section), so that load already made the store visible.
         let base = self.chunks[slot >> self.chunk_bits].load(Ordering::Relaxed);
         // SAFETY: `base` is a live chunk of `chunk_len` slots (caller's contract; chunks are freed
-        // only in `Drop`), and `place` maps offsets below `chunk_len` to offsets below it.
-        unsafe { &*base.add(self.place(slot & (self.chunk_len() - 1))) }
+        // only in `Drop`).
+        unsafe { &*base.add(slot & (self.chunk_len() - 1)) }
     }
 
     /// Allocates the chunk holding `slot` if it is not yet; returns the bytes allocated. Caller
@@ -282,19 +285,20 @@ mod tests {
     use super::*;
     use crate::sync::atomic::AtomicU64;
 
-    /// Offsets land on every place of the chunk once, and consecutive ones at least 128 bytes
-    /// apart (never on one cache line), for a small and a large slot.
+    /// The slots handed out fill each chunk's places once, in order of chunks, and consecutive
+    /// ones sit at least 128 bytes apart (never on one cache line), for a small and a large slot.
     fn check_spread<K, C>(chunk_bits: u32) {
-        let storage = Storage::<K, C>::new(1 << chunk_bits, chunk_bits);
-        let len = 1usize << chunk_bits;
-        let mut seen = vec![false; len];
-        for offset in 0..len {
-            let place = storage.place(offset);
-            assert!(place < len && !seen[place], "offset {offset} -> {place}");
-            seen[place] = true;
-            if offset + 1 < len {
-                let apart = storage.place(offset + 1).abs_diff(place) * std::mem::size_of::<Slot<K, C>>();
-                assert!(apart >= 128, "offsets {offset} and {} are {apart} bytes apart", offset + 1);
+        let len = 1u32 << chunk_bits;
+        let storage = Storage::<K, C>::new(3 * len, chunk_bits);
+        let mut seen = vec![false; 3 * len as usize];
+        for n in 0..3 * len {
+            let slot = storage.numbered(n);
+            assert!(slot >> chunk_bits == n >> chunk_bits && !seen[slot as usize], "{n} -> {slot}");
+            seen[slot as usize] = true;
+            if (n + 1) % len != 0 {
+                let apart =
+                    storage.numbered(n + 1).abs_diff(slot) as usize * std::mem::size_of::<Slot<K, C>>();
+                assert!(apart >= 128, "slots {n} and {} are {apart} bytes apart", n + 1);
             }
         }
     }

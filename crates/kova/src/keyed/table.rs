@@ -4,9 +4,10 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use crossbeam_epoch::{self as epoch, Guard};
+use crossbeam_epoch::Guard;
 
 use super::builder::{KeyedBuilder, QuotaFn};
+use super::pin;
 use super::policy::TableFullPolicy;
 use super::quotas::{QuotaId, Quotas, DEFAULT_ID, MAX_QUOTAS};
 use super::shard::{Locked, Shard, ShardConfig};
@@ -234,7 +235,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // sent every decision through the stack (seen in `perf` on the 1k-key bench).
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
@@ -289,7 +290,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             check_cost(algorithm, cost)?;
@@ -349,7 +350,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn check_n_with_quota(&self, key: &K, quota: Quota, cost: u64) -> Result<Decision, KeyedError> {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             if algorithm.quota() == quota {
@@ -585,7 +586,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn peek(&self, key: &K) -> Decision {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             // `None`: frozen; the lock holder is done with it once we hold the lock.
             if let Some(decision) = word::decide(self.quotas.get(hit.quota()), hit.cell(), &self.clock, 0) {
@@ -608,7 +609,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// not held.
     pub fn reset(&self, key: &K) {
         let hash = self.hash(key);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         let locked = self.shard(hash).lock(&guard);
         if let Some((_, entry)) = locked.find(hash, key) {
             self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
@@ -632,7 +633,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// ```
     pub fn refund(&self, key: &K, cost: u64) -> bool {
         let hash = self.hash(key);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         let locked = self.shard(hash).lock(&guard);
         match locked.find(hash, key) {
             Some((_, entry)) => {
@@ -646,7 +647,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
         let hash = self.hash(key);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         let mut locked = self.shard(hash).lock(&guard);
         let Some((pos, entry)) = locked.find(hash, key) else { return false };
         let heap = heap_of(self.quotas.get(locked.quota(entry)));
@@ -687,7 +688,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let id = self.quotas.intern(quota)?;
         let hash = self.hash(key);
         for _ in 0..SET_QUOTA_TRIES {
-            let guard = epoch::pin();
+            let guard = pin::pin();
             let mut locked = self.shard(hash).lock(&guard);
             let Some((pos, entry)) = locked.find(hash, key) else { return Ok(false) };
             if locked.quota(entry) == id || self.convert(&mut locked, pos, entry, hash, id).is_some() {
@@ -705,7 +706,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn quota_of(&self, key: &K) -> Option<Quota> {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             return Some(self.quotas.get(hit.quota()).quota());
         }
@@ -723,7 +724,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         for shard in self.shards.iter() {
             let mut pos = 0;
             loop {
-                let guard = epoch::pin();
+                let guard = pin::pin();
                 let mut locked = shard.lock(&guard);
                 let positions = locked.positions();
                 if pos >= positions {

@@ -113,7 +113,7 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     keyed.check(&7);
     let hash = keyed.hash(&7);
     let shard = keyed.shard(hash);
-    let guard = epoch::pin();
+    let guard = pin::pin();
     let freezer = WordFreezer(keyed.algorithm());
 
     // Nothing happened meanwhile: the write stands.
@@ -162,7 +162,7 @@ fn checks_decide_nothing_on_a_frozen_word() {
     keyed.check(&7);
     let hash = keyed.hash(&7);
     let shard = keyed.shard(hash);
-    let guard = epoch::pin();
+    let guard = pin::pin();
     let hit = shard.find(hash, &7, &guard).unwrap();
 
     // Kept: during the look the cell is frozen and the look sees its state; afterwards the
@@ -203,7 +203,7 @@ fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
     let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let guard = epoch::pin();
+    let guard = pin::pin();
     let hit = keyed.shard(hash).find(hash, &7, &guard).unwrap();
     hit.cell().store(word::FROZEN, Ordering::Relaxed);
     let expected = keyed.algorithm().decide_cell(&AtomicU64::new(word::FROZEN), keyed.clock(), 1);
@@ -223,7 +223,7 @@ fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
         keyed.check(&1);
         let hash = keyed.hash(&1);
         let shard = keyed.shard(hash);
-        let guard = epoch::pin();
+        let guard = pin::pin();
         let mut locked = shard.lock(&guard);
         let (pos, entry) = locked.find(hash, &1).unwrap();
         let freezer = WordFreezer(keyed.algorithm());
