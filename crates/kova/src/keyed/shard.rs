@@ -224,16 +224,13 @@ impl<K, C> Shard<K, C> {
     /// Finds `key` without a lock. `None` is not proof of absence: a concurrent change may have
     /// moved its entry past the probe; callers that act on absence look again under the lock.
     ///
-    /// The first two positions from the key's home are loaded together, before either is
-    /// looked at: the key is in one of them for most hits. (Reading 1, 2 or 3 at once measured
-    /// the same in `cargo bench -p kova --bench keyed -- hot_1k` on the 2-core dev VM, 4 about 5%
-    /// slower; at 1M keys the misses hide the difference.)
+    /// Positions are read two at a time, both loads issued before either is looked at: the key
+    /// is in the first two for most hits.
     ///
-    /// Always inlined (with the rest of a long cluster out of line): left to the compiler, a
-    /// program using several algorithms (each a caller of one `find` of the same cell type)
-    /// got it as a call, about 2 ns more per check in `kova-bench`'s `keyed_1k`.
+    /// Always inlined: left to the compiler, a program using several algorithms (each a caller
+    /// of one `find` of the same cell type) got it as a call, as `kova-bench` did.
     #[inline(always)]
-    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, guard: &'g Guard) -> Option<Hit<'g, K, C>>
+    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
     where
         K: Eq,
     {
@@ -241,60 +238,36 @@ impl<K, C> Shard<K, C> {
         // initial values are visible.
         let view = View::from_raw(self.hot.view.load(Ordering::Acquire));
         let tag = super::index::tag_of(hash);
-        let home = view.home(hash);
         let mask = view.mask();
-        let next = (home + 1) & mask;
-        // SAFETY (both): never a dangling view; an index is freed only after a grace period that
-        // began after it was replaced, and `guard` pins this thread from before the load until
-        // `'g` ends. Positions are masked.
-        let (first_entry, second_entry) = unsafe { (view.entry(home), view.entry(next)) };
-        // Acquire (both): pairs with the Release store of the entry, after its slot was filled.
-        // Both loads are issued before either is looked at, and each candidate is used as
-        // loaded (no second load of the matching position on the way to its slot).
-        let (first, second) = (first_entry.load(Ordering::Acquire), second_entry.load(Ordering::Acquire));
-        // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too; `hit_if_key`
-        // drops them.
-        if super::index::raw_tag(first) == tag {
-            if let Some(hit) = self.hit_if_key(view, first_entry, first, key) {
-                return Some(hit);
-            }
-        }
-        if super::index::raw_tag(second) == tag {
-            if let Some(hit) = self.hit_if_key(view, second_entry, second, key) {
-                return Some(hit);
-            }
-        }
-        if first == EMPTY || second == EMPTY {
-            return None;
-        }
-        self.find_further(view, hash, key, guard)
-    }
-
-    /// `find` past the first two positions of the key's home (a long cluster), one position at
-    /// a time.
-    #[cold]
-    #[inline(never)]
-    fn find_further<'g>(&'g self, view: View, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
-    where
-        K: Eq,
-    {
-        let tag = super::index::tag_of(hash);
-        let mask = view.mask();
-        let mut pos = (view.home(hash) + 2) & mask;
-        for _ in 2..=mask {
-            // SAFETY: as in `find`, whose pin `_guard` continues.
-            let position = unsafe { view.entry(pos) };
-            // Acquire: as in `find`.
-            let raw = position.load(Ordering::Acquire);
-            if raw == EMPTY {
-                return None;
-            }
-            if Entry::from_raw(raw).is_some_and(|e| e.tag() == tag) {
-                if let Some(hit) = self.hit_if_key(view, position, raw, key) {
+        let mut pos = view.home(hash);
+        // Two positions per round; a probe ends at an empty position, or after the whole index
+        // (which is never full).
+        for _ in 0..=mask / 2 {
+            let next = (pos + 1) & mask;
+            // SAFETY (both): never a dangling view; an index is freed only after a grace period
+            // that began after it was replaced, and `_guard` pins this thread from before the
+            // load until `'g` ends. Positions are masked.
+            let (first_entry, second_entry) = unsafe { (view.entry(pos), view.entry(next)) };
+            // Acquire (both): pairs with the Release store of the entry, after its slot was
+            // filled. Both loads are issued before either is looked at, and each candidate is used
+            // as loaded (no second load of the matching position on the way to its slot).
+            let (first, second) = (first_entry.load(Ordering::Acquire), second_entry.load(Ordering::Acquire));
+            // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too;
+            // `hit_if_key` drops them.
+            if super::index::raw_tag(first) == tag {
+                if let Some(hit) = self.hit_if_key(view, first_entry, first, key) {
                     return Some(hit);
                 }
             }
-            pos = (pos + 1) & mask;
+            if super::index::raw_tag(second) == tag {
+                if let Some(hit) = self.hit_if_key(view, second_entry, second, key) {
+                    return Some(hit);
+                }
+            }
+            if first == EMPTY || second == EMPTY {
+                return None;
+            }
+            pos = (next + 1) & mask;
         }
         None
     }
