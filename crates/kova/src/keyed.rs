@@ -8,7 +8,8 @@
 //! - **Lookups take no lock** and write nothing but the key's own state word: the check pins the
 //!   thread's crossbeam-epoch participant (a store to this thread's own record, no shared cache
 //!   line), probes an open-addressing index of 32-bit entries (7 bits of the hash as a tag, the
-//!   slot number) and runs the algorithm's CAS loop on the slot. No reference count, no LRU list.
+//!   slot number) and runs the algorithm's CAS loop on the slot. No reference count, no LRU list,
+//!   and for the four single-word algorithms nothing after the CAS.
 //! - **Inline state**: a slot is the key and the algorithm's cell side by side in a chunk of slots
 //!   that never moves; for the single-word algorithms that is one `AtomicU64` next to the key
 //!   (16 bytes for a `u64` key). The sliding log's cell holds its ring behind a pointer.
@@ -17,11 +18,12 @@
 //!   never move, so a concurrent check never updates a copy.
 //! - **Reclamation**: a removed or evicted key's slot, and an index replaced by a bigger one, are
 //!   reused or freed only after a crossbeam-epoch grace period, so a check that found them still
-//!   reads valid memory. A check that updated a slot which an eviction or a quota change was
-//!   unlinking at that moment notices it (after a write only: two plain re-reads behind its
-//!   `SeqCst` CAS for the word algorithms, a `SeqCst` fence first for others) and redoes the
-//!   check on the key's current slot under the lock: no update is lost (`shard.rs` has the
-//!   protocol and the memory-model argument).
+//!   reads valid memory. An eviction or a quota change looks at a key's state before unlinking
+//!   it, and no check racing with the look is lost: a single-word cell is frozen first (a marker
+//!   swapped in; a check that finds it, or whose CAS fails against it, redoes itself under the
+//!   lock), any other cell has its index entry hidden first (and its checks look at the entry
+//!   again after writing, behind a `SeqCst` fence). `shard.rs` has the protocol and the
+//!   memory-model argument.
 //! - **Grace-period reserve**: slots unlinked but not yet reusable come from a reserve of
 //!   `max(max_keys / 8, 64)` slots per shard, counted in the memory bound. Only when a flood
 //!   of new keys exhausts it while some thread sits preempted in the middle of a check (holding
@@ -57,8 +59,9 @@
 //!   check can still read it is a causality violation (without that tracking loom would not even
 //!   explore such an interleaving: it only reorders accesses it sees conflict). Freeing a
 //!   replaced index is tracked too: under loom its `Drop` writes every entry, so a probe of an
-//!   index freed too early is a causality violation as well. Under loom the
-//!   post-write check always uses a `SeqCst` fence. A small table for a model:
+//!   index freed too early is a causality violation as well. The models of evictions run with
+//!   word cells frozen and, through `kova::loom_racy::hiding_entries`, with their entries hidden
+//!   (the sliding log's protocol). A small table for a model:
 //!   `KeyedBuilder::shards(1).max_keys(2)`; the grace-period reserve needs no shrinking, since a
 //!   freed slot is taken before a fresh one.
 

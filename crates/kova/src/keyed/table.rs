@@ -673,7 +673,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ///
     /// Units used beyond the new capacity are dropped: a key moved to a smaller quota and back
     /// comes back with at most the smaller capacity used. A check racing with the change on the
-    /// same key may be counted twice (never zero times: no update is lost).
+    /// same key counts once for the four single-word algorithms; for the sliding log it may count
+    /// twice (never zero times: no update is lost).
     ///
     /// ```
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
