@@ -10,15 +10,22 @@
 //! linearly, and compare-and-swap the key's state word (Acquire load, AcqRel CAS). Neither grows,
 //! removes or keeps a reserve, so each is a floor for its layout, not a table. The point is the
 //! ratio to governor: a keyed check cannot beat its layout's floor, so a target above the floor's
-//! ratio needs the other layout. Run: `cargo bench -p kova --bench layout_floor`.
+//! ratio needs the other layout.
+//!
+//! `two_level_gcra` and `single_line_gcra` are the same lookups followed by the limiter's own
+//! work instead of a bare CAS: GCRA's CAS loop on the coarse clock, building the `Decision`
+//! (`WordAlgorithm::decide_cell`, what a keyed check runs on its slot). The first is close to
+//! what kova's table costs; the second is what a table with the single-line layout could cost.
+//! Run: `cargo bench -p kova --bench layout_floor`.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use kova::{Algorithm, CoarseClock, Gcra, Quota};
 
 mod support;
-use support::{cpu_timed, governor_table, kova_table, Rng};
+use support::{cpu_timed, governor_table, kova_table, Rng, RATE};
 
 const LIVE_KEYS: u64 = 1_000_000;
 /// Positions of both layouts: the index size kova's table reaches at 1,000,000 keys.
@@ -66,20 +73,21 @@ impl TwoLevel {
         TwoLevel { hasher, index, slots }
     }
 
+    /// Finds `key`'s state word and runs `decide` on it (pinned meanwhile).
     #[inline]
-    fn check(&self, key: u64) -> bool {
+    fn check<R>(&self, key: u64, decide: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
         let hash = self.hasher.hash_one(key);
         let _guard = crossbeam_epoch::pin();
         let mut pos = home(hash);
         loop {
             let entry = self.index[pos].load(Ordering::Acquire);
             if entry == 0 {
-                return false;
+                return None;
             }
             if entry >> SLOT_BITS == tag(hash) {
                 let slot = &self.slots[(entry & ((1 << SLOT_BITS) - 1)) as usize - 1];
                 if slot.key.load(Ordering::Relaxed) == key {
-                    return admit(&slot.state);
+                    return Some(decide(&slot.state));
                 }
             }
             pos = (pos + 1) & (POSITIONS - 1);
@@ -122,18 +130,19 @@ impl SingleLine {
         SingleLine { hasher, positions }
     }
 
+    /// Finds `key`'s state word and runs `decide` on it (pinned meanwhile).
     #[inline]
-    fn check(&self, key: u64) -> bool {
+    fn check<R>(&self, key: u64, decide: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
         let _guard = crossbeam_epoch::pin();
         let mut pos = home(self.hasher.hash_one(key));
         loop {
             let position = &self.positions[pos];
             let held = position.key.load(Ordering::Acquire);
             if held == key {
-                return admit(&position.state);
+                return Some(decide(&position.state));
             }
             if held == Self::EMPTY {
-                return false;
+                return None;
             }
             pos = (pos + 1) & (POSITIONS - 1);
         }
@@ -147,8 +156,11 @@ fn layout_floor_1m(c: &mut Criterion) {
     let single_line = SingleLine::new(LIVE_KEYS);
     let kova = kova_table(2 * LIVE_KEYS as usize);
     let governor = governor_table();
+    let gcra = <Gcra as Algorithm>::from_quota(Quota::per_second(u64::from(RATE)).unwrap()).unwrap();
+    let clock = CoarseClock::new();
+    let limit = |state: &AtomicU64| gcra.decide_cell(state, &clock, 1).is_allowed();
     for key in 0..LIVE_KEYS {
-        assert!(two_level.check(key) && single_line.check(key));
+        assert_eq!((two_level.check(key, admit), single_line.check(key, admit)), (Some(true), Some(true)));
         kova.check(&key);
         let _ = governor.check_key(&key);
     }
@@ -162,8 +174,10 @@ fn layout_floor_1m(c: &mut Criterion) {
             })
         });
     };
-    bench("two_level", &|key| two_level.check(key));
-    bench("single_line", &|key| single_line.check(key));
+    bench("two_level", &|key| two_level.check(key, admit) == Some(true));
+    bench("single_line", &|key| single_line.check(key, admit) == Some(true));
+    bench("two_level_gcra", &|key| two_level.check(key, limit) == Some(true));
+    bench("single_line_gcra", &|key| single_line.check(key, limit) == Some(true));
     bench("kova", &|key| kova.check(&key).is_allowed());
     bench("governor", &|key| governor.check_key(&key).is_ok());
     group.finish();
