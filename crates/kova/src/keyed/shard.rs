@@ -32,6 +32,8 @@
 //! Unlinked slots and replaced indexes go to [`Retired`] and are dropped or reused only after a
 //! grace period, so a reader never sees a slot's key or cell change under it.
 
+use std::ops::ControlFlow;
+
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
@@ -239,37 +241,61 @@ impl<K, C> Shard<K, C> {
         let view = View::from_raw(self.hot.view.load(Ordering::Acquire));
         let tag = super::index::tag_of(hash);
         let mask = view.mask();
-        let mut pos = view.home(hash);
-        // Two positions per round; a probe ends at an empty position, or after the whole index
-        // (which is never full).
-        for _ in 0..=mask / 2 {
-            let next = (pos + 1) & mask;
-            // SAFETY (both): never a dangling view; an index is freed only after a grace period
-            // that began after it was replaced, and `_guard` pins this thread from before the
-            // load until `'g` ends. Positions are masked.
-            let (first_entry, second_entry) = unsafe { (view.entry(pos), view.entry(next)) };
-            // Acquire (both): pairs with the Release store of the entry, after its slot was
-            // filled. Both loads are issued before either is looked at, and each candidate is used
-            // as loaded (no second load of the matching position on the way to its slot).
-            let (first, second) = (first_entry.load(Ordering::Acquire), second_entry.load(Ordering::Acquire));
-            // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too;
-            // `hit_if_key` drops them.
-            if super::index::raw_tag(first) == tag {
-                if let Some(hit) = self.hit_if_key(view, first_entry, first, key) {
-                    return Some(hit);
-                }
+        let home = view.home(hash);
+        // The first two positions, then two per round: a probe ends at an empty position, or
+        // after the whole index (which is never full). The first round is written out (most
+        // hits end in it); as the first turn of the loop it measured about 1 ns slower.
+        if let ControlFlow::Break(found) = self.probe_pair(view, home, tag, key) {
+            return found;
+        }
+        let mut pos = home;
+        for _ in 0..mask / 2 {
+            pos = (pos + 2) & mask;
+            if let ControlFlow::Break(found) = self.probe_pair(view, pos, tag, key) {
+                return found;
             }
-            if super::index::raw_tag(second) == tag {
-                if let Some(hit) = self.hit_if_key(view, second_entry, second, key) {
-                    return Some(hit);
-                }
-            }
-            if first == EMPTY || second == EMPTY {
-                return None;
-            }
-            pos = (next + 1) & mask;
         }
         None
+    }
+
+    /// Looks for `key` at `pos` and the position after it, loading both before looking at
+    /// either: `Break` with the hit, or with `None` when either position is empty (the probe
+    /// ends); `Continue` when the probe goes on.
+    #[inline(always)]
+    fn probe_pair<'g>(
+        &'g self,
+        view: View,
+        pos: usize,
+        tag: u32,
+        key: &K,
+    ) -> ControlFlow<Option<Hit<'g, K, C>>>
+    where
+        K: Eq,
+    {
+        let next = (pos + 1) & view.mask();
+        // SAFETY (both): never a dangling view; an index is freed only after a grace period that
+        // began after it was replaced, and the caller (`find`) is pinned from before it loaded
+        // the view until `'g` ends. Positions are masked.
+        let (first_entry, second_entry) = unsafe { (view.entry(pos), view.entry(next)) };
+        // Acquire (both): pairs with the Release store of the entry, after its slot was filled.
+        // Each candidate is used as loaded (no second load on the way to its slot).
+        let (first, second) = (first_entry.load(Ordering::Acquire), second_entry.load(Ordering::Acquire));
+        // `EMPTY` and `BUSY` carry tag 0, so they pass when the key's tag is 0 too; `hit_if_key`
+        // drops them.
+        if super::index::raw_tag(first) == tag {
+            if let Some(hit) = self.hit_if_key(view, first_entry, first, key) {
+                return ControlFlow::Break(Some(hit));
+            }
+        }
+        if super::index::raw_tag(second) == tag {
+            if let Some(hit) = self.hit_if_key(view, second_entry, second, key) {
+                return ControlFlow::Break(Some(hit));
+            }
+        }
+        if first == EMPTY || second == EMPTY {
+            return ControlFlow::Break(None);
+        }
+        ControlFlow::Continue(())
     }
 
     /// The hit for the live entry `raw` read from `position` of the pinned index `view`, if its
