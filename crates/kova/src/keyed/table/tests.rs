@@ -467,3 +467,31 @@ fn threads_on_their_own_keys_match_a_sequential_model() {
     });
     assert!(keyed.len() <= 64);
 }
+
+/// A check from a thread-local's destructor, when the table's own epoch handle for the thread
+/// may already be gone: it pins another way and decides as usual.
+#[test]
+fn checks_work_while_thread_locals_are_destroyed() {
+    struct CheckOnDrop(Arc<Keyed<u64, Gcra, ManualClock>>);
+    impl Drop for CheckOnDrop {
+        fn drop(&mut self) {
+            assert!(self.0.check(&7).is_allowed());
+            assert!(self.0.check(&8).is_allowed());
+        }
+    }
+    std::thread_local! {
+        static LATE: std::cell::RefCell<Option<CheckOnDrop>> = const { std::cell::RefCell::new(None) };
+    }
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+    let keyed = Arc::new(keyed);
+    let shared = Arc::clone(&keyed);
+    std::thread::spawn(move || {
+        // Before and after the table's handle exists: thread-locals are destroyed in some order.
+        LATE.with(|late| *late.borrow_mut() = Some(CheckOnDrop(Arc::clone(&shared))));
+        assert!(shared.check(&7).is_allowed());
+    })
+    .join()
+    .unwrap();
+    assert_eq!(keyed.peek(&7).remaining(), 3);
+    assert_eq!(keyed.peek(&8).remaining(), 4);
+}
