@@ -513,3 +513,38 @@ pub fn index_growth_plan() -> (TablePlan, Reclaim) {
     let plan = full_index_plan(writer, vec![1, 7, 8]);
     (plan, Reclaim { reuses_a_slot: true, frees_an_index: true, max_preemptions: Some(2) })
 }
+
+/// `set_quota` racing a check of the same key: key 7 holds 1 of 3 units used (GCRA 3 per 3 us)
+/// when one thread checks it (cost 1) while the main thread moves it to 6 per 3 us, on a still
+/// clock. Returns every (the check's `remaining`, the final `remaining`) seen over the
+/// executions. Counted once, the check gives `(1, 4)` (it came first: 2 used carried over to
+/// the new quota) or `(4, 4)` (it came second); counted twice, `(3, 3)`; lost, `(1, 5)`. Counting
+/// twice fails the model unless `twice_allowed` (the hidden-entry protocol documents it).
+pub fn quota_change_racing_a_check(twice_allowed: bool) -> std::collections::BTreeSet<(u64, u64)> {
+    pin_hash_seeds();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let record = std::sync::Arc::clone(&seen);
+    model_with_cap(None, move || {
+        let table = Arc::new(keyed(quota(), 4, TableFullPolicy::default(), ManualClock::new()));
+        assert_eq!(table.check(&7).remaining(), 2);
+        let checker = {
+            let table = Arc::clone(&table);
+            loom::thread::spawn(move || table.check(&7).remaining())
+        };
+        let bigger = Quota::from_nanos(6, 3_000).expect("a valid quota");
+        assert!(table.set_quota(&7, bigger).expect("GCRA takes it"));
+        let checked = checker.join().unwrap();
+        let outcome = (checked, table.peek(&7).remaining());
+        record.lock().unwrap().insert(outcome);
+        assert!(
+            matches!(outcome, (1, 4) | (4, 4)) || twice_allowed && outcome == (3, 3),
+            "not linearizable: the check saw {} remaining and the key ended with {} (counted once: (1, 4) or \
+             (4, 4))",
+            outcome.0,
+            outcome.1
+        );
+    });
+    let seen = seen.lock().unwrap().clone();
+    eprintln!("loom: (check, final) outcomes: {seen:?}");
+    seen
+}

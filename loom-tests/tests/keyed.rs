@@ -15,7 +15,7 @@
 use kova::{Quota, TableFullPolicy};
 use kova_loom_tests::keyed::{
     check_table, check_table_with_reuse, idle_sweep_plan, index_free_plan, index_growth_plan, keyed,
-    slot_reuse_plan, KeyOp, TablePlan, TablePre,
+    quota_change_racing_a_check, slot_reuse_plan, KeyOp, TablePlan, TablePre,
 };
 
 fn quota() -> Quota {
@@ -165,4 +165,20 @@ fn eviction_by_new_key_plan(policy: TableFullPolicy) -> TablePlan {
         threads: vec![vec![KeyOp::Check(7, 1)], vec![KeyOp::Check(8, 1)]],
         final_keys: vec![7, 8],
     }
+}
+
+/// `set_quota` racing a check (see `quota_change_racing_a_check`): the old GCRA word is frozen
+/// before its state is carried over, so the check counts exactly once, and both orders occur.
+#[test]
+fn check_during_quota_change() {
+    let seen = quota_change_racing_a_check(false);
+    assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
+}
+
+/// The same with the entry hidden instead (the sliding log's protocol): the check may count
+/// twice, as `set_quota`'s docs say for the log, but is never lost.
+#[test]
+fn check_during_quota_change_hiding_entries() {
+    let seen = kova::loom_racy::hiding_entries(|| quota_change_racing_a_check(true));
+    assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
 }

@@ -242,3 +242,15 @@ fn table_eviction_looking_without_freezing() {
     });
     assert!(message.contains("not linearizable"), "{message}");
 }
+
+/// A lost update in a quota change: `keyed.rs::check_during_quota_change`, but the change reads
+/// the old word with a plain load (no freeze) and the check does not look again. Loom finds the
+/// check admitted on the old slot after the state was carried over, its admission lost.
+#[test]
+fn table_quota_change_looking_without_freezing() {
+    use kova_loom_tests::keyed::quota_change_racing_a_check;
+    let message = table_model_fails_in_child("table_quota_change_looking_without_freezing", || {
+        kova::loom_racy::looking_without_freezing(|| quota_change_racing_a_check(false));
+    });
+    assert!(message.contains("ended with 5"), "{message}");
+}
