@@ -114,10 +114,8 @@ pub(super) trait Freezer<C> {
 
 /// The part of a shard every check reads.
 struct Hot<K, C> {
-    /// The current index, as checks reach it ([`View`]); set with `index`, under the lock.
+    /// The current index (the writer's), as checks reach it ([`View`]); set under the lock.
     view: AtomicPtr<Group>,
-    /// The current index, owned by the shard (the lock holder's way to it).
-    index: AtomicPtr<Index>,
     storage: Storage<K, C>,
 }
 
@@ -133,6 +131,8 @@ struct Cold {
 #[derive(Debug)]
 struct Writer {
     config: ShardConfig,
+    /// The current index; checks reach it through the shard's view.
+    index: Box<Index>,
     /// Keys held (live entries).
     len: usize,
     /// Slots handed out so far, in the order of `Storage::numbered`; all are in allocated chunks.
@@ -186,10 +186,10 @@ impl<K, C> Shard<K, C> {
     pub(super) fn new(config: ShardConfig) -> Self {
         let index = Box::new(Index::new(Index::MIN_BITS));
         let view = AtomicPtr::new(index.view().raw());
-        let index = Box::into_raw(index);
         let storage = Storage::new(config.slots(), config.chunk_bits);
         let writer = Writer {
             config,
+            index,
             len: 0,
             bump: 0,
             free: Vec::new(),
@@ -199,7 +199,7 @@ impl<K, C> Shard<K, C> {
             chunk_bytes: 0,
         };
         let shard = Shard {
-            hot: CachePadded::new(Hot { view, index: AtomicPtr::new(index), storage }),
+            hot: CachePadded::new(Hot { view, storage }),
             cold: CachePadded::new(Cold {
                 writer: Mutex::new(writer),
                 len: AtomicUsize::new(0),
@@ -357,10 +357,7 @@ impl<K, C> Shard<K, C> {
 impl<K, C> Drop for Shard<K, C> {
     fn drop(&mut self) {
         let writer = self.cold.writer.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Relaxed: `&mut self`, no other thread.
-        let index_ptr = self.hot.index.load(Ordering::Relaxed);
-        // SAFETY: made by `Box::into_raw` and owned by the shard; no reader remains.
-        let index = unsafe { Box::from_raw(index_ptr) };
+        let index = &writer.index;
         for pos in 0..index.capacity() {
             if let Some(entry) = Entry::from_raw(index.load(pos, Ordering::Relaxed)) {
                 // SAFETY: a live entry names a filled slot; `&mut self` rules out readers.
@@ -385,10 +382,7 @@ pub(super) struct Locked<'a, K, C> {
 
 impl<K, C> Locked<'_, K, C> {
     fn index(&self) -> &Index {
-        // Relaxed: only the lock holder stores the pointer, and we hold the lock.
-        let ptr = self.shard.hot.index.load(Ordering::Relaxed);
-        // SAFETY: the current index lives while it is current, which only we can change.
-        unsafe { &*ptr }
+        &self.writer.index
     }
 
     /// The slot a live entry names.
@@ -558,11 +552,10 @@ impl<K, C> Locked<'_, K, C> {
         // re-reads the view in `still_linked` is ordered against a later eviction in the new
         // index by the two SeqCst fences (module docs), which this store precedes.
         self.shard.hot.view.store(bigger.view().raw(), Ordering::Release);
-        // Relaxed: only the lock holder reads the owning pointer.
-        let old_ptr = self.shard.hot.index.swap(Box::into_raw(bigger), Ordering::Relaxed);
-        // SAFETY: made by `Box::into_raw`; from here on only readers pinned before the swap can
-        // hold it, and it is freed only after their grace period.
-        self.writer.retired.index(unsafe { Box::from_raw(old_ptr) });
+        // From here on only readers pinned before the store can hold the old index, and it is
+        // freed only after their grace period.
+        let old = std::mem::replace(&mut self.writer.index, bigger);
+        self.writer.retired.index(old);
     }
 
     /// Removes the entry at `pos` (backward-shift deletion) and retires its slot, whose cell owns

@@ -10,7 +10,7 @@ use super::builder::{KeyedBuilder, QuotaFn};
 use super::pin;
 use super::policy::TableFullPolicy;
 use super::quotas::{QuotaId, Quotas, DEFAULT_ID, MAX_QUOTAS};
-use super::shard::{Locked, Shard, ShardConfig};
+use super::shard::{Hit, Locked, Shard, ShardConfig};
 use super::slot::Slot;
 use super::word::{self, WordFreezer};
 use super::KeyedError;
@@ -104,6 +104,21 @@ fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> 
         return Err(CheckError::CostExceedsCapacity { cost, capacity });
     }
     Ok(())
+}
+
+/// Whether a lock-free `decision` of `cost` units on `hit`'s cell stands. One that wrote nothing
+/// (a peek, a denial) cannot be lost; one that wrote stands if the cell is frozen before any
+/// unlink looks at it (a word: nothing to check after the CAS), or if the slot was still linked
+/// after the write. Otherwise the check is redone under the lock.
+#[inline(always)]
+fn stands<K, A: Algorithm>(
+    shard: &Shard<K, A::Cell>,
+    hit: &Hit<'_, K, A::Cell>,
+    algorithm: &A,
+    decision: &Decision,
+    cost: u64,
+) -> bool {
+    cost == 0 || !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(hit)
 }
 
 /// Heap bytes one cell of `algorithm` owns.
@@ -242,7 +257,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             if algorithm.capacity() >= 1 {
                 // `None`: the cell is frozen by the lock holder, decide under the lock.
                 if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, 1) {
-                    if !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(&hit) {
+                    if stands(shard, &hit, algorithm, &decision, 1) {
                         return decision;
                     }
                     prior = Some((hit.slot(), decision));
@@ -294,14 +309,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             check_cost(algorithm, cost)?;
-            // A decision that wrote nothing (a peek, a denial) cannot be lost; one that wrote is
-            // kept if its cell was a word (frozen, never hidden, for an unlink) or if the slot
-            // was still linked after the write. `None`: the cell is frozen, decide under the
-            // lock.
+            // `None`: the cell is frozen, decide under the lock.
             let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) else {
                 return self.check_n_slow(shard, hash, key, cost, None, guard);
             };
-            if cost == 0 || !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(&hit) {
+            if stands(shard, &hit, algorithm, &decision, cost) {
                 return Ok(decision);
             }
             return self.check_n_slow(shard, hash, key, cost, Some((hit.slot(), decision)), guard);
@@ -358,11 +370,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 // As in `check_n`.
                 let decided = word::decide(algorithm, hit.cell(), &self.clock, cost);
                 if let Some(decision) = decided {
-                    if cost == 0
-                        || !decision.is_allowed()
-                        || word::freezes(algorithm)
-                        || shard.still_linked(&hit)
-                    {
+                    if stands(shard, &hit, algorithm, &decision, cost) {
                         return Ok(decision);
                     }
                 }

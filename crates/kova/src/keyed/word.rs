@@ -147,6 +147,7 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
         #[cfg(kova_loom)]
         if crate::loom_racy::look() == crate::loom_racy::Look::LoadOnly {
             let copy = self.0.new_cell();
+            // Acquire: as the swap below; the bug is the missing exchange, not the ordering.
             word_of(self.0, &copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
             return Some(copy);
         }
