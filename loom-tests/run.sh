@@ -22,13 +22,13 @@
 #
 # Budget, measured on the 2-core dev machine (release build already cached; a cold build of the
 # crate and loom adds about 1.5 minutes), with the test harness's 2 threads per file:
-#   word_cas (16 models, bound 3)                                  ~31 s
+#   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
-#   keyed (9 models, bound 3; index growth and free capped at 2)   ~40 s
-#     (slot reuse ~20 s: 239k executions; index growth ~14 s: 78k; index free ~3 s: 14k)
-#   racy (12 should-fail models, bound 3; 3 in child processes)    ~8-11 s
+#   keyed (19 models, bound 3; index growth and free capped at 2)  ~90 s
+#     (the word algorithms' models run on lines, and the main ones again on slots)
+#   racy (16 should-fail models, bound 3; 7 in child processes)    ~25-40 s
 #   sliding_log (5 models, bound 2)                                ~45-75 s
-#   total                                                           ~2.5 minutes.
+#   total                                                           ~3.5-5 minutes.
 #
 # Usage: loom-tests/run.sh [extra cargo test args], from anywhere.
 set -euo pipefail

@@ -4,8 +4,9 @@
 //! pure `decide`, with the table's documented bound and table-full policies (reclaim an idle key,
 //! else deny, evict the key closest to idle that is not actively limited, or allow untracked).
 //!
-//! Catches: a key's state lost or shared with another key (a slot reused too early, a wrong
-//! index probe after a backward-shift deletion or a growth), an entry left behind or dropped by
+//! Catches: a key's state lost or shared with another key (a line reused too early, a probe
+//! that misses a key after a removal left a tombstone or a rehash moved it), an entry left
+//! behind or dropped by
 //! remove / sweep / eviction, `len()` drifting from the real count, an actively limited key
 //! evicted, a table-full decision without its `Fallback`, `memory_bytes()` above
 //! `memory_bound_bytes()`.

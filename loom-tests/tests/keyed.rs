@@ -64,6 +64,12 @@ fn check_during_idle_sweep() {
     check_table(idle_sweep_plan(), keyed);
 }
 
+/// The same on the slot layout (word frozen in its slot; `AnyAlgorithm`'s word tables).
+#[test]
+fn check_during_idle_sweep_on_slots() {
+    kova::loom_racy::on_slots(|| check_table(idle_sweep_plan(), keyed));
+}
+
 /// The same with the entry hidden instead (`BUSY`, and the check looks at it again after its
 /// write): the sliding log's protocol, checked here on GCRA words.
 #[test]
@@ -84,6 +90,14 @@ fn check_during_idle_sweep_hiding_entries() {
 #[test]
 fn check_during_eviction_by_new_key() {
     check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed);
+}
+
+/// The same on the slot layout.
+#[test]
+fn check_during_eviction_by_new_key_on_slots() {
+    kova::loom_racy::on_slots(|| {
+        check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed)
+    });
 }
 
 /// The same with the entry hidden instead of the word frozen (the sliding log's protocol).
@@ -136,23 +150,47 @@ fn check_racing_remove_and_slot_reuse_by_new_key() {
     check_table_with_reuse(plan, keyed, reclaim);
 }
 
+/// The same on the slot layout, where key 8 takes 7's very slot in some executions.
+#[test]
+fn check_racing_remove_and_slot_reuse_by_new_key_on_slots() {
+    let (plan, reclaim) = slot_reuse_plan();
+    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+}
+
 /// Index growth (reclamation of the old index): a check of key 1 probing the smallest index races
-/// the insert that doubles it, the removal of key 1, the end of the grace period and an insert
-/// that frees the old index and may reuse key 1's slot (see `index_growth_plan`). The slots never
-/// move, so a probe of the old index updates the same cell the new one names; the check is ordered
-/// before the removal or redone on a fresh key 1, and key 8 starts fresh.
+/// the insert that grows it, the removal of key 1, the end of the grace period and an insert
+/// that frees the old index and may reuse key 1's place (see `index_growth_plan`). On lines (GCRA's
+/// layout) growth is a rehash: it freezes each word it moves, so a check still on the old array
+/// finds its key frozen and is redone on the new one; its words and keys are freed (the keys are
+/// not dropped: they moved) after the grace period. The check is ordered before the removal or
+/// redone on a fresh key 1, and key 8 starts fresh.
 #[test]
 fn check_probing_old_index_during_growth_and_reuse() {
     let (plan, reclaim) = index_growth_plan();
     check_table_with_reuse(plan, keyed, reclaim);
 }
 
-/// The old index freed (no slot reused) while a check of key 1 may still probe it (see
-/// `index_free_plan`): the free waits for the check's grace period.
+/// The same on the slot layout: the slots never move, so a probe of the old index updates the
+/// same cell the new one names.
+#[test]
+fn check_probing_old_index_during_growth_and_reuse_on_slots() {
+    let (plan, reclaim) = index_growth_plan();
+    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+}
+
+/// The old index (a line array, or on slots an index) freed while a check of key 1 may still
+/// probe it (see `index_free_plan`): the free waits for the check's grace period.
 #[test]
 fn check_probing_old_index_while_it_is_freed() {
     let (plan, reclaim) = index_free_plan();
     check_table_with_reuse(plan, keyed, reclaim);
+}
+
+/// The same on the slot layout.
+#[test]
+fn check_probing_old_index_while_it_is_freed_on_slots() {
+    let (plan, reclaim) = index_free_plan();
+    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
 }
 
 /// A table of one idle key 7, checked by one thread while the other checks a new key 8.
@@ -172,6 +210,13 @@ fn eviction_by_new_key_plan(policy: TableFullPolicy) -> TablePlan {
 #[test]
 fn check_during_quota_change() {
     let seen = quota_change_racing_a_check(false);
+    assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
+}
+
+/// The same on the slot layout: exactly once too.
+#[test]
+fn check_during_quota_change_on_slots() {
+    let seen = kova::loom_racy::on_slots(|| quota_change_racing_a_check(false));
     assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
 }
 

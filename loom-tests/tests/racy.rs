@@ -208,6 +208,18 @@ fn table_slot_reuse_without_grace_periods() {
     });
 }
 
+/// The same on the slot layout, where key 8 takes 7's very slot.
+#[test]
+fn table_slot_reuse_without_grace_periods_on_slots() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
+    table_model_fails_in_child("table_slot_reuse_without_grace_periods_on_slots", || {
+        let (plan, reclaim) = slot_reuse_plan();
+        kova::loom_racy::on_slots(|| {
+            without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions))
+        });
+    });
+}
+
 /// The same for `keyed.rs::check_probing_old_index_during_growth_and_reuse`: key 1's slot reused
 /// by key 8 (and the old index freed) while the check of key 1 still probes the old index.
 #[test]
@@ -239,6 +251,18 @@ fn table_eviction_looking_without_freezing() {
     use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
     let message = table_model_fails_in_child("table_eviction_looking_without_freezing", || {
         kova::loom_racy::looking_without_freezing(|| check_table(idle_sweep_plan(), keyed));
+    });
+    assert!(message.contains("not linearizable"), "{message}");
+}
+
+/// The same on the slot layout.
+#[test]
+fn table_eviction_looking_without_freezing_on_slots() {
+    use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
+    let message = table_model_fails_in_child("table_eviction_looking_without_freezing_on_slots", || {
+        kova::loom_racy::on_slots(|| {
+            kova::loom_racy::looking_without_freezing(|| check_table(idle_sweep_plan(), keyed))
+        });
     });
     assert!(message.contains("not linearizable"), "{message}");
 }

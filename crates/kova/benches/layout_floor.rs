@@ -1,10 +1,11 @@
 //! What a keyed lookup costs at 1,000,000 live `u64` keys for two table layouts, with no limiter
 //! logic, beside kova's table and governor's in the same run (one thread, uniform random keys):
-//! - `two_level`: kova's layout. An index of 32-bit entries (a 7-bit hash tag and a slot
+//! - `two_level`: kova's slot layout (the sliding log's; the word algorithms' until lines). An
+//!   index of 32-bit entries (a 7-bit hash tag and a slot
 //!   number; 2^21 positions, load 0.48) names a 16-byte slot (key, state word) in an array
 //!   filled in insertion order: two dependent cache misses per lookup.
 //! - `single_line`: the key and its state word side by side in the probed array itself (2^21
-//!   positions of 16 bytes): one miss.
+//!   positions of 16 bytes): one miss. kova's line layout, which its word algorithms use.
 //!
 //! Both do what the table's hit path must: hash the key (ahash), pin crossbeam-epoch, probe
 //! linearly, and compare-and-swap the key's state word (Acquire load, AcqRel CAS). Neither grows,
@@ -15,7 +16,7 @@
 //! `two_level_gcra` and `single_line_gcra` are the same lookups followed by the limiter's own
 //! work instead of a bare CAS: GCRA's CAS loop on the coarse clock, building the `Decision`
 //! (`WordAlgorithm::decide_cell`, what a keyed check runs on its slot). The first is close to
-//! what kova's table costs; the second is what a table with the single-line layout could cost.
+//! what kova's slot layout costs; the second is the floor of its line layout (the `kova` row).
 //! Run: `cargo bench -p kova --bench layout_floor`.
 
 use std::hint::black_box;

@@ -7,28 +7,41 @@
 //!   table, computed once per check.
 //! - **Lookups take no lock** and write nothing but the key's own state word: the check pins the
 //!   thread's crossbeam-epoch participant (a store to this thread's own record, no shared cache
-//!   line), probes an open-addressing index of 32-bit entries (7 bits of the hash as a tag, the
-//!   slot number) and runs the algorithm's CAS loop on the slot. No reference count, no LRU list,
-//!   and for the four single-word algorithms nothing after the CAS.
-//! - **Inline state**: a slot is the key and the algorithm's cell side by side in a chunk of slots
-//!   that never moves; for the single-word algorithms that is one `AtomicU64` next to the key
-//!   (16 bytes for a `u64` key). The sliding log's cell holds its ring behind a pointer.
-//! - **New keys** take the shard's lock: look again, find a slot (free list, or the next one in
-//!   the chunks), publish its index entry. Growing the index copies 32-bit entries only; slots
-//!   never move, so a concurrent check never updates a copy.
-//! - **Reclamation**: a removed or evicted key's slot, and an index replaced by a bigger one, are
-//!   reused or freed only after a crossbeam-epoch grace period, so a check that found them still
-//!   reads valid memory. An eviction or a quota change looks at a key's state before unlinking
-//!   it, and no check racing with the look is lost: a single-word cell is frozen first (a marker
-//!   swapped in; a check that finds it, or whose CAS fails against it, redoes itself under the
-//!   lock), any other cell has its index entry hidden first (and its checks look at the entry
-//!   again after writing, behind a `SeqCst` fence). `shard.rs` has the protocol and the
-//!   memory-model argument.
-//! - **Grace-period reserve**: slots unlinked but not yet reusable come from a reserve of
-//!   `max(max_keys / 8, 64)` slots per shard, counted in the memory bound. Only when a flood
-//!   of new keys exhausts it while some thread sits preempted in the middle of a check (holding
-//!   every grace period back) does a new key wait, unpinned, for up to about 3 ms, and then get
-//!   the policy's fallback.
+//!   line), probes the shard's open-addressing array and runs the algorithm's CAS loop on the
+//!   key's state. No reference count, no LRU list, and for the four single-word algorithms
+//!   nothing after the CAS.
+//! - **Two layouts**, chosen by the algorithm when the table is built (`store.rs`):
+//!   - **Lines** (`line_shard.rs`), for [`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
+//!     [`FixedWindow`](crate::FixedWindow) and [`SlidingWindowCounter`](crate::SlidingWindowCounter):
+//!     the key and its state word side by side in the probed array itself, 16 bytes for a `u64`
+//!     key, so a hit touches one cache line of the table (at a million keys, one cache miss
+//!     instead of two). In a large array the check starts loading that line before it pins the thread. Markers in
+//!     the word say a line is vacant, removed or frozen; the lock holder keeps the authoritative
+//!     state of each line aside. The array is kept 11/20 to 3/4 full (any length: the home is a
+//!     multiply, not a mask), about 22–31 bytes per `u64` key with the marks. Growing it, or
+//!     shedding removed lines, is a rehash that freezes each word it moves into a new array.
+//!   - **Slots** (`shard.rs`), for the sliding log and [`AnyAlgorithm`](crate::AnyAlgorithm): an
+//!     index of 32-bit entries (7 bits of the hash as a tag, a slot number) naming slots, each a
+//!     key and its cell, in chunks that never move (the sliding log's cell holds its ring behind a
+//!     pointer and cannot be moved while checks use it). Growing the index copies 32-bit entries
+//!     only.
+//! - **New keys** take the shard's lock: look again, find room (an open line, or a slot from the
+//!   free list or the chunks), publish the key.
+//! - **Reclamation**: a removed or evicted key's line or slot, and an array or index replaced by
+//!   another, are reused or freed only after a crossbeam-epoch grace period, so a check that found
+//!   them still reads valid memory. An eviction or a quota change looks at a key's state before
+//!   unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
+//!   (a marker swapped in; a check that finds it, or whose CAS fails against it, redoes itself
+//!   under the lock), any other cell has its index entry hidden first (and its checks look at the
+//!   entry again after writing, behind a `SeqCst` fence). `shard.rs` and `line_shard.rs` have the
+//!   protocols and the memory-model arguments.
+//! - **Grace-period room**: slots unlinked but not yet reusable come from a reserve of
+//!   `max(max_keys / 8, 64)` slots per shard; removed lines are shed by rehashes, and the arrays
+//!   they replace may hold up to four times the current array (or one array of the shard's
+//!   largest size) while they wait. Both are counted in the memory bound. Only when a flood of new
+//!   keys exhausts that while some thread sits preempted in the middle of a check (holding every
+//!   grace period back) does a new key wait, unpinned, for up to about 3 ms, and then get the
+//!   policy's fallback.
 //! - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys (default
 //!   [`DEFAULT_MAX_KEYS`](KeyedBuilder::DEFAULT_MAX_KEYS)), split evenly over the shards, and
 //!   [`memory_bound_bytes`](Keyed::memory_bound_bytes) bytes. When a new key finds its shard
@@ -44,7 +57,7 @@
 //! # Checking it
 //! - Unit tests (`cargo test -p kova --lib keyed`) also run under Miri:
 //!   `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks"
-//!   cargo +nightly miri test -p kova --lib keyed` (about 3 minutes of Miri on one core).
+//!   cargo +nightly miri test -p kova --lib keyed` (about 5 minutes of Miri on one core).
 //!   crossbeam-epoch needs the first two (its intrusive list trips Stacked Borrows; it stores
 //!   tagged pointers as integers) and the third (the bags of deferred functions left in its
 //!   global queue at exit are reported as leaks); the table's own leaks are checked by the
@@ -55,19 +68,20 @@
 //!   `crate::sync`'s, its lock is loom's mutex, and crossbeam-epoch runs on loom as well (its
 //!   `loom` feature, enabled by `loom-tests`), so pins, deferred grace-period tokens (loom's
 //!   `Arc`), flushes, `Retired::collect` and the reuse of freed slots are all model-checked. A
-//!   slot's key and cell sit in loom's `UnsafeCell` there: a slot emptied or refilled while a
-//!   check can still read it is a causality violation (without that tracking loom would not even
-//!   explore such an interleaving: it only reorders accesses it sees conflict). Freeing a
-//!   replaced index is tracked too: under loom its `Drop` writes every entry, so a probe of an
-//!   index freed too early is a causality violation as well. The models of evictions run with
-//!   word cells frozen and, through `kova::loom_racy::hiding_entries`, with their entries hidden
-//!   (the sliding log's protocol). A small table for a model:
-//!   `KeyedBuilder::shards(1).max_keys(2)`; the grace-period reserve needs no shrinking, since a
-//!   freed slot is taken before a fresh one.
+//!   slot's or line's key sits in loom's `UnsafeCell` there (and a slot's cell): a key dropped,
+//!   moved or refilled while a check can still read it is a causality violation (without that
+//!   tracking loom would not even explore such an interleaving: it only reorders accesses it sees
+//!   conflict). Freeing a replaced index or line array is tracked too: under loom its `Drop`
+//!   writes every entry or line, so a probe of one freed too early is a causality violation as
+//!   well. The word algorithms' models run on lines, and again on slots through
+//!   `kova::loom_racy::on_slots`; the models of evictions also run with their entries hidden
+//!   (`kova::loom_racy::hiding_entries`, the sliding log's protocol). A small table for a model:
+//!   `KeyedBuilder::shards(1).max_keys(2)`.
 
 mod builder;
 mod error;
 mod index;
+mod line_shard;
 mod lock;
 mod pin;
 mod policy;
@@ -75,6 +89,7 @@ mod quotas;
 mod reclaim;
 mod shard;
 mod slot;
+mod store;
 mod table;
 mod word;
 

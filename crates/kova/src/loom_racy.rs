@@ -16,9 +16,10 @@
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
-//! And one switch that is not racy: [`hiding_entries`] makes the table treat word cells like
+//! And two switches that are not racy: [`hiding_entries`] makes the table treat word cells like
 //! the sliding log's (hide the entry, and checks look again after writing), so that the models
-//! of evictions cover that protocol too.
+//! of evictions cover that protocol too; [`on_slots`] keeps word cells in the slot layout
+//! (frozen, not hidden), the one `AnyAlgorithm` uses, where by default they go in lines.
 //!
 //! Nothing here is reachable from a normal build.
 
@@ -188,6 +189,9 @@ std::thread_local! {
     /// Set by [`looking_without_freezing`] and [`hiding_entries`].
     static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
 
+    /// Set by [`on_slots`].
+    static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
+
     /// Slots and indexes the keyed tables reclaimed after their grace period, on this OS thread.
     static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
 }
@@ -250,6 +254,18 @@ pub fn looking_without_freezing<R>(f: impl FnOnce() -> R) -> R {
 /// check that protocol, which the sliding log relies on.
 pub fn hiding_entries<R>(f: impl FnOnce() -> R) -> R {
     with_switch(&LOOK, Look::HideEntry, f)
+}
+
+/// Not racy: runs `f` with the keyed tables it builds keeping word cells in slots (`shard.rs`,
+/// frozen before a look), the layout [`AnyAlgorithm`](crate::AnyAlgorithm)'s word algorithms
+/// use, instead of lines (`line_shard.rs`), so that the models cover both layouts.
+pub fn on_slots<R>(f: impl FnOnce() -> R) -> R {
+    with_switch(&ON_SLOTS, true, f)
+}
+
+/// Whether [`on_slots`] (or [`hiding_entries`], which only slots can do) is in effect.
+pub(crate) fn slots_forced() -> bool {
+    ON_SLOTS.with(Cell::get) || look() == Look::HideEntry
 }
 
 /// The look in effect on this OS thread.

@@ -19,6 +19,18 @@ use crossbeam_epoch::Guard;
 use super::index::Index;
 use crate::sync::Arc;
 
+/// Something replaced as a whole (an index, a line array), freed after its grace period.
+pub(super) trait Reclaimable {
+    /// Bytes it holds.
+    fn bytes(&self) -> usize;
+}
+
+impl Reclaimable for Box<Index> {
+    fn bytes(&self) -> usize {
+        Index::bytes(self)
+    }
+}
+
 /// One retired slot: its batch, the slot, and the heap bytes its cell owns.
 #[derive(Debug)]
 struct RetiredSlot {
@@ -27,11 +39,11 @@ struct RetiredSlot {
     heap: usize,
 }
 
-/// A shard's retired slots and indexes, oldest first.
-#[derive(Debug, Default)]
-pub(super) struct Retired {
+/// A shard's retired slots and indexes (`I`: what its layout replaces as a whole), oldest first.
+#[derive(Debug)]
+pub(super) struct Retired<I> {
     slots: VecDeque<RetiredSlot>,
-    indexes: VecDeque<(u64, Box<Index>)>,
+    indexes: VecDeque<(u64, I)>,
     /// Sealed batches, oldest first: (batch, token).
     tokens: VecDeque<(u64, Arc<()>)>,
     /// The batch being filled.
@@ -58,6 +70,13 @@ fn skip_grace_periods() -> bool {
     false
 }
 
+/// Halves `queue`'s room when it uses under a quarter of it (and holds over 64 places).
+fn shrink<T>(queue: &mut VecDeque<T>) {
+    if queue.capacity() > 64 && queue.len() < queue.capacity() / 4 {
+        queue.shrink_to(queue.capacity() / 2);
+    }
+}
+
 /// What [`Retired::collect`] handed back.
 pub(super) struct Ready {
     /// Slots no check can reach any more, with the heap bytes of their cells.
@@ -66,7 +85,21 @@ pub(super) struct Ready {
     pub(super) index_bytes: usize,
 }
 
-impl Retired {
+impl<I> Default for Retired<I> {
+    fn default() -> Self {
+        Retired {
+            slots: VecDeque::new(),
+            indexes: VecDeque::new(),
+            tokens: VecDeque::new(),
+            current: 0,
+            dirty: false,
+            index_bytes: 0,
+            index_retired: false,
+        }
+    }
+}
+
+impl<I: Reclaimable> Retired<I> {
     /// Retires `slot`, whose cell owns `heap` bytes on the heap.
     pub(super) fn slot(&mut self, slot: u32, heap: usize) {
         self.slots.push_back(RetiredSlot { batch: self.current, slot, heap });
@@ -74,7 +107,7 @@ impl Retired {
     }
 
     /// Retires a replaced index.
-    pub(super) fn index(&mut self, index: Box<Index>) {
+    pub(super) fn index(&mut self, index: I) {
         self.index_bytes += index.bytes();
         self.indexes.push_back((self.current, index));
         self.dirty = true;
@@ -84,6 +117,17 @@ impl Retired {
     /// Slots waiting for their grace period.
     pub(super) fn pending(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bytes of the replaced indexes waiting for their grace period.
+    pub(super) fn index_bytes(&self) -> usize {
+        self.index_bytes
+    }
+
+    /// Takes every retired slot out of the queue, grace period or not, with its cell's heap
+    /// bytes: for a layout that hands them to what it retires next.
+    pub(super) fn take_slots(&mut self) -> Vec<(u32, usize)> {
+        self.slots.drain(..).map(|r| (r.slot, r.heap)).collect()
     }
 
     /// Seals the current batch (if it holds anything) behind a token deferred on `guard`;
@@ -129,6 +173,10 @@ impl Retired {
             }
         }
         self.index_bytes -= ready.index_bytes;
+        // Give back queue room a burst left unused (a flood of removals while some check held a
+        // grace period back), so that memory returns once the burst has passed.
+        shrink(&mut self.slots);
+        shrink(&mut self.tokens);
         #[cfg(kova_loom)]
         crate::loom_racy::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
         ready
@@ -145,7 +193,7 @@ impl Retired {
     /// Heap bytes held here: the queues, the tokens and the retired indexes.
     pub(super) fn bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<RetiredSlot>()
-            + self.indexes.capacity() * std::mem::size_of::<(u64, Box<Index>)>()
+            + self.indexes.capacity() * std::mem::size_of::<(u64, I)>()
             + self.tokens.capacity() * std::mem::size_of::<(u64, Arc<()>)>()
             // An `Arc<()>` allocation: the two counts.
             + self.tokens.len() * 2 * std::mem::size_of::<usize>()

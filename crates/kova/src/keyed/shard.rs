@@ -1,4 +1,6 @@
-//! One shard: an index, the slots it names, and the lock that serialises changes to them.
+//! One shard of the slot layout: an index, the slots it names, and the lock that serialises
+//! changes to them. The sliding log's tables (and [`AnyAlgorithm`](crate::AnyAlgorithm)'s) use
+//! it; the four word algorithms' use lines (`line_shard.rs`).
 //!
 //! # Protocol
 //! Readers (checks of a key the shard holds) pin the thread (crossbeam-epoch), load the index
@@ -38,11 +40,12 @@ use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
 use super::index::{Entry, Group, Index, View, BUSY, EMPTY, MAX_SLOTS};
-use super::lock::{lock, Mutex, MutexGuard};
+use super::lock::{Cold, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
-use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use super::store::{Store, StoreHit, StoreLocked};
+use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 
 /// How a shard is sized.
 #[derive(Debug, Clone, Copy)]
@@ -119,14 +122,6 @@ struct Hot<K, C> {
     storage: Storage<K, C>,
 }
 
-/// The part only inserts and removals touch.
-struct Cold {
-    writer: Mutex<Writer>,
-    /// Mirrors of the writer's figures, for `len` and `memory_bytes` without the lock.
-    len: AtomicUsize,
-    memory: AtomicUsize,
-}
-
 /// What the lock protects.
 #[derive(Debug)]
 struct Writer {
@@ -139,7 +134,7 @@ struct Writer {
     bump: u32,
     /// Vacant slots below `bump`.
     free: Vec<u32>,
-    retired: Retired,
+    retired: Retired<Box<Index>>,
     /// Where the next reclamation scan starts in the index.
     cursor: usize,
     /// Heap bytes owned by cells (live and retired).
@@ -151,7 +146,7 @@ struct Writer {
 /// A shard. Its two halves sit on separate cache lines.
 pub(super) struct Shard<K, C> {
     hot: CachePadded<Hot<K, C>>,
-    cold: CachePadded<Cold>,
+    cold: CachePadded<Cold<Writer>>,
 }
 
 /// A reader's view of a slot it found: enough to use the cell and to check afterwards that the
@@ -166,21 +161,13 @@ pub(super) struct Hit<'g, K, C> {
     quota: QuotaId,
 }
 
-impl<'g, K, C> Hit<'g, K, C> {
-    pub(super) fn cell(&self) -> &'g C {
-        // SAFETY: `find` returned this hit for an entry read while pinned; the `'g` borrow of the
-        // guard keeps the thread pinned, so the slot stays initialised.
-        unsafe { self.slot.cell() }
-    }
-
-    pub(super) fn quota(&self) -> QuotaId {
-        self.quota
-    }
-
-    pub(super) fn slot(&self) -> u32 {
-        self.entry.slot()
+impl<K, C> Clone for Hit<'_, K, C> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
+
+impl<K, C> Copy for Hit<'_, K, C> {}
 
 impl<K, C> Shard<K, C> {
     pub(super) fn new(config: ShardConfig) -> Self {
@@ -198,64 +185,11 @@ impl<K, C> Shard<K, C> {
             heap: 0,
             chunk_bytes: 0,
         };
-        let shard = Shard {
+        let memory = storage.directory_bytes() + Index::bytes_for(Index::MIN_BITS);
+        Shard {
             hot: CachePadded::new(Hot { view, storage }),
-            cold: CachePadded::new(Cold {
-                writer: Mutex::new(writer),
-                len: AtomicUsize::new(0),
-                memory: AtomicUsize::new(0),
-            }),
-        };
-        let memory = shard.hot.storage.directory_bytes() + Index::bytes_for(Index::MIN_BITS);
-        shard.cold.memory.store(memory, Ordering::Relaxed);
-        shard
-    }
-
-    /// Keys held (a snapshot).
-    pub(super) fn len(&self) -> usize {
-        // Relaxed: a statistic, written under the lock.
-        self.cold.len.load(Ordering::Relaxed)
-    }
-
-    /// Bytes held (a snapshot), the shard struct itself not included.
-    pub(super) fn memory(&self) -> usize {
-        // Relaxed: a statistic, written under the lock.
-        self.cold.memory.load(Ordering::Relaxed)
-    }
-
-    /// Finds `key` without a lock. `None` is not proof of absence: a concurrent change may have
-    /// moved its entry past the probe; callers that act on absence look again under the lock.
-    ///
-    /// Positions are read two at a time, both loads issued before either is looked at: the key
-    /// is in the first two for most hits.
-    ///
-    /// Always inlined: left to the compiler, a program using several algorithms (each a caller
-    /// of one `find` of the same cell type) got it as a call, as `kova-bench` did.
-    #[inline(always)]
-    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
-    where
-        K: Eq,
-    {
-        // Acquire: pairs with the Release store that published this index, so its entries'
-        // initial values are visible.
-        let view = View::from_raw(self.hot.view.load(Ordering::Acquire));
-        let tag = super::index::tag_of(hash);
-        let mask = view.mask();
-        let home = view.home(hash);
-        // The first two positions, then two per round: a probe ends at an empty position, or
-        // after the whole index (which is never full). The first round is written out (most
-        // hits end in it); as the first turn of the loop it measured about 1 ns slower.
-        if let ControlFlow::Break(found) = self.probe_pair(view, home, tag, key) {
-            return found;
+            cold: CachePadded::new(Cold::new(writer, memory)),
         }
-        let mut pos = home;
-        for _ in 0..mask / 2 {
-            pos = (pos + 2) & mask;
-            if let ControlFlow::Break(found) = self.probe_pair(view, pos, tag, key) {
-                return found;
-            }
-        }
-        None
     }
 
     /// Looks for `key` at `pos` and the position after it, loading both before looking at
@@ -328,35 +262,11 @@ impl<K, C> Shard<K, C> {
         };
         Some(Hit { view, position, entry, slot, quota })
     }
-
-    /// After a check that wrote `hit`'s cell, a cell that cannot be frozen: whether the slot was
-    /// still linked at a point after the write, so that no eviction or quota change can have
-    /// missed it (see the module docs).
-    #[inline]
-    pub(super) fn still_linked(&self, hit: &Hit<'_, K, C>) -> bool {
-        // SeqCst fence: orders our write before the re-reads below against the lock holder's
-        // `BUSY` store + SeqCst fence + cell read (C++20 [atomics.order] p4.4); the loads
-        // themselves can then be Relaxed.
-        fence(Ordering::SeqCst);
-        if self.hot.view.load(Ordering::Relaxed) != hit.view.raw() {
-            return false;
-        }
-        // The entry's position was borrowed from that same index while pinned, so it is still
-        // allocated.
-        hit.position.load(Ordering::Relaxed) == hit.entry.raw()
-    }
-
-    /// Takes the shard's lock, first handing back what finished its grace period.
-    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> Locked<'a, K, C> {
-        let mut locked = Locked { shard: self, writer: lock(&self.cold.writer), guard };
-        locked.collect();
-        locked
-    }
 }
 
 impl<K, C> Drop for Shard<K, C> {
     fn drop(&mut self) {
-        let writer = self.cold.writer.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let writer = self.cold.writer_mut();
         let index = &writer.index;
         for pos in 0..index.capacity() {
             if let Some(entry) = Entry::from_raw(index.load(pos, Ordering::Relaxed)) {
@@ -391,76 +301,6 @@ impl<K, C> Locked<'_, K, C> {
         unsafe { self.shard.hot.storage.slot(entry.slot()) }
     }
 
-    /// The key of a live entry.
-    pub(super) fn key(&self, entry: Entry) -> &K {
-        // SAFETY: a live entry's slot is filled, and only the lock holder (us) empties slots.
-        unsafe { self.slot(entry).key() }
-    }
-
-    /// The cell of a live entry.
-    pub(super) fn cell(&self, entry: Entry) -> &C {
-        // SAFETY: as in `key`.
-        unsafe { self.slot(entry).cell() }
-    }
-
-    /// The quota id of a live entry.
-    pub(super) fn quota(&self, entry: Entry) -> QuotaId {
-        if entry.is_custom() {
-            // SAFETY: we hold the lock under which it was written.
-            unsafe { self.shard.hot.storage.quota_id(entry.slot()) }
-        } else {
-            DEFAULT_ID
-        }
-    }
-
-    pub(super) fn is_full(&self) -> bool {
-        self.writer.len >= self.writer.config.max_keys
-    }
-
-    /// Finds `key` (authoritative: nothing moves while we hold the lock).
-    pub(super) fn find(&self, hash: u64, key: &K) -> Option<(usize, Entry)>
-    where
-        K: Eq,
-    {
-        let index = self.index();
-        let tag = super::index::tag_of(hash);
-        let mut pos = index.home(hash);
-        for _ in 0..index.capacity() {
-            // Relaxed: every store to the index happened under the lock we hold.
-            let raw = index.load(pos, Ordering::Relaxed);
-            if raw == EMPTY {
-                return None;
-            }
-            if let Some(entry) = Entry::from_raw(raw).filter(|e| e.tag() == tag) {
-                if self.key(entry) == key {
-                    return Some((pos, entry));
-                }
-            }
-            pos = index.next(pos);
-        }
-        None
-    }
-
-    /// The live entry at `pos`, if any.
-    pub(super) fn entry_at(&self, pos: usize) -> Option<Entry> {
-        // Relaxed: we hold the lock.
-        Entry::from_raw(self.index().load(pos, Ordering::Relaxed))
-    }
-
-    /// Index positions.
-    pub(super) fn positions(&self) -> usize {
-        self.index().capacity()
-    }
-
-    /// Where the reclamation scan resumes, and moving it.
-    pub(super) fn cursor(&self) -> usize {
-        self.writer.cursor % self.positions()
-    }
-
-    pub(super) fn set_cursor(&mut self, cursor: usize) {
-        self.writer.cursor = cursor;
-    }
-
     /// Hands back slots and indexes whose grace period has ended.
     fn collect(&mut self) {
         let ready = self.writer.retired.collect();
@@ -472,62 +312,6 @@ impl<K, C> Locked<'_, K, C> {
             self.writer.heap -= heap;
             self.writer.free.push(slot);
         }
-    }
-
-    /// A vacant slot in an allocated chunk, or `None` when all are held or retired.
-    pub(super) fn take_slot(&mut self) -> Option<u32> {
-        for attempt in 0..3 {
-            if let Some(slot) = self.writer.free.pop() {
-                return Some(slot);
-            }
-            if self.writer.bump < self.writer.config.slots() {
-                let slot = self.shard.hot.storage.numbered(self.writer.bump);
-                self.writer.chunk_bytes += self.shard.hot.storage.ensure(slot);
-                self.writer.bump += 1;
-                return Some(slot);
-            }
-            if attempt < 2 {
-                // Everything is held or retired: push our deferred tokens to crossbeam's global
-                // queue and let it advance the epoch, then look again.
-                self.writer.retired.seal(self.guard);
-                self.guard.flush();
-                self.collect();
-            }
-        }
-        None
-    }
-
-    /// Inserts `key` with `cell` and quota `quota` into `slot` (from [`take_slot`](Self::take_slot)),
-    /// whose cell owns `heap` heap bytes. The caller checked that the key is absent and that the
-    /// shard is not full.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn insert(
-        &mut self,
-        slot: u32,
-        hash: u64,
-        key: K,
-        cell: C,
-        quota: QuotaId,
-        heap: usize,
-        hash_key: &impl Fn(&K) -> u64,
-    ) -> Entry {
-        // Grow first: it runs the user's `Hash`, which may panic; only `slot` leaks then.
-        self.reserve_entry(hash_key);
-        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
-        // SAFETY: the slot is vacant (fresh from the bump, or emptied after its grace period),
-        // and we hold the lock.
-        unsafe { slot_ref.fill(key, cell) };
-        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
-        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
-        self.index().insert(hash, entry);
-        self.writer.len += 1;
-        self.writer.heap += heap;
-        entry
-    }
-
-    /// Gives back a slot from [`take_slot`](Self::take_slot) that was not used.
-    pub(super) fn put_back(&mut self, slot: u32) {
-        self.writer.free.push(slot);
     }
 
     /// Makes room in the index for one more entry, growing it if needed.
@@ -558,98 +342,9 @@ impl<K, C> Locked<'_, K, C> {
         self.writer.retired.index(old);
     }
 
-    /// Removes the entry at `pos` (backward-shift deletion) and retires its slot, whose cell owns
-    /// `heap` heap bytes.
-    pub(super) fn remove_at(&mut self, pos: usize, entry: Entry, heap: usize, hash_key: &impl Fn(&K) -> u64) {
-        self.delete_at(pos, hash_key);
-        self.retire(entry, heap);
-    }
-
     fn retire(&mut self, entry: Entry, heap: usize) {
         self.writer.retired.slot(entry.slot(), heap);
         self.writer.len -= 1;
-    }
-
-    /// Unlinks the entry at `pos` unless `keep` says otherwise after looking at its cell: the
-    /// look happens after the cell is frozen or the entry hidden, so a check racing with it
-    /// either is seen by `keep` or redoes itself (module docs). Returns whether the key was
-    /// unlinked.
-    pub(super) fn unlink_if(
-        &mut self,
-        pos: usize,
-        entry: Entry,
-        heap: usize,
-        keep: impl FnOnce(&C) -> bool,
-        freezer: &impl Freezer<C>,
-        hash_key: &impl Fn(&K) -> u64,
-    ) -> bool {
-        // Collect the cluster's homes first (user code) so that nothing runs between the freeze
-        // (or BUSY) and the deletion that could panic and leave the key frozen (or hidden).
-        let moves = self.cluster_after(pos, hash_key);
-        let cell = self.cell(entry);
-        if let Some(copy) = freezer.freeze(cell) {
-            if keep(&copy) {
-                freezer.thaw(cell, &copy);
-                return false;
-            }
-        } else {
-            // SeqCst store, then SeqCst fence: pairs with `still_linked`; our cell read below
-            // sees every check whose re-read did not see BUSY.
-            self.index().store(pos, BUSY, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if keep(cell) {
-                // Release: republishes the entry for readers that load it afresh.
-                self.index().store(pos, entry.raw(), Ordering::Release);
-                return false;
-            }
-        }
-        self.shift_into(pos, &moves);
-        self.retire(entry, heap);
-        true
-    }
-
-    /// Replaces the slot of the entry at `pos` by a new slot holding `key` and the cell `build`
-    /// makes from the old cell (read after the old cell is frozen or its entry hidden, as in
-    /// `unlink_if`). Returns the new entry, or gives the key back when no slot is free of its
-    /// grace period.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn replace(
-        &mut self,
-        pos: usize,
-        old: Entry,
-        old_heap: usize,
-        hash: u64,
-        key: K,
-        quota: QuotaId,
-        new_heap: usize,
-        build: impl FnOnce(&C) -> C,
-        freezer: &impl Freezer<C>,
-    ) -> Result<Entry, K> {
-        let Some(slot) = self.take_slot() else { return Err(key) };
-        let old_cell = self.cell(old);
-        // A frozen old cell stays frozen: checks still holding the old slot find it so and redo
-        // themselves on the new one.
-        let cell = match freezer.freeze(old_cell) {
-            Some(copy) => build(&copy),
-            None => {
-                // SeqCst store, SeqCst fence: as in `unlink_if`.
-                self.index().store(pos, BUSY, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
-                build(old_cell)
-            }
-        };
-        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
-        // SAFETY: vacant slot, lock held.
-        unsafe { slot_ref.fill(key, cell) };
-        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
-        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
-        debug_assert_eq!(entry.tag(), old.tag());
-        // Release: readers that load the new entry (Acquire) see the slot filled.
-        self.index().store(pos, entry.raw(), Ordering::Release);
-        self.writer.heap += new_heap;
-        self.writer.len += 1;
-        self.retire(old, old_heap);
-        Ok(entry)
     }
 
     /// The entries after `hole` up to the next empty position, with each one's home. Runs the
@@ -720,8 +415,7 @@ impl<K, C> Drop for Locked<'_, K, C> {
         }
         let memory = self.memory();
         // Relaxed: statistics.
-        self.shard.cold.len.store(self.writer.len, Ordering::Relaxed);
-        self.shard.cold.memory.store(memory, Ordering::Relaxed);
+        self.shard.cold.publish(self.writer.len, memory);
     }
 }
 
@@ -730,6 +424,329 @@ impl<K, C> Storage<K, C> {
     fn slot_for_fill(&self, slot: u32) -> &Slot<K, C> {
         // SAFETY: `take_slot` returned it, so its chunk is allocated.
         unsafe { self.slot(slot) }
+    }
+}
+
+impl<'g, K, C> StoreHit<'g, C> for Hit<'g, K, C> {
+    fn cell(&self) -> &'g C {
+        // SAFETY: `find` returned this hit for an entry read while pinned; the `'g` borrow of the
+        // guard keeps the thread pinned, so the slot stays initialised.
+        unsafe { self.slot.cell() }
+    }
+
+    fn quota(&self) -> QuotaId {
+        self.quota
+    }
+
+    fn slot(&self) -> u32 {
+        self.entry.slot()
+    }
+}
+
+impl<K, C> Store<K, C> for Shard<K, C> {
+    type Hit<'g>
+        = Hit<'g, K, C>
+    where
+        Self: 'g;
+    type Locked<'a>
+        = Locked<'a, K, C>
+    where
+        Self: 'a;
+
+    /// Finds `key` without a lock. `None` is not proof of absence: a concurrent change may have
+    /// moved its entry past the probe; callers that act on absence look again under the lock.
+    ///
+    /// Positions are read two at a time, both loads issued before either is looked at: the key
+    /// is in the first two for most hits.
+    ///
+    /// Always inlined: left to the compiler, a program using several algorithms (each a caller
+    /// of one `find` of the same cell type) got it as a call, as `kova-bench` did.
+    #[inline(always)]
+    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<Hit<'g, K, C>>
+    where
+        K: Eq,
+    {
+        // Acquire: pairs with the Release store that published this index, so its entries'
+        // initial values are visible.
+        let view = View::from_raw(self.hot.view.load(Ordering::Acquire));
+        let tag = super::index::tag_of(hash);
+        let mask = view.mask();
+        let home = view.home(hash);
+        // The first two positions, then two per round: a probe ends at an empty position, or
+        // after the whole index (which is never full). The first round is written out (most
+        // hits end in it); as the first turn of the loop it measured about 1 ns slower.
+        if let ControlFlow::Break(found) = self.probe_pair(view, home, tag, key) {
+            return found;
+        }
+        let mut pos = home;
+        for _ in 0..mask / 2 {
+            pos = (pos + 2) & mask;
+            if let ControlFlow::Break(found) = self.probe_pair(view, pos, tag, key) {
+                return found;
+            }
+        }
+        None
+    }
+
+    /// After a check that wrote `hit`'s cell, a cell that cannot be frozen: whether the slot was
+    /// still linked at a point after the write, so that no eviction or quota change can have
+    /// missed it (see the module docs).
+    #[inline]
+    fn still_linked(&self, hit: &Hit<'_, K, C>) -> bool {
+        // SeqCst fence: orders our write before the re-reads below against the lock holder's
+        // `BUSY` store + SeqCst fence + cell read (C++20 [atomics.order] p4.4); the loads
+        // themselves can then be Relaxed.
+        fence(Ordering::SeqCst);
+        if self.hot.view.load(Ordering::Relaxed) != hit.view.raw() {
+            return false;
+        }
+        // The entry's position was borrowed from that same index while pinned, so it is still
+        // allocated.
+        hit.position.load(Ordering::Relaxed) == hit.entry.raw()
+    }
+
+    /// Takes the shard's lock, first handing back what finished its grace period.
+    fn lock<'a>(&'a self, guard: &'a Guard) -> Locked<'a, K, C> {
+        let mut locked = Locked { shard: self, writer: self.cold.lock(), guard };
+        locked.collect();
+        locked
+    }
+
+    /// Keys held (a snapshot).
+    fn len(&self) -> usize {
+        self.cold.len()
+    }
+
+    /// Bytes held (a snapshot), the shard struct itself not included.
+    fn memory(&self) -> usize {
+        self.cold.memory()
+    }
+}
+
+impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
+    type Entry = Entry;
+
+    /// Finds `key` (authoritative: nothing moves while we hold the lock).
+    fn find(&self, hash: u64, key: &K) -> Option<(usize, Entry)>
+    where
+        K: Eq,
+    {
+        let index = self.index();
+        let tag = super::index::tag_of(hash);
+        let mut pos = index.home(hash);
+        for _ in 0..index.capacity() {
+            // Relaxed: every store to the index happened under the lock we hold.
+            let raw = index.load(pos, Ordering::Relaxed);
+            if raw == EMPTY {
+                return None;
+            }
+            if let Some(entry) = Entry::from_raw(raw).filter(|e| e.tag() == tag) {
+                if self.key(entry) == key {
+                    return Some((pos, entry));
+                }
+            }
+            pos = index.next(pos);
+        }
+        None
+    }
+
+    /// The key of a live entry.
+    fn key(&self, entry: Entry) -> &K {
+        // SAFETY: a live entry's slot is filled, and only the lock holder (us) empties slots.
+        unsafe { self.slot(entry).key() }
+    }
+
+    /// The cell of a live entry.
+    fn cell(&self, entry: Entry) -> &C {
+        // SAFETY: as in `key`.
+        unsafe { self.slot(entry).cell() }
+    }
+
+    /// The quota id of a live entry.
+    fn quota(&self, entry: Entry) -> QuotaId {
+        if entry.is_custom() {
+            // SAFETY: we hold the lock under which it was written.
+            unsafe { self.shard.hot.storage.quota_id(entry.slot()) }
+        } else {
+            DEFAULT_ID
+        }
+    }
+
+    fn slot_of(&self, entry: Entry) -> u32 {
+        entry.slot()
+    }
+
+    fn is_full(&self) -> bool {
+        self.writer.len >= self.writer.config.max_keys
+    }
+
+    /// A vacant slot in an allocated chunk, or `None` when all are held or retired.
+    fn take_slot(&mut self, _hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
+        for attempt in 0..3 {
+            if let Some(slot) = self.writer.free.pop() {
+                return Some(slot);
+            }
+            if self.writer.bump < self.writer.config.slots() {
+                let slot = self.shard.hot.storage.numbered(self.writer.bump);
+                self.writer.chunk_bytes += self.shard.hot.storage.ensure(slot);
+                self.writer.bump += 1;
+                return Some(slot);
+            }
+            if attempt < 2 {
+                // Everything is held or retired: push our deferred tokens to crossbeam's global
+                // queue and let it advance the epoch, then look again.
+                self.writer.retired.seal(self.guard);
+                self.guard.flush();
+                self.collect();
+            }
+        }
+        None
+    }
+
+    /// Gives back a slot from [`take_slot`](Self::take_slot) that was not used.
+    fn put_back(&mut self, slot: u32) {
+        self.writer.free.push(slot);
+    }
+
+    /// Inserts `key` with `cell` and quota `quota` into `slot` (from [`take_slot`](Self::take_slot)),
+    /// whose cell owns `heap` heap bytes. The caller checked that the key is absent and that the
+    /// shard is not full.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        slot: u32,
+        hash: u64,
+        key: K,
+        cell: C,
+        quota: QuotaId,
+        heap: usize,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Entry {
+        // Grow first: it runs the user's `Hash`, which may panic; only `slot` leaks then.
+        self.reserve_entry(hash_key);
+        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
+        // SAFETY: the slot is vacant (fresh from the bump, or emptied after its grace period),
+        // and we hold the lock.
+        unsafe { slot_ref.fill(key, cell) };
+        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
+        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
+        self.index().insert(hash, entry);
+        self.writer.len += 1;
+        self.writer.heap += heap;
+        entry
+    }
+
+    /// Removes the entry at `pos` (backward-shift deletion) and retires its slot, whose cell owns
+    /// `heap` heap bytes.
+    fn remove_at(&mut self, pos: usize, entry: Entry, heap: usize, hash_key: &impl Fn(&K) -> u64) {
+        self.delete_at(pos, hash_key);
+        self.retire(entry, heap);
+    }
+
+    /// Unlinks the entry at `pos` unless `keep` says otherwise after looking at its cell: the
+    /// look happens after the cell is frozen or the entry hidden, so a check racing with it
+    /// either is seen by `keep` or redoes itself (module docs). Returns whether the key was
+    /// unlinked.
+    fn unlink_if(
+        &mut self,
+        pos: usize,
+        entry: Entry,
+        heap: usize,
+        keep: impl FnOnce(&C) -> bool,
+        freezer: &impl Freezer<C>,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> bool {
+        // Collect the cluster's homes first (user code) so that nothing runs between the freeze
+        // (or BUSY) and the deletion that could panic and leave the key frozen (or hidden).
+        let moves = self.cluster_after(pos, hash_key);
+        let cell = self.cell(entry);
+        if let Some(copy) = freezer.freeze(cell) {
+            if keep(&copy) {
+                freezer.thaw(cell, &copy);
+                return false;
+            }
+        } else {
+            // SeqCst store, then SeqCst fence: pairs with `still_linked`; our cell read below
+            // sees every check whose re-read did not see BUSY.
+            self.index().store(pos, BUSY, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if keep(cell) {
+                // Release: republishes the entry for readers that load it afresh.
+                self.index().store(pos, entry.raw(), Ordering::Release);
+                return false;
+            }
+        }
+        self.shift_into(pos, &moves);
+        self.retire(entry, heap);
+        true
+    }
+
+    /// Replaces the slot of the entry at `pos` by a new slot holding `key` and the cell `build`
+    /// makes from the old cell (read after the old cell is frozen or its entry hidden, as in
+    /// `unlink_if`). Returns the new entry, or gives the key back when no slot is free of its
+    /// grace period.
+    #[allow(clippy::too_many_arguments)]
+    fn replace(
+        &mut self,
+        pos: usize,
+        old: Entry,
+        old_heap: usize,
+        hash: u64,
+        key: K,
+        quota: QuotaId,
+        new_heap: usize,
+        build: impl FnOnce(&C) -> C,
+        freezer: &impl Freezer<C>,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Result<Entry, K>
+    where
+        K: Eq,
+    {
+        let Some(slot) = self.take_slot(hash_key) else { return Err(key) };
+        let old_cell = self.cell(old);
+        // A frozen old cell stays frozen: checks still holding the old slot find it so and redo
+        // themselves on the new one.
+        let cell = match freezer.freeze(old_cell) {
+            Some(copy) => build(&copy),
+            None => {
+                // SeqCst store, SeqCst fence: as in `unlink_if`.
+                self.index().store(pos, BUSY, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                build(old_cell)
+            }
+        };
+        let slot_ref = self.shard.hot.storage.slot_for_fill(slot);
+        // SAFETY: vacant slot, lock held.
+        unsafe { slot_ref.fill(key, cell) };
+        self.writer.chunk_bytes += self.shard.hot.storage.set_quota_id(slot, quota);
+        let entry = Entry::new(slot, hash, quota != DEFAULT_ID);
+        debug_assert_eq!(entry.tag(), old.tag());
+        // Release: readers that load the new entry (Acquire) see the slot filled.
+        self.index().store(pos, entry.raw(), Ordering::Release);
+        self.writer.heap += new_heap;
+        self.writer.len += 1;
+        self.retire(old, old_heap);
+        Ok(entry)
+    }
+
+    /// The live entry at `pos`, if any.
+    fn entry_at(&self, pos: usize) -> Option<Entry> {
+        // Relaxed: we hold the lock.
+        Entry::from_raw(self.index().load(pos, Ordering::Relaxed))
+    }
+
+    /// Index positions.
+    fn positions(&self) -> usize {
+        self.index().capacity()
+    }
+
+    /// Where the reclamation scan resumes, and moving it.
+    fn cursor(&self) -> usize {
+        self.writer.cursor % self.positions()
+    }
+
+    fn set_cursor(&mut self, cursor: usize) {
+        self.writer.cursor = cursor;
     }
 }
 
@@ -763,7 +780,7 @@ mod tests {
         {
             let mut locked = shard.lock(&guard);
             for key in 0..KEYS {
-                let slot = locked.take_slot().expect("room");
+                let slot = locked.take_slot(&colliding).expect("room");
                 locked.insert(
                     slot,
                     colliding(&key),

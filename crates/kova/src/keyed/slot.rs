@@ -5,25 +5,25 @@
 //! growing the index never copies state.
 
 #[cfg(not(kova_loom))]
-use std::cell::UnsafeCell;
+pub(super) use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 
 use crate::sync::atomic::{AtomicPtr, AtomicU16, Ordering};
 #[cfg(kova_loom)]
-use crate::sync::UnsafeCell;
+pub(super) use crate::sync::UnsafeCell;
 
 /// A pointer to read `cell`'s contents through.
 #[cfg(not(kova_loom))]
 #[inline(always)]
-fn read<T>(cell: &UnsafeCell<T>) -> *const T {
+pub(super) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
     cell.get()
 }
 
 /// A pointer to write `cell`'s contents through.
 #[cfg(not(kova_loom))]
 #[inline(always)]
-fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
+pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
     cell.get()
 }
 
@@ -31,13 +31,13 @@ fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
 /// same slot (a check reading a key or cell, the lock holder filling or emptying the slot) are
 /// not ordered by happens-before, as when a slot is reused before its grace period ended.
 #[cfg(kova_loom)]
-fn read<T>(cell: &UnsafeCell<T>) -> *const T {
+pub(super) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
     cell.with(|ptr| ptr)
 }
 
 /// As [`read`], for a write.
 #[cfg(kova_loom)]
-fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
+pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
     cell.with_mut(|ptr| ptr)
 }
 

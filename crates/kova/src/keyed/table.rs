@@ -7,11 +7,13 @@ use std::marker::PhantomData;
 use crossbeam_epoch::Guard;
 
 use super::builder::{KeyedBuilder, QuotaFn};
+use super::line_shard::LineShard;
 use super::pin;
 use super::policy::TableFullPolicy;
 use super::quotas::{QuotaId, Quotas, DEFAULT_ID, MAX_QUOTAS};
-use super::shard::{Hit, Locked, Shard, ShardConfig};
+use super::shard::{Shard, ShardConfig};
 use super::slot::Slot;
+use super::store::{Store, StoreHit, StoreLocked};
 use super::word::{self, WordFreezer};
 use super::KeyedError;
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra, Quota, QuotaError};
@@ -21,8 +23,8 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 ///
 /// - **Lock-free hits**: checking a key the table holds takes no lock and writes only the key's
 ///   state word (plus the thread's own crossbeam-epoch pin). New keys take their shard's lock.
-/// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes in their
-///   slot, about 24 bytes per key with the index.
+/// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes side by side
+///   in the probed array (one cache line per check), about 22–31 bytes per key in all.
 /// - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys and
 ///   [`memory_bound_bytes`](Self::memory_bound_bytes) bytes; idle keys are reclaimed by inserts
 ///   into full shards and by [`sweep_idle`](Self::sweep_idle); beyond that a
@@ -42,7 +44,7 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
-    shards: Box<[Shard<K, A::Cell>]>,
+    shards: Shards<K, A::Cell>,
     shard_mask: usize,
     configs: Box<[ShardConfig]>,
     hasher: ahash::RandomState,
@@ -73,10 +75,29 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
             .field("quota", &self.quotas.default_algorithm().quota())
             .field("len", &self.len())
             .field("max_keys", &self.max_keys)
-            .field("shards", &self.shards.len())
+            .field("shards", &self.configs.len())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
+}
+
+/// The shards, in the layout the algorithm's cells take (`store.rs`).
+enum Shards<K, C> {
+    /// Keys beside their state words: the four single-word algorithms.
+    Lines(Box<[LineShard<K, C>]>),
+    /// An index naming slots: any cell.
+    Slots(Box<[Shard<K, C>]>),
+}
+
+/// Runs `$body` with `$shards` bound to the table's shards, whichever their layout (the body is
+/// compiled once per layout; the match is on a value fixed when the table was built).
+macro_rules! on_shards {
+    ($self:ident, $shards:ident => $body:expr) => {
+        match &$self.shards {
+            Shards::Lines($shards) => $body,
+            Shards::Slots($shards) => $body,
+        }
+    };
 }
 
 /// A clock stopped at one reading, to look at several cells at the same instant.
@@ -111,9 +132,9 @@ fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> 
 /// unlink looks at it (a word: nothing to check after the CAS), or if the slot was still linked
 /// after the write. Otherwise the check is redone under the lock.
 #[inline(always)]
-fn stands<K, A: Algorithm>(
-    shard: &Shard<K, A::Cell>,
-    hit: &Hit<'_, K, A::Cell>,
+fn stands<'g, K, A: Algorithm, S: Store<K, A::Cell>>(
+    shard: &S,
+    hit: &S::Hit<'g>,
     algorithm: &A,
     decision: &Decision,
     cost: u64,
@@ -218,8 +239,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             .map(|i| ShardConfig::new(max_keys / shards + usize::from(i < max_keys % shards)))
             .collect();
         let max_keys = configs.iter().map(|c| c.max_keys).sum();
+        let layout = if word::in_lines::<A>() {
+            // SAFETY: `in_lines` says `A::Cell` is `AtomicU64`.
+            Shards::Lines(configs.iter().map(|&c| unsafe { LineShard::new(c) }).collect())
+        } else {
+            Shards::Slots(configs.iter().map(|&c| Shard::new(c)).collect())
+        };
         Keyed {
-            shards: configs.iter().map(|&c| Shard::new(c)).collect(),
+            shards: layout,
             shard_mask: shards - 1,
             configs,
             hasher: new_hasher(),
@@ -238,18 +265,25 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         self.hasher.hash_one(key)
     }
 
-    #[inline]
-    fn shard(&self, hash: u64) -> &Shard<K, A::Cell> {
-        &self.shards[hash as usize & self.shard_mask]
+    /// The shard of `hash` (chosen by its low bits).
+    #[inline(always)]
+    fn shard<'s, S>(&self, shards: &'s [S], hash: u64) -> &'s S {
+        &shards[hash as usize & self.shard_mask]
     }
 
     /// Checks one unit for `key`.
     #[inline]
     pub fn check(&self, key: &K) -> Decision {
+        on_shards!(self, shards => self.check_in(shards, key))
+    }
+
+    #[inline(always)]
+    fn check_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> Decision {
         // `check_n`'s hit path, without its `Result`: merging that with the slow path's result
         // sent every decision through the stack (seen in `perf` on the 1k-key bench).
         let hash = self.hash(key);
-        let shard = self.shard(hash);
+        let shard = self.shard(shards, hash);
+        shard.prefetch(hash);
         let guard = pin::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
@@ -257,7 +291,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             if algorithm.capacity() >= 1 {
                 // `None`: the cell is frozen by the lock holder, decide under the lock.
                 if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, 1) {
-                    if stands(shard, &hit, algorithm, &decision, 1) {
+                    if stands::<K, A, S>(shard, &hit, algorithm, &decision, 1) {
                         return decision;
                     }
                     prior = Some((hit.slot(), decision));
@@ -270,9 +304,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// `check`'s slow path (see `check_n_slow`).
     #[cold]
     #[inline(never)]
-    fn check_one_slow(
+    fn check_one_slow<S: Store<K, A::Cell>>(
         &self,
-        shard: &Shard<K, A::Cell>,
+        shard: &S,
         hash: u64,
         key: &K,
         prior: Prior,
@@ -303,8 +337,19 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        on_shards!(self, shards => self.check_n_in(shards, key, cost))
+    }
+
+    #[inline(always)]
+    fn check_n_in<S: Store<K, A::Cell>>(
+        &self,
+        shards: &[S],
+        key: &K,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
         let hash = self.hash(key);
-        let shard = self.shard(hash);
+        let shard = self.shard(shards, hash);
+        shard.prefetch(hash);
         let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
@@ -313,7 +358,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) else {
                 return self.check_n_slow(shard, hash, key, cost, None, guard);
             };
-            if stands(shard, &hit, algorithm, &decision, cost) {
+            if stands::<K, A, S>(shard, &hit, algorithm, &decision, cost) {
                 return Ok(decision);
             }
             return self.check_n_slow(shard, hash, key, cost, Some((hit.slot(), decision)), guard);
@@ -325,9 +370,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// out of line so that the hit path stays small.
     #[cold]
     #[inline(never)]
-    fn check_n_slow(
+    fn check_n_slow<S: Store<K, A::Cell>>(
         &self,
-        shard: &Shard<K, A::Cell>,
+        shard: &S,
         hash: u64,
         key: &K,
         cost: u64,
@@ -360,8 +405,18 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_n_with_quota(&self, key: &K, quota: Quota, cost: u64) -> Result<Decision, KeyedError> {
+        on_shards!(self, shards => self.check_n_with_quota_in(shards, key, quota, cost))
+    }
+
+    fn check_n_with_quota_in<S: Store<K, A::Cell>>(
+        &self,
+        shards: &[S],
+        key: &K,
+        quota: Quota,
+        cost: u64,
+    ) -> Result<Decision, KeyedError> {
         let hash = self.hash(key);
-        let shard = self.shard(hash);
+        let shard = self.shard(shards, hash);
         let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
@@ -370,7 +425,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 // As in `check_n`.
                 let decided = word::decide(algorithm, hit.cell(), &self.clock, cost);
                 if let Some(decision) = decided {
-                    if stands(shard, &hit, algorithm, &decision, cost) {
+                    if stands::<K, A, S>(shard, &hit, algorithm, &decision, cost) {
                         return Ok(decision);
                     }
                 }
@@ -394,9 +449,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// The slow path: [`check_locked`](Self::check_locked), retried a few times (unpinned for a
     /// moment in between) while every slot of the shard is held or waiting for its grace period.
-    fn check_slow(
+    fn check_slow<S: Store<K, A::Cell>>(
         &self,
-        shard: &Shard<K, A::Cell>,
+        shard: &S,
         slow: Slow<'_, K>,
         mut prior: Prior,
         mut guard: Guard,
@@ -425,9 +480,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// otherwise the check is decided here, after moving the key to `force` (a quota passed with
     /// the check) or inserting it with `new_quota`. `None` when a new key found no slot free of
     /// its grace period (unless `last`: then the table-full policy answers).
-    fn check_locked(
+    fn check_locked<S: Store<K, A::Cell>>(
         &self,
-        shard: &Shard<K, A::Cell>,
+        shard: &S,
         slow: &Slow<'_, K>,
         prior: Prior,
         guard: &Guard,
@@ -437,7 +492,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let mut locked = shard.lock(guard);
         if let Some((pos, entry)) = locked.find(hash, key) {
             if let Some((slot, decision)) = prior {
-                if entry.slot() == slot {
+                if locked.slot_of(entry) == slot {
                     return Ok(Some(decision));
                 }
             }
@@ -458,7 +513,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             // A peek inserts nothing.
             return Ok(Some(self.fresh_decision(algorithm, 0)));
         }
-        let Some(slot) = locked.take_slot() else {
+        let hash_key = |k: &K| self.hash(k);
+        let Some(slot) = locked.take_slot(&hash_key) else {
             return Ok(last.then(|| self.table_full(algorithm, cost, None)));
         };
         if locked.is_full() {
@@ -467,7 +523,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
         }
-        let hash_key = |k: &K| self.hash(k);
         let entry =
             locked.insert(slot, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
         Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
@@ -505,7 +560,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// from the sweep cursor, or, under [`TableFullPolicy::EvictClosestToIdle`], evicts the
     /// sampled key closest to idle that is not actively limited. On failure, returns the least
     /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
-    fn make_room(&self, locked: &mut Locked<'_, K, A::Cell>, now: u64) -> Result<(), u64> {
+    fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
         let at = At(now);
         let hash_key = |k: &K| self.hash(k);
         let positions = locked.positions();
@@ -513,7 +568,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let (mut examined, mut steps) = (0, 0);
         let mut soonest = u64::MAX;
         // The closest to idle that is not actively limited: (reset, position, entry).
-        let mut closest: Option<(u64, usize, super::index::Entry)> = None;
+        let mut closest: Option<(u64, usize, L::Entry)> = None;
         while examined < self.scan && steps < positions {
             let Some(entry) = locked.entry_at(pos) else {
                 pos = (pos + 1) % positions;
@@ -573,27 +628,35 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Moves the key at `pos` to quota `id`, carrying over what it consumed. `None` when no slot
     /// is free of its grace period (the key keeps its quota for now).
-    fn convert(
+    fn convert<L: StoreLocked<K, A::Cell>>(
         &self,
-        locked: &mut Locked<'_, K, A::Cell>,
+        locked: &mut L,
         pos: usize,
-        entry: super::index::Entry,
+        entry: L::Entry,
         hash: u64,
         id: QuotaId,
-    ) -> Option<super::index::Entry> {
+    ) -> Option<L::Entry> {
         let old = self.quotas.get(locked.quota(entry));
         let new = self.quotas.get(id);
         let key = locked.key(entry).clone();
         let now = self.clock.now_nanos();
         let carry = |cell: &A::Cell| carry_over(old, new, cell, now);
-        locked.replace(pos, entry, heap_of(old), hash, key, id, heap_of(new), carry, &WordFreezer(old)).ok()
+        let hash_key = |k: &K| self.hash(k);
+        let (old_heap, new_heap) = (heap_of(old), heap_of(new));
+        locked
+            .replace(pos, entry, old_heap, hash, key, id, new_heap, carry, &WordFreezer(old), &hash_key)
+            .ok()
     }
 
     /// Reports `key`'s state without changing it (and without inserting it): for a key not held,
     /// what a fresh key would get.
     pub fn peek(&self, key: &K) -> Decision {
+        on_shards!(self, shards => self.peek_in(shards, key))
+    }
+
+    fn peek_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> Decision {
         let hash = self.hash(key);
-        let shard = self.shard(hash);
+        let shard = self.shard(shards, hash);
         let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             // `None`: frozen; the lock holder is done with it once we hold the lock.
@@ -616,9 +679,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Puts `key` back to full, keeping it (and its quota) in the table. Does nothing for a key
     /// not held.
     pub fn reset(&self, key: &K) {
+        on_shards!(self, shards => self.reset_in(shards, key))
+    }
+
+    fn reset_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) {
         let hash = self.hash(key);
         let guard = pin::pin();
-        let locked = self.shard(hash).lock(&guard);
+        let locked = self.shard(shards, hash).lock(&guard);
         if let Some((_, entry)) = locked.find(hash, key) {
             self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
         }
@@ -640,9 +707,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn refund(&self, key: &K, cost: u64) -> bool {
+        on_shards!(self, shards => self.refund_in(shards, key, cost))
+    }
+
+    fn refund_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K, cost: u64) -> bool {
         let hash = self.hash(key);
         let guard = pin::pin();
-        let locked = self.shard(hash).lock(&guard);
+        let locked = self.shard(shards, hash).lock(&guard);
         match locked.find(hash, key) {
             Some((_, entry)) => {
                 self.quotas.get(locked.quota(entry)).refund_cell(locked.cell(entry), &self.clock, cost)
@@ -654,9 +725,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Forgets `key` (its state and its own quota); returns whether it was held. Its memory is
     /// reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
+        on_shards!(self, shards => self.remove_in(shards, key))
+    }
+
+    fn remove_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> bool {
         let hash = self.hash(key);
         let guard = pin::pin();
-        let mut locked = self.shard(hash).lock(&guard);
+        let mut locked = self.shard(shards, hash).lock(&guard);
         let Some((pos, entry)) = locked.find(hash, key) else { return false };
         let heap = heap_of(self.quotas.get(locked.quota(entry)));
         locked.remove_at(pos, entry, heap, &|k: &K| self.hash(k));
@@ -695,26 +770,34 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// ```
     pub fn set_quota(&self, key: &K, quota: Quota) -> Result<bool, QuotaError> {
         let id = self.quotas.intern(quota)?;
+        Ok(on_shards!(self, shards => self.set_quota_in(shards, key, id)))
+    }
+
+    fn set_quota_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K, id: QuotaId) -> bool {
         let hash = self.hash(key);
         for _ in 0..SET_QUOTA_TRIES {
             let guard = pin::pin();
-            let mut locked = self.shard(hash).lock(&guard);
-            let Some((pos, entry)) = locked.find(hash, key) else { return Ok(false) };
+            let mut locked = self.shard(shards, hash).lock(&guard);
+            let Some((pos, entry)) = locked.find(hash, key) else { return false };
             if locked.quota(entry) == id || self.convert(&mut locked, pos, entry, hash, id).is_some() {
-                return Ok(true);
+                return true;
             }
             // No slot is free of its grace period: let other threads unpin, then try again.
             drop(locked);
             drop(guard);
             std::thread::yield_now();
         }
-        Ok(false)
+        false
     }
 
     /// The quota `key` is held under (`None` when not held).
     pub fn quota_of(&self, key: &K) -> Option<Quota> {
+        on_shards!(self, shards => self.quota_of_in(shards, key))
+    }
+
+    fn quota_of_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> Option<Quota> {
         let hash = self.hash(key);
-        let shard = self.shard(hash);
+        let shard = self.shard(shards, hash);
         let guard = pin::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             return Some(self.quotas.get(hit.quota()).quota());
@@ -728,9 +811,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// little. Returns how many keys it reclaimed. Inserts into full shards reclaim on their own;
     /// call this to return memory to the free lists sooner, e.g. from a periodic task.
     pub fn sweep_idle(&self) -> usize {
+        on_shards!(self, shards => self.sweep_idle_in(shards))
+    }
+
+    fn sweep_idle_in<S: Store<K, A::Cell>>(&self, shards: &[S]) -> usize {
         let hash_key = |k: &K| self.hash(k);
         let mut reclaimed = 0;
-        for shard in self.shards.iter() {
+        for shard in shards.iter() {
             let mut pos = 0;
             loop {
                 let guard = pin::pin();
@@ -770,7 +857,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(Shard::len).sum()
+        on_shards!(self, shards => shards.iter().map(Store::len).sum())
     }
 
     /// Whether no key is held.
@@ -785,7 +872,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Number of shards (a power of two).
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.configs.len()
     }
 
     /// The policy for new keys when the table is full.
@@ -826,9 +913,9 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// ```
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + std::mem::size_of_val(&*self.shards)
+            + self.shards_bytes()
             + std::mem::size_of_val(&*self.configs)
-            + self.shards.iter().map(Shard::memory).sum::<usize>()
+            + on_shards!(self, shards => shards.iter().map(Store::memory).sum::<usize>())
             + self.quotas.bytes()
     }
 
@@ -840,11 +927,40 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn memory_bound_bytes(&self) -> usize {
         let slot_bytes = std::mem::size_of::<Slot<K, A::Cell>>();
         let heap = heap_of(self.quotas.default_algorithm());
+        let shard_bound = |c: &ShardConfig| match &self.shards {
+            Shards::Lines(_) => LineShard::<K, A::Cell>::bound_bytes(c.max_keys),
+            Shards::Slots(_) => c.bound_bytes(slot_bytes, heap),
+        };
         std::mem::size_of::<Self>()
-            + std::mem::size_of_val(&*self.shards)
+            + self.shards_bytes()
             + std::mem::size_of_val(&*self.configs)
-            + self.configs.iter().map(|c| c.bound_bytes(slot_bytes, heap)).sum::<usize>()
+            + self.configs.iter().map(shard_bound).sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
+    }
+}
+
+impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// The shards, when they are lines (tests).
+    #[cfg(test)]
+    fn lines(&self) -> &[LineShard<K, A::Cell>] {
+        match &self.shards {
+            Shards::Lines(shards) => shards,
+            Shards::Slots(_) => panic!("the table keeps slots"),
+        }
+    }
+
+    /// The shards, when they are slots (tests).
+    #[cfg(test)]
+    fn slots(&self) -> &[Shard<K, A::Cell>] {
+        match &self.shards {
+            Shards::Slots(shards) => shards,
+            Shards::Lines(_) => panic!("the table keeps lines"),
+        }
+    }
+
+    /// Bytes of the shard structs.
+    fn shards_bytes(&self) -> usize {
+        on_shards!(self, shards => std::mem::size_of_val(&**shards))
     }
 }
 

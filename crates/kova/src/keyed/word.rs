@@ -24,6 +24,13 @@ use crate::{
 /// a key is then checked under the lock every time (where nothing is frozen), which is slower
 /// but decides the same.
 pub(super) const FROZEN: u64 = u64::MAX;
+/// A removed line's word (`line_shard.rs`): a probe goes on past it without reading its key.
+pub(super) const TOMB: u64 = u64::MAX - 1;
+/// A never-used line's word (`line_shard.rs`): a probe ends here.
+pub(super) const VACANT: u64 = u64::MAX - 2;
+/// The least marker: a check decides nothing on a word at or above it. A real state in this
+/// range is decided under the lock, as one equal to `FROZEN` is.
+pub(super) const MARKERS: u64 = VACANT;
 
 /// Whether the lock holder freezes `algorithm`'s cells before it looks at them, so that a
 /// check that wrote one needs no second look at its entry.
@@ -45,6 +52,25 @@ pub(super) fn is_word<A: Algorithm>(algorithm: &A) -> bool {
         || any.is::<FixedWindow>()
         || any.is::<SlidingWindowCounter>()
         || any.downcast_ref::<AnyAlgorithm>().is_some_and(|a| !matches!(a, AnyAlgorithm::SlidingWindowLog(_)))
+}
+
+/// Whether a table of `A` keeps its keys in lines (`line_shard.rs`): `A` is one of the four
+/// word algorithms, whose cell is `AtomicU64`. Not [`AnyAlgorithm`]: its cell is an enum.
+/// Under loom, [`on_slots`](crate::loom_racy::on_slots) and
+/// [`hiding_entries`](crate::loom_racy::hiding_entries) keep tables on slots.
+pub(super) fn in_lines<A: Algorithm>() -> bool {
+    #[cfg(kova_loom)]
+    if crate::loom_racy::slots_forced() {
+        return false;
+    }
+    let id = std::any::TypeId::of::<A>();
+    [
+        std::any::TypeId::of::<Gcra>(),
+        std::any::TypeId::of::<TokenBucket>(),
+        std::any::TypeId::of::<FixedWindow>(),
+        std::any::TypeId::of::<SlidingWindowCounter>(),
+    ]
+    .contains(&id)
 }
 
 /// The word of `cell`, when `algorithm` is a word algorithm.
@@ -116,7 +142,7 @@ fn cas<W: WordAlgorithm, C: Clock + ?Sized>(
     // clock reading is then no later than ours.
     let mut old = cell.load(Ordering::Acquire);
     loop {
-        if old == FROZEN {
+        if old >= MARKERS {
             return None;
         }
         let (decision, new) = algorithm.decide(old, clock.now_nanos(), cost);

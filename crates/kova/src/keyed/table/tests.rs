@@ -112,7 +112,7 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 100, TableFullPolicy::default());
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(hash);
+    let shard = keyed.shard(keyed.slots(), hash);
     let guard = pin::pin();
     let freezer = WordFreezer(keyed.algorithm());
 
@@ -161,7 +161,7 @@ fn checks_decide_nothing_on_a_frozen_word() {
     let freezer = WordFreezer(algorithm);
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(hash);
+    let shard = keyed.shard(keyed.lines(), hash);
     let guard = pin::pin();
     let hit = shard.find(hash, &7, &guard).unwrap();
 
@@ -200,19 +200,31 @@ fn checks_decide_nothing_on_a_frozen_word() {
 /// anywhere else.
 #[test]
 fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
-    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
-    keyed.check(&7);
-    let hash = keyed.hash(&7);
-    let guard = pin::pin();
-    let hit = keyed.shard(hash).find(hash, &7, &guard).unwrap();
-    hit.cell().store(word::FROZEN, Ordering::Relaxed);
-    let expected = keyed.algorithm().decide_cell(&AtomicU64::new(word::FROZEN), keyed.clock(), 1);
-    assert!(!expected.is_allowed());
-    assert_eq!(keyed.check(&7), expected);
-    assert_eq!(
-        keyed.peek(&7),
-        keyed.algorithm().decide_cell(&AtomicU64::new(word::FROZEN), keyed.clock(), 0)
-    );
+    // Every marker: frozen, and a line's tombstone and vacant words (a key's own word equal to
+    // `VACANT` even ends the lock-free probe before the key).
+    for marker in [word::FROZEN, word::TOMB, word::VACANT] {
+        let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
+        for key in 0..20 {
+            keyed.check(&key);
+        }
+        let hash = keyed.hash(&7);
+        let guard = pin::pin();
+        let hit = keyed.shard(keyed.lines(), hash).find(hash, &7, &guard).unwrap();
+        hit.cell().store(marker, Ordering::Relaxed);
+        let expected = keyed.algorithm().decide_cell(&AtomicU64::new(marker), keyed.clock(), 1);
+        assert!(!expected.is_allowed());
+        assert_eq!(keyed.check(&7), expected, "{marker:#x}");
+        assert_eq!(
+            keyed.peek(&7),
+            keyed.algorithm().decide_cell(&AtomicU64::new(marker), keyed.clock(), 0),
+            "{marker:#x}"
+        );
+        // The other keys are unharmed (some probe past key 7's line).
+        for key in (0..20).filter(|&k| k != 7) {
+            assert_eq!(keyed.peek(&key).remaining(), 4, "{marker:#x}: key {key}");
+        }
+        assert_eq!(keyed.len(), 20);
+    }
 }
 
 /// An eviction whose look finds the key in use keeps it in place, for both ways of looking.
@@ -220,9 +232,12 @@ fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
 fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
     fn keeps<A: Algorithm>() {
         let (keyed, _) = table::<A>(per_second(5), 1, 100, TableFullPolicy::default());
+        on_shards!(keyed, shards => keeps_in(&keyed, shards));
+    }
+    fn keeps_in<A: Algorithm, S: Store<u64, A::Cell>>(keyed: &Keyed<u64, A, ManualClock>, shards: &[S]) {
         keyed.check(&1);
         let hash = keyed.hash(&1);
-        let shard = keyed.shard(hash);
+        let shard = keyed.shard(shards, hash);
         let guard = pin::pin();
         let mut locked = shard.lock(&guard);
         let (pos, entry) = locked.find(hash, &1).unwrap();
@@ -234,6 +249,7 @@ fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
     }
     keeps::<Gcra>();
     keeps::<SlidingWindowLog>();
+    keeps::<AnyAlgorithm>();
 }
 
 #[test]
@@ -354,24 +370,41 @@ fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
     }
 }
 
+/// Both layouts: lines (GCRA) and slots (the sliding log, and `AnyAlgorithm`).
 #[test]
 fn memory_is_reused_across_insert_remove_cycles() {
-    let (keyed, _) = table::<Gcra>(per_second(10), 1, 1_000, TableFullPolicy::default());
-    for key in 0..10 {
-        keyed.check(&key);
+    fn cycles<A: Algorithm>() {
+        let (keyed, _) = table::<A>(per_second(10), 1, 1_000, TableFullPolicy::default());
+        for key in 0..10 {
+            keyed.check(&key);
+        }
+        let baseline = keyed.memory_bytes();
+        for key in 1_000..1_000 + scaled(20_000, 300) as u64 {
+            keyed.check(&key);
+            assert!(keyed.remove(&key));
+        }
+        assert_eq!(keyed.len(), 10);
+        // Slots wait for their grace period in a reserve of 125 (max_keys / 8): at worst every
+        // slot of the shard (1,125 of 16 bytes, or more for the log) is allocated and its queues
+        // full. Lines wait as tombstones, shed by rehashes whose replaced arrays wait at most as
+        // long, in all one array of the shard's largest size (1,668 lines of 16 bytes) and four of
+        // the current one. Both far below what 20,000 leaked keys would take (320 KB of state
+        // words alone). Memory may also shrink: a rehash can leave a smaller array.
+        // Other tests' threads may hold grace periods back: let them end first (pin, flush and
+        // lock every shard until nothing more is freed), as any later lock does once no check
+        // is pinned.
+        let grown = || keyed.memory_bytes().saturating_sub(baseline);
+        let mut tries = 0;
+        while grown() > 64 * 1024 && tries < scaled(1_000, 20) {
+            crossbeam_epoch::pin().flush();
+            keyed.sweep_idle();
+            tries += 1;
+        }
+        assert!(grown() <= 64 * 1024, "{} bytes more after the cycles", grown());
+        assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
     }
-    let baseline = keyed.memory_bytes();
-    for key in 1_000..1_000 + scaled(20_000, 300) as u64 {
-        keyed.check(&key);
-        assert!(keyed.remove(&key));
-    }
-    assert_eq!(keyed.len(), 10);
-    // Slots wait for their grace period in a reserve of 125 (max_keys / 8): at worst every slot
-    // of the shard (1,125 of 16 bytes) is allocated and its queues full, far below what 20,000
-    // leaked keys would take (320 KB of slots alone).
-    let grown = keyed.memory_bytes() - baseline;
-    assert!(grown <= 64 * 1024, "{grown} bytes more after the cycles");
-    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+    cycles::<Gcra>();
+    cycles::<AnyAlgorithm>();
 }
 
 #[test]
@@ -390,29 +423,121 @@ fn keys_and_cells_are_dropped_exactly_once() {
             self.0.hash(state)
         }
     }
-    let token = Arc::new(());
-    let n = scaled(500, 40) as u64;
-    {
-        let keyed =
-            Keyed::<Key, crate::SlidingWindowLog, _>::builder_with_clock(per_second(3), ManualClock::new())
+    // Both layouts: slots (the sliding log) and lines (GCRA), whose keys are also moved by
+    // rehashes and dropped with replaced arrays.
+    fn cycle<A: Algorithm>() {
+        let token = Arc::new(());
+        let n = scaled(500, 40) as u64;
+        {
+            let keyed = Keyed::<Key, A, _>::builder_with_clock(per_second(3), ManualClock::new())
                 .shards(2)
                 .max_keys(n as usize / 2)
                 .table_full(TableFullPolicy::EvictClosestToIdle)
                 .build()
                 .unwrap();
-        for i in 0..n {
-            keyed.check(&Key(i, token.clone()));
-            if i % 3 == 0 {
-                keyed.remove(&Key(i, token.clone()));
+            for i in 0..n {
+                keyed.check(&Key(i, token.clone()));
+                if i % 3 == 0 {
+                    keyed.remove(&Key(i, token.clone()));
+                }
+                if i % 5 == 0 {
+                    keyed.set_quota(&Key(i, token.clone()), per_second(4)).unwrap();
+                }
             }
-            if i % 5 == 0 {
-                keyed.set_quota(&Key(i, token.clone()), per_second(4)).unwrap();
-            }
+            assert!(keyed.len() <= n as usize / 2);
+            assert!(Arc::strong_count(&token) > 1);
         }
-        assert!(keyed.len() <= n as usize / 2);
-        assert!(Arc::strong_count(&token) > 1);
+        assert_eq!(Arc::strong_count(&token), 1, "every key the table cloned is dropped");
     }
-    assert_eq!(Arc::strong_count(&token), 1, "every key the table cloned is dropped");
+    cycle::<crate::SlidingWindowLog>();
+    cycle::<Gcra>();
+}
+
+/// A check holding a line of an array that a rehash replaces finds its word frozen, decides
+/// nothing on it, and is redone on the key's line in the new array, state carried over.
+#[test]
+fn a_rehash_freezes_the_lines_it_moves() {
+    let (keyed, _) = table::<Gcra>(per_second(5), 1, 10_000, TableFullPolicy::default());
+    keyed.check_n(&7, 2).unwrap();
+    let hash = keyed.hash(&7);
+    let shard = keyed.shard(keyed.lines(), hash);
+    let guard = pin::pin();
+    let old = shard.find(hash, &7, &guard).unwrap();
+    for key in 100..100 + scaled(1_000, 60) as u64 {
+        keyed.check(&key);
+    }
+    assert_eq!(word::decide(keyed.algorithm(), old.cell(), keyed.clock(), 1), None);
+    let new = shard.find(hash, &7, &guard).unwrap();
+    assert!(!std::ptr::eq(old.cell(), new.cell()), "moved to the new array");
+    assert_eq!(keyed.check(&7).remaining(), 2);
+    drop(guard);
+    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+}
+
+/// Keys with their own quotas keep them, and their state, across rehashes (the ids move with the
+/// lines), removals and quota changes (a changed key moves to another line).
+#[test]
+fn own_quotas_survive_rehashes_and_changes() {
+    let (keyed, _) = table::<TokenBucket>(per_second(4), 1, 10_000, TableFullPolicy::DenyNew);
+    let keys = scaled(600, 60) as u64;
+    let own = |key: u64| per_second(4 + key % 3);
+    for key in 0..keys {
+        if key % 2 == 0 {
+            keyed.check_n_with_quota(&key, own(key), 1).unwrap();
+        } else {
+            keyed.check(&key);
+        }
+        if key % 7 == 0 {
+            assert!(keyed.remove(&(key / 2)));
+            keyed.check(&(key / 2));
+        }
+    }
+    for key in (0..keys).step_by(5) {
+        assert!(keyed.set_quota(&key, per_second(9)).unwrap());
+    }
+    for key in 0..keys {
+        let quota = if key % 5 == 0 {
+            per_second(9)
+        } else if key % 2 == 0 && !(0..keys).any(|k| k % 7 == 0 && k / 2 == key) {
+            own(key)
+        } else {
+            per_second(4)
+        };
+        assert_eq!(keyed.quota_of(&key), Some(quota), "key {key}");
+        // One unit used, carried over by a quota change.
+        assert_eq!(keyed.peek(&key).remaining(), quota_capacity(quota) - 1, "key {key}");
+    }
+    assert_eq!(keyed.len(), keys as usize);
+}
+
+fn quota_capacity(quota: Quota) -> u64 {
+    <TokenBucket as Algorithm>::from_quota(quota).unwrap().capacity()
+}
+
+/// A `u64` key of a word algorithm costs at most 32 bytes at any fill, once the arrays that
+/// growth replaced are past their grace period: lines of 16 bytes, at least 11/20 loaded after
+/// every growth, plus one byte of marks per line.
+#[test]
+fn a_word_key_takes_at_most_32_bytes() {
+    let (keyed, _) = table::<Gcra>(per_second(5), 4, 1 << 20, TableFullPolicy::default());
+    let empty = keyed.memory_bytes();
+    let keys = scaled(200_000, 1_200) as u64;
+    let step = scaled(4_099, 600) as u64;
+    for key in 0..keys {
+        keyed.check(&key);
+        if (key + 1) % step == 0 {
+            // Replaced arrays wait for threads pinned elsewhere (other tests): pin, flush and
+            // lock every shard (a sweep) until they are freed.
+            let per_key = || (keyed.memory_bytes() - empty) as f64 / (key + 1) as f64;
+            let mut tries = 0;
+            while per_key() > 32.0 && tries < scaled(1_000, 20) {
+                crossbeam_epoch::pin().flush();
+                keyed.sweep_idle();
+                tries += 1;
+            }
+            assert!(per_key() <= 32.0, "{} bytes per key at {} keys", per_key(), key + 1);
+        }
+    }
 }
 
 #[test]
@@ -494,4 +619,17 @@ fn checks_work_while_thread_locals_are_destroyed() {
     .unwrap();
     assert_eq!(keyed.peek(&7).remaining(), 3);
     assert_eq!(keyed.peek(&8).remaining(), 4);
+}
+/// A removed key comes back fresh (its line is a tombstone, skipped by lookups), and is
+/// inserted again.
+#[test]
+fn a_removed_key_comes_back_fresh() {
+    let (keyed, _) = table::<Gcra>(per_second(3), 1, 4, TableFullPolicy::default());
+    assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 1);
+    assert_eq!(keyed.check(&7).remaining(), 0);
+    assert!(keyed.remove(&7));
+    assert_eq!(keyed.len(), 0);
+    assert_eq!(keyed.check_n(&7, 0).unwrap().remaining(), 3);
+    assert_eq!(keyed.check(&7).remaining(), 2);
+    assert_eq!(keyed.len(), 1);
 }

@@ -1,0 +1,134 @@
+//! What the table's operations need from a shard, whatever its layout.
+//!
+//! Two layouts implement it:
+//! - [`Shard`](super::shard::Shard) (`shard.rs`): an index of tagged slot numbers naming slots that
+//!   never move. Any cell; the sliding log's (and [`AnyAlgorithm`](crate::AnyAlgorithm)'s) use it.
+//! - [`LineShard`](super::line_shard::LineShard) (`line_shard.rs`): the key and its state word
+//!   side by side in the probed array itself, one cache line per hit. Only for the four
+//!   single-word algorithms, whose cell is one `AtomicU64`.
+//!
+//! `table.rs` writes each operation once, generic over this trait, and picks the layout when the
+//! table is built.
+
+use crossbeam_epoch::Guard;
+
+use super::quotas::QuotaId;
+use super::shard::Freezer;
+
+/// A shard: lock-free lookups, and a lock for everything else.
+pub(super) trait Store<K, C> {
+    /// A key found without the lock.
+    type Hit<'g>: StoreHit<'g, C> + Copy
+    where
+        Self: 'g;
+    /// The shard with its lock held.
+    type Locked<'a>: StoreLocked<K, C>
+    where
+        Self: 'a;
+
+    /// Starts loading where `hash`'s key would be, before the thread is pinned (so that the
+    /// cache miss overlaps the pin). A hint: it reads nothing it relies on.
+    #[inline(always)]
+    fn prefetch(&self, _hash: u64) {}
+
+    /// Finds `key` without a lock. `None` is not proof of absence (see `Shard::find`).
+    fn find<'g>(&'g self, hash: u64, key: &K, guard: &'g Guard) -> Option<Self::Hit<'g>>
+    where
+        K: Eq;
+
+    /// After a check wrote `hit`'s cell, a cell its layout cannot freeze: whether the write
+    /// stands (see `shard.rs`'s module docs).
+    fn still_linked(&self, hit: &Self::Hit<'_>) -> bool;
+
+    /// Takes the lock, first handing back what finished its grace period.
+    fn lock<'a>(&'a self, guard: &'a Guard) -> Self::Locked<'a>;
+
+    /// Keys held (a snapshot).
+    fn len(&self) -> usize;
+
+    /// Bytes held (a snapshot), the shard struct itself not included.
+    fn memory(&self) -> usize;
+}
+
+/// A key found without the lock, used while the thread stays pinned.
+pub(super) trait StoreHit<'g, C> {
+    fn cell(&self) -> &'g C;
+    fn quota(&self) -> QuotaId;
+    /// Where the key was found: a slot, or a position of the line array it was read from.
+    fn slot(&self) -> u32;
+}
+
+/// The operations of the lock holder. `Entry` names a held key until the lock is released (or
+/// until a change through this lock moves it).
+pub(super) trait StoreLocked<K, C> {
+    type Entry: Copy + PartialEq + std::fmt::Debug;
+
+    /// Finds `key` (authoritative): its index position and entry.
+    fn find(&self, hash: u64, key: &K) -> Option<(usize, Self::Entry)>
+    where
+        K: Eq;
+    fn key(&self, entry: Self::Entry) -> &K;
+    fn cell(&self, entry: Self::Entry) -> &C;
+    fn quota(&self, entry: Self::Entry) -> QuotaId;
+    /// What [`StoreHit::slot`] says for the key of `entry` found without the lock.
+    fn slot_of(&self, entry: Self::Entry) -> u32;
+    /// Whether the shard holds its most keys.
+    fn is_full(&self) -> bool;
+    /// Room for one more key: a slot number for [`insert`](Self::insert), or `None` when none
+    /// is free of its grace period. May grow the layout (and run the user's `Hash`).
+    fn take_slot(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32>;
+    /// Gives back room from [`take_slot`](Self::take_slot) that was not used.
+    fn put_back(&mut self, slot: u32);
+    /// Inserts `key` (absent, checked by the caller) with `cell` and `quota` into the room
+    /// `slot` from [`take_slot`](Self::take_slot); its cell owns `heap` heap bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        slot: u32,
+        hash: u64,
+        key: K,
+        cell: C,
+        quota: QuotaId,
+        heap: usize,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Self::Entry;
+    /// Removes the key of `entry` at `pos`.
+    fn remove_at(&mut self, pos: usize, entry: Self::Entry, heap: usize, hash_key: &impl Fn(&K) -> u64);
+    /// Unlinks the key of `entry` at `pos` unless `keep` says otherwise after looking at its
+    /// cell, with racing checks either seen or redone; returns whether it was unlinked.
+    #[allow(clippy::too_many_arguments)]
+    fn unlink_if(
+        &mut self,
+        pos: usize,
+        entry: Self::Entry,
+        heap: usize,
+        keep: impl FnOnce(&C) -> bool,
+        freezer: &impl Freezer<C>,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> bool;
+    /// Moves the key of `old` at `pos` to quota `quota` with the cell `build` makes from its
+    /// cell; gives the key back when there is no room free of its grace period.
+    #[allow(clippy::too_many_arguments)]
+    fn replace(
+        &mut self,
+        pos: usize,
+        old: Self::Entry,
+        old_heap: usize,
+        hash: u64,
+        key: K,
+        quota: QuotaId,
+        new_heap: usize,
+        build: impl FnOnce(&C) -> C,
+        freezer: &impl Freezer<C>,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Result<Self::Entry, K>
+    where
+        K: Eq;
+    /// The held key at `pos`, if any.
+    fn entry_at(&self, pos: usize) -> Option<Self::Entry>;
+    /// Positions `entry_at` can look at.
+    fn positions(&self) -> usize;
+    /// Where the reclamation scan resumes, and moving it.
+    fn cursor(&self) -> usize;
+    fn set_cursor(&mut self, cursor: usize);
+}
