@@ -652,7 +652,7 @@ impl<K, C> LineLocked<'_, K, C> {
             .map(|pos| (pos, hash_key(unsafe { self.line(pos).key() })))
             .collect();
         let w = &mut *self.writer;
-        let bigger = OwnedArray::<K>::new(len);
+        let fresh = OwnedArray::<K>::new(len);
         let mut marks = vec![Mark::Vacant; len];
         for (from, hash) in held {
             let old = w.array.line(from);
@@ -661,7 +661,7 @@ impl<K, C> LineLocked<'_, K, C> {
             let value = old.word.swap(FROZEN, Ordering::AcqRel);
             let mut to = home(hash, len);
             while marks[to] != Mark::Vacant {
-                to = bigger.next(to);
+                to = fresh.next(to);
             }
             // SAFETY: the old line's key is written, and from now on only read (by checks still
             // on the old array) until that array is freed, which does not drop it; the new line
@@ -669,21 +669,21 @@ impl<K, C> LineLocked<'_, K, C> {
             unsafe {
                 ptr::copy_nonoverlapping(
                     (*read(&old.key)).as_ptr(),
-                    (*write(&bigger.line(to).key)).as_mut_ptr(),
+                    (*write(&fresh.line(to).key)).as_mut_ptr(),
                     1,
                 )
             };
-            bigger.set_quota(to, w.array.quota_at(from));
+            fresh.set_quota(to, w.array.quota_at(from));
             // Relaxed: published by the array's Release store below.
-            bigger.line(to).word.store(value, Ordering::Relaxed);
+            fresh.line(to).word.store(value, Ordering::Relaxed);
             marks[to] = Mark::Held;
         }
         // Release: checks that load the new array (Acquire) see its lines.
-        self.shard.hot.view.store(bigger.as_ptr(), Ordering::Release);
+        self.shard.hot.view.store(fresh.as_ptr(), Ordering::Release);
         // Relaxed: hints (see `Hot`).
-        self.shard.hot.hint_lines.store(bigger.lines.as_ptr(), Ordering::Relaxed);
+        self.shard.hot.hint_lines.store(fresh.lines.as_ptr(), Ordering::Relaxed);
         self.shard.hot.hint_len.store(len, Ordering::Relaxed);
-        let old = std::mem::replace(&mut w.array, bigger);
+        let old = std::mem::replace(&mut w.array, fresh);
         // The dead lines' keys go with the old array; free lines' keys were dropped already.
         let doomed = w.retired.take_slots().into_iter().map(|(pos, _)| pos).collect();
         w.retired.index(RetiredLines { array: old, doomed });
