@@ -149,13 +149,6 @@ impl<K> LineArray<K> {
         unsafe { self.lines.add(pos).as_ref() }
     }
 
-    /// Where line `pos` would be, from the address of the first line: for a prefetch, never
-    /// dereferenced (so it may be stale or out of bounds).
-    #[inline(always)]
-    fn line_address(lines: *const Line<K>, pos: usize) -> *const Line<K> {
-        lines.wrapping_add(pos)
-    }
-
     fn bytes_for(len: usize, with_ids: bool) -> usize {
         let ids = if with_ids { len * std::mem::size_of::<AtomicU16>() } else { 0 };
         std::mem::size_of::<Self>() + Self::layout(len).size() + ids
@@ -500,7 +493,8 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
         // A small array stays in the cache: there the hint would cost more than it saves.
         if len >= PREFETCH_LINES {
             let lines = self.hot.hint_lines.load(Ordering::Relaxed);
-            prefetch_line(LineArray::line_address(lines, home(hash, len)));
+            // Never dereferenced: the hints may be stale, the address out of bounds.
+            prefetch_line(lines.wrapping_add(home(hash, len)));
         }
     }
 
@@ -599,6 +593,15 @@ impl<K, C> LineLocked<'_, K, C> {
             unsafe { ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr()) };
             self.writer.marks[pos] = Mark::Free;
         }
+    }
+
+    /// Freezes the held line `pos`'s word: the word as the table's cell, and a copy of its state.
+    fn freeze(&self, pos: usize, freezer: &impl Freezer<C>) -> (&C, C) {
+        let cell = as_cell::<C>(&self.line(pos).word);
+        let Some(copy) = freezer.freeze(cell) else {
+            unreachable!("a line's cell is a word, which freezes");
+        };
+        (cell, copy)
     }
 
     /// The first line from `hash`'s home a new key can take: vacant, or free.
@@ -814,10 +817,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         freezer: &impl Freezer<C>,
         _hash_key: &impl Fn(&K) -> u64,
     ) -> bool {
-        let cell = as_cell::<C>(&self.line(pos).word);
-        let Some(copy) = freezer.freeze(cell) else {
-            unreachable!("a line's cell is a word, which freezes");
-        };
+        let (cell, copy) = self.freeze(pos, freezer);
         if keep(&copy) {
             freezer.thaw(cell, &copy);
             return false;
@@ -856,10 +856,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
                 None => return Err(key),
             }
         };
-        let cell = as_cell::<C>(&self.line(pos).word);
-        let Some(copy) = freezer.freeze(cell) else {
-            unreachable!("a line's cell is a word, which freezes");
-        };
+        let (_, copy) = self.freeze(pos, freezer);
         let value = as_word(&build(&copy)).load(Ordering::Relaxed);
         self.bury(pos);
         let to = self.open_line(hash);
