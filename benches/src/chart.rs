@@ -5,7 +5,7 @@ use plotters::prelude::*;
 
 use crate::report::{Report, SUBJECT_ORDER};
 
-const COLORS: [RGBColor; 9] = [
+const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -15,6 +15,7 @@ const COLORS: [RGBColor; 9] = [
     RGBColor(227, 119, 194),
     RGBColor(90, 90, 90),
     RGBColor(170, 170, 170),
+    RGBColor(60, 60, 60),
 ];
 
 fn color_of(subject: &str) -> RGBColor {

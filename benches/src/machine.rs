@@ -17,6 +17,10 @@ pub struct Machine {
     pub date: String,
     /// `git rev-parse HEAD` of the workspace, when git and a repository are there.
     pub git_commit: Option<String>,
+    /// Whether tracked files differed from that commit (the README and chart a run rewrites
+    /// aside): the measured code is then the commit plus those changes.
+    #[serde(default)]
+    pub git_dirty: bool,
     /// Operating system and architecture.
     pub os: String,
     /// Whether the quanta TSC clock is in use (governor's default clock and kova's precise clock
@@ -32,6 +36,7 @@ impl Machine {
             cores: cores(),
             date: utc_now(),
             git_commit: git_commit(),
+            git_dirty: git_dirty(),
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
             clocksource: std::fs::read_to_string(
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
@@ -69,6 +74,24 @@ fn git_commit() -> Option<String> {
     }
     let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     (!commit.is_empty()).then_some(commit)
+}
+
+/// Whether tracked files other than the README and chart (which `--write-readme` rewrites)
+/// differ from `HEAD`; false where git cannot tell.
+fn git_dirty() -> bool {
+    let out = Command::new("git")
+        .args([
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)README.md",
+            ":(exclude)docs/bench",
+        ])
+        .current_dir(workspace_root())
+        .output();
+    matches!(out, Ok(out) if out.status.success() && !out.stdout.is_empty())
 }
 
 /// The current UTC time as `YYYY-MM-DD HH:MM UTC`.

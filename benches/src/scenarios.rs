@@ -17,8 +17,8 @@ use rayon::prelude::*;
 
 use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, MutexBucket, MutexKeyed};
-use crate::report::{MemoryRecord, Record, SubjectKind};
-use crate::subject::{CasFloor, KovaDirect, KovaKeyed, ReadFloor, Subject};
+use crate::report::{MemoryRecord, Record, SubjectKind, PINNED_FLOOR};
+use crate::subject::{CasFloor, KovaDirect, KovaKeyed, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
 use crate::zipf::Zipf;
 
@@ -445,6 +445,14 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
         }
     };
     entries.push(Entry { subject: scenario.floor_name().into(), kind: SubjectKind::Floor, runner: floor });
+    if scenario == Scenario::KeyedPerThread {
+        // What the table's pin costs and how it scales, beside the bare CAS.
+        entries.push(Entry {
+            subject: PINNED_FLOOR.into(),
+            kind: SubjectKind::Floor,
+            runner: shared(PinnedCasFloor::default()),
+        });
+    }
     Built { entries, memory, floor_bytes }
 }
 

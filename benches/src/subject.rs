@@ -102,6 +102,20 @@ impl Subject for CasFloor {
     }
 }
 
+/// The same CAS loop behind crossbeam-epoch's pin (the default collector's, as kova's keyed
+/// table pins before it reads a line): the least a keyed check's synchronisation costs, and how
+/// that scales with threads on this machine.
+#[derive(Debug, Default)]
+pub struct PinnedCasFloor(CasFloor);
+
+impl Subject for PinnedCasFloor {
+    #[inline]
+    fn hit(&self, key: u64) -> bool {
+        let _guard = crossbeam_epoch::pin();
+        self.0.hit(key)
+    }
+}
+
 /// The random-read floor: one read of one word at a hashed position in an array as large as a
 /// table, the least a table lookup that misses the cache can cost.
 #[derive(Debug)]

@@ -473,44 +473,62 @@ pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
     (plan, Reclaim { reuses_a_slot: true, frees_an_index: false, max_preemptions: None })
 }
 
-/// The old index freed under a check, with no slot reuse: six keys fill the smallest index; one
-/// thread checks key 1 while the other inserts key 7 (the index doubles, the old one is retired),
-/// lets the grace period end (`AdvanceEpoch`) and removes key 2, whose lock frees the old index
-/// when no check holds it. Under loom, freeing an index writes each of its entries (`index.rs`),
-/// so a probe of a freed index is a causality violation. `racy.rs` runs it without grace periods.
+/// The old index freed under a check, with no slot reuse: keys fill the first array (lines)
+/// or smallest index (slots) (see `full_index_plan`); one thread checks key 1 while the other
+/// inserts one key more (the array or index grows, the old one is retired), lets the grace period
+/// end (`AdvanceEpoch`) and removes key 2, whose lock frees the old index when no check holds it.
+/// Under loom, freeing an index writes each of its entries (`index.rs`; a line array, each line's
+/// word), so a probe of a freed index is a causality violation. `racy.rs` runs it without grace
+/// periods. Build it on the layout it runs on (inside `kova::loom_racy::on_slots` for slots).
 pub fn index_free_plan() -> (TablePlan, Reclaim) {
-    let writer = vec![KeyOp::Check(7, 1), KeyOp::AdvanceEpoch, KeyOp::Remove(2)];
-    let plan = full_index_plan(writer, vec![1, 2, 7]);
+    let (filled, plan) = full_index_plan(|grower| {
+        (vec![KeyOp::Check(grower, 1), KeyOp::AdvanceEpoch, KeyOp::Remove(2)], vec![1, 2, grower])
+    });
+    debug_assert!(filled >= 2, "key 2 is in the table");
     (plan, Reclaim { reuses_a_slot: false, frees_an_index: true, max_preemptions: Some(2) })
 }
 
-/// Six keys (1 to 6, key 1 used twice) fill the smallest index (8 positions at load 3/4); one
-/// thread checks key 1 while the other runs `writer`, whose insert of key 7 doubles the index.
-fn full_index_plan(writer: Vec<KeyOp>, final_keys: Vec<u64>) -> TablePlan {
-    let mut prelude: Vec<_> = (1..=6).map(|key| TablePre::Op(KeyOp::Check(key, 1))).collect();
+/// Keys 1 to n (key 1 used twice) fill a one-shard table of 8 keys to the last key its first
+/// array holds (lines: 5 of 8 lines at the load 13/20; slots: 6 of the smallest index's 8
+/// positions at 3/4), as `kova::loom_racy::keys_before_first_growth` says for the layout in
+/// effect; one thread checks key 1 while the other runs the writer that `race` makes from the
+/// next key, n + 1, whose insert grows it. Returns n and the plan.
+fn full_index_plan(race: impl FnOnce(u64) -> (Vec<KeyOp>, Vec<u64>)) -> (u64, TablePlan) {
+    let max_keys = 8;
+    let filled = kova::loom_racy::keys_before_first_growth(max_keys) as u64;
+    assert!((2..max_keys as u64).contains(&filled), "{filled} keys fill the first array");
+    let mut prelude: Vec<_> = (1..=filled).map(|key| TablePre::Op(KeyOp::Check(key, 1))).collect();
     prelude.push(TablePre::Op(KeyOp::Check(1, 1)));
-    TablePlan {
+    let (writer, final_keys) = race(filled + 1);
+    let plan = TablePlan {
         quota: quota(),
-        max_keys: 8,
+        max_keys,
         policy: TableFullPolicy::DenyNew,
         prelude,
         threads: vec![vec![KeyOp::Check(1, 1)], writer],
         final_keys,
-    }
+    };
+    (filled, plan)
 }
 
-/// Index growth under a check: six keys fill the smallest index (8 positions at load 3/4); one
-/// thread checks key 1 while the other inserts key 7 (the index doubles: entries copied, the old
-/// index retired), removes key 1, lets the grace period end (`AdvanceEpoch`) and inserts key 8,
-/// whose lock frees the old index and hands key 1's slot to key 8 when no check holds them. The
-/// check of key 1 may still be probing the old index: it must reach key 1's slot (never key 8's
-/// state) and its admission lands before the removal or on a fresh key 1.
+/// Index growth under a check: keys fill the first array or index (see `full_index_plan`); one
+/// thread checks key 1 while the other inserts one key more (the array or index grows: words
+/// moved or entries copied, the old one retired), removes key 1, lets the grace period end
+/// (`AdvanceEpoch`) and inserts another new key, whose lock frees the old one and hands key 1's
+/// place to the new key when no check holds them. The check of key 1 may still be probing the
+/// old one: it must reach key 1's state (never the new key's) and its admission lands before the
+/// removal or on a fresh key 1. Build it on the layout it runs on.
 ///
 /// Explored at a preemption bound of at most 2: at 3 it takes about 1.8 million executions (over
 /// 5 minutes on the 2-core dev machine).
 pub fn index_growth_plan() -> (TablePlan, Reclaim) {
-    let writer = vec![KeyOp::Check(7, 1), KeyOp::Remove(1), KeyOp::AdvanceEpoch, KeyOp::Check(8, 1)];
-    let plan = full_index_plan(writer, vec![1, 7, 8]);
+    let (_, plan) = full_index_plan(|grower| {
+        let reuser = grower + 1;
+        (
+            vec![KeyOp::Check(grower, 1), KeyOp::Remove(1), KeyOp::AdvanceEpoch, KeyOp::Check(reuser, 1)],
+            vec![1, grower, reuser],
+        )
+    });
     (plan, Reclaim { reuses_a_slot: true, frees_an_index: true, max_preemptions: Some(2) })
 }
 

@@ -163,7 +163,7 @@ fn check_racing_remove_and_slot_reuse_by_new_key_on_slots() {
 /// layout) growth is a rehash: it freezes each word it moves, so a check still on the old array
 /// finds its key frozen and is redone on the new one; its words and keys are freed (the keys are
 /// not dropped: they moved) after the grace period. The check is ordered before the removal or
-/// redone on a fresh key 1, and key 8 starts fresh.
+/// redone on a fresh key 1, and the key that takes its place starts fresh.
 #[test]
 fn check_probing_old_index_during_growth_and_reuse() {
     let (plan, reclaim) = index_growth_plan();
@@ -174,8 +174,11 @@ fn check_probing_old_index_during_growth_and_reuse() {
 /// same cell the new one names.
 #[test]
 fn check_probing_old_index_during_growth_and_reuse_on_slots() {
-    let (plan, reclaim) = index_growth_plan();
-    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+    // The plan fills the smallest index of the layout in effect: built on slots.
+    kova::loom_racy::on_slots(|| {
+        let (plan, reclaim) = index_growth_plan();
+        check_table_with_reuse(plan, keyed, reclaim)
+    });
 }
 
 /// The old index (a line array, or on slots an index) freed while a check of key 1 may still
@@ -189,8 +192,11 @@ fn check_probing_old_index_while_it_is_freed() {
 /// The same on the slot layout.
 #[test]
 fn check_probing_old_index_while_it_is_freed_on_slots() {
-    let (plan, reclaim) = index_free_plan();
-    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+    // The plan fills the smallest index of the layout in effect: built on slots.
+    kova::loom_racy::on_slots(|| {
+        let (plan, reclaim) = index_free_plan();
+        check_table_with_reuse(plan, keyed, reclaim)
+    });
 }
 
 /// A table of one idle key 7, checked by one thread while the other checks a new key 8.

@@ -220,8 +220,8 @@ fn table_slot_reuse_without_grace_periods_on_slots() {
     });
 }
 
-/// The same for `keyed.rs::check_probing_old_index_during_growth_and_reuse`: key 1's slot reused
-/// by key 8 (and the old index freed) while the check of key 1 still probes the old index.
+/// The same for `keyed.rs::check_probing_old_index_during_growth_and_reuse`: key 1's place reused
+/// by a new key (and the old array freed) while the check of key 1 still probes the old array.
 #[test]
 fn table_index_growth_without_grace_periods() {
     use kova_loom_tests::keyed::{check_table_capped, index_growth_plan, keyed};

@@ -57,7 +57,7 @@
 //! # Checking it
 //! - Unit tests (`cargo test -p kova --lib keyed`) also run under Miri:
 //!   `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks"
-//!   cargo +nightly miri test -p kova --lib keyed` (about 5 minutes of Miri on one core).
+//!   cargo +nightly miri test -p kova --lib keyed` (about 7 minutes of Miri on one core).
 //!   crossbeam-epoch needs the first two (its intrusive list trips Stacked Borrows; it stores
 //!   tagged pointers as integers) and the third (the bags of deferred functions left in its
 //!   global queue at exit are reported as leaks); the table's own leaks are checked by the
@@ -92,6 +92,17 @@ mod slot;
 mod store;
 mod table;
 mod word;
+
+/// How many keys one shard of `max_keys` keys holds before it first grows its array (lines) or
+/// its index (`slots`): for the loom models that race the growth itself.
+#[cfg(kova_loom)]
+pub(crate) fn keys_before_first_growth(max_keys: usize, slots: bool) -> usize {
+    if slots {
+        index::Index::keys_in_smallest()
+    } else {
+        line_shard::keys_in_first_array(max_keys)
+    }
+}
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;

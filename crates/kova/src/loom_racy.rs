@@ -263,6 +263,13 @@ pub fn on_slots<R>(f: impl FnOnce() -> R) -> R {
     with_switch(&ON_SLOTS, true, f)
 }
 
+/// Not racy: how many keys a one-shard table of `max_keys` keys, built here now, holds before
+/// it first grows (its first line array, or on slots its smallest index), so that a model can
+/// fill it exactly and race the growth itself.
+pub fn keys_before_first_growth(max_keys: usize) -> usize {
+    crate::keyed::keys_before_first_growth(max_keys, slots_forced())
+}
+
 /// Whether [`on_slots`] (or [`hiding_entries`], which only slots can do) is in effect.
 pub(crate) fn slots_forced() -> bool {
     ON_SLOTS.with(Cell::get) || look() == Look::HideEntry

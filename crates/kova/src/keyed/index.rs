@@ -177,6 +177,12 @@ impl Index {
         positions.next_power_of_two().trailing_zeros().max(Self::MIN_BITS)
     }
 
+    /// How many entries the smallest index holds (every shard's first).
+    #[cfg(kova_loom)]
+    pub(super) fn keys_in_smallest() -> usize {
+        (1usize..).find(|&keys| Self::bits_for(keys) > Self::MIN_BITS).map_or(0, |first| first - 1)
+    }
+
     /// Whether one more entry fits within the load factor.
     pub(super) fn has_room_for(&self, keys: usize) -> bool {
         keys.saturating_mul(LOAD_DEN) <= self.capacity() * LOAD_NUM
