@@ -47,7 +47,7 @@ use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::{Reclaimable, Retired};
 use super::shard::{Freezer, ShardConfig};
 use super::slot::{read, write, UnsafeCell};
-use super::store::{Store, StoreHit, StoreLocked};
+use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
 use super::word::{FROZEN, TOMB, VACANT};
 use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 
@@ -330,19 +330,24 @@ enum Mark {
     Free,
 }
 
-/// The most a full array is loaded (held and removed lines) before a rehash: 13/20. A hit at
-/// that load looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), at 3/4 it
-/// looked at 2.5: the shorter probe made checks of 1k keys about 7% faster (a loop of checks on
-/// the 2-core dev VM, six alternating runs; `kova-bench`'s `keyed_1k` agrees).
-const FULL_NUM: usize = 13;
-const FULL_DEN: usize = 20;
+/// The most held keys an array takes before it grows: 13/20 of its lines. A hit at that load
+/// looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), at 3/4 it looked at
+/// 2.5: the shorter probe made checks of 1k keys about 7% faster (a loop of checks on the 2-core
+/// dev VM, six alternating runs; `kova-bench`'s `keyed_1k` agrees).
+const HELD_NUM: usize = 13;
+const HELD_DEN: usize = 20;
+/// The most lines in use, held and removed, before a rehash sheds the removed ones: 3/4, above
+/// [`HELD_NUM`]/[`HELD_DEN`], so that a table at its key bound, where a flood of new keys evicts
+/// and removes, sheds no more often than when both were 3/4.
+const FULL_NUM: usize = 3;
+const FULL_DEN: usize = 4;
 /// How loaded an array is right after a rehash: 11/20. So a `u64` key takes at most 17 / 0.55
 /// = 31 bytes (a 16-byte line and a 1-byte mark), and a probe is short (a hit at 11/20 looks at
 /// 1.6 lines on average).
 const FRESH_NUM: usize = 11;
 const FRESH_DEN: usize = 20;
-/// The least an array grows by, 6/5, so that growth is geometric; no more, so that a grown array
-/// of held keys starts at a load of at least 13/20 / 6/5 = 0.54 (32 bytes a `u64` key at most,
+/// The least an array grows by, 6/5, so that growth is geometric; no more, so that an array
+/// grown when its held keys fill it starts at a load of at least 13/20 / 6/5 = 0.54 (32 bytes a `u64` key at most,
 /// whole groups included, from a thousand keys).
 const GROWTH_NUM: usize = 6;
 const GROWTH_DEN: usize = 5;
@@ -376,12 +381,12 @@ fn grown_lines(len: usize, needed: usize, max_keys: usize) -> usize {
 #[cfg(kova_loom)]
 pub(super) fn keys_in_first_array(max_keys: usize) -> usize {
     let len = start_lines(max_keys);
-    (0..=len).rev().find(|&keys| fits(keys, len)).unwrap_or(0)
+    (0..=len).rev().find(|&keys| fits(keys, keys, len)).unwrap_or(0)
 }
 
-/// Whether `occupied` lines fit an array of `len` lines.
-fn fits(occupied: usize, len: usize) -> bool {
-    occupied.saturating_mul(FULL_DEN) <= len * FULL_NUM
+/// Whether `held` keys in `occupied` lines (held and removed) fit an array of `len` lines.
+fn fits(held: usize, occupied: usize, len: usize) -> bool {
+    held.saturating_mul(HELD_DEN) <= len * HELD_NUM && occupied.saturating_mul(FULL_DEN) <= len * FULL_NUM
 }
 
 /// What the lock protects.
@@ -396,6 +401,8 @@ struct LineWriter<K> {
     /// Removed lines (`Dead`) and replaced arrays.
     retired: Retired<RetiredLines<K>>,
     cursor: usize,
+    /// The reclamation scan's order over the current array.
+    scan: ScanOrder,
 }
 
 /// The part every check reads.
@@ -508,6 +515,7 @@ impl<K, C> LineShard<K, C> {
             removed: 0,
             retired: Retired::default(),
             cursor: 0,
+            scan: ScanOrder::new(start),
         };
         LineShard {
             hot: CachePadded::new(hot),
@@ -563,7 +571,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     }
 
     /// Probes from the key's home, one line at a time: at the load factors kept here (at most
-    /// 13/20) most hits end at the home line, which holds the key and its word.
+    /// 13/20 held, 3/4 with the removed) most hits end at the home line, which holds the key and its word.
     #[inline(always)]
     fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, C>>
     where
@@ -751,6 +759,7 @@ impl<K, C> LineLocked<'_, K, C> {
         self.shard.hot.hint_lines.store(fresh.lines.as_ptr(), Ordering::Relaxed);
         self.shard.hot.hint_len.store(len, Ordering::Relaxed);
         let old = std::mem::replace(&mut w.array, fresh);
+        w.scan = ScanOrder::new(len);
         // The dead lines' keys go with the old array; free lines' keys were dropped already.
         let doomed = w.retired.take_slots().into_iter().map(|(pos, _)| pos).collect();
         w.retired.index(RetiredLines { array: old, doomed });
@@ -808,19 +817,19 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         self.writer.held >= self.writer.max_keys
     }
 
-    /// Room for one more line, rehashing when the array is full (held and removed lines): into
-    /// a bigger array when the held keys need it (by at least [`GROWTH_NUM`]/[`GROWTH_DEN`], so
-    /// that growth is geometric), else into one of the same size (shedding tombstones), or a
-    /// smaller one when it is four times what the held keys need. Replaced arrays wait for their grace period;
-    /// a rehash waits (`None` when it must) while they hold more than [`RETIRED_ARRAYS`] times
-    /// the new array, or than the shard's largest array (for small arrays, shedding often), so
-    /// that they stay bounded. Meanwhile the
-    /// array is used past its load bound, up to its last open line.
+    /// Room for one more line, rehashing when the array is full (of held keys, or of held and
+    /// removed lines): into a bigger array when the held keys need it (by at least
+    /// [`GROWTH_NUM`]/[`GROWTH_DEN`], so that growth is geometric), else into one of the same
+    /// size (shedding tombstones), or a smaller one when it is four times what the held keys
+    /// need. Replaced arrays wait for their grace period; a rehash waits (`None` when it must)
+    /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
+    /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
+    /// the array is used past its load bound, up to its last open line.
     fn take_slot(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
-            if fits(w.held + w.removed + 1, len) {
+            if fits(w.held + 1, w.held + w.removed + 1, len) {
                 return Some(0);
             }
             let needed = lines_for(w.held + 1);
@@ -936,6 +945,17 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         self.writer.array.len()
     }
 
+    #[cfg(test)]
+    fn longest_run(&self) -> usize {
+        let runs = self.writer.marks.split(|&mark| mark == Mark::Vacant);
+        runs.map(<[Mark]>::len).max().unwrap_or(0)
+    }
+
+    fn scan_order(&self) -> ScanOrder {
+        debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
+        self.writer.scan
+    }
+
     fn cursor(&self) -> usize {
         self.writer.cursor % self.positions()
     }
@@ -985,14 +1005,14 @@ mod tests {
     }
 
     /// Right after a rehash an array holds its keys at a load of at most 11/20, so they fit
-    /// (at most 13/20) with room to grow; and a `u64` key then costs at most 32 bytes, also in
+    /// (at most 13/20 held) with room to grow; and a `u64` key then costs at most 32 bytes, also in
     /// an array grown by the least growth from a full one.
     #[test]
     fn sizing_keeps_the_loads() {
         for keys in (1..5_000).chain([123_456, 1 << 20]) {
             let len = lines_for(keys);
             assert!(keys * FRESH_DEN <= len * FRESH_NUM, "{keys} keys in {len} lines");
-            assert!(fits(keys, len));
+            assert!(fits(keys, keys, len));
             let bytes_per_key = (len * (std::mem::size_of::<Line<u64>>() + 1)) as f64 / keys as f64;
             // Whole groups add up to 7 lines, which matters only below a thousand keys.
             assert!(keys < 1_000 || bytes_per_key <= 32.0, "{keys} keys: {bytes_per_key} bytes each");
@@ -1001,8 +1021,8 @@ mod tests {
         // each at most.
         let groups = if cfg!(miri) { 2_000 } else { 20_000 };
         for len in (1..groups).map(|groups| groups * GROUP_LINES) {
-            let held = len * FULL_NUM / FULL_DEN;
-            assert!(fits(held, len) && !fits(held + 1, len));
+            let held = len * HELD_NUM / HELD_DEN;
+            assert!(fits(held, held, len) && !fits(held + 1, held + 1, len));
             let needed = lines_for(held + 1);
             if held + 1 < 1_000 || needed <= len {
                 continue;

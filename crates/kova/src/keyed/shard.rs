@@ -44,7 +44,7 @@ use super::lock::{Cold, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
-use super::store::{Store, StoreHit, StoreLocked};
+use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
 use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 
 /// How a shard is sized.
@@ -137,6 +137,8 @@ struct Writer {
     retired: Retired<Box<Index>>,
     /// Where the next reclamation scan starts in the index.
     cursor: usize,
+    /// The reclamation scan's order over the current index.
+    scan: ScanOrder,
     /// Heap bytes owned by cells (live and retired).
     heap: usize,
     /// Bytes of allocated chunks and quota-id arrays.
@@ -182,6 +184,7 @@ impl<K, C> Shard<K, C> {
             free: Vec::new(),
             retired: Retired::default(),
             cursor: 0,
+            scan: ScanOrder::new(1 << Index::MIN_BITS),
             heap: 0,
             chunk_bytes: 0,
         };
@@ -339,6 +342,7 @@ impl<K, C> Locked<'_, K, C> {
         // From here on only readers pinned before the store can hold the old index, and it is
         // freed only after their grace period.
         let old = std::mem::replace(&mut self.writer.index, bigger);
+        self.writer.scan = ScanOrder::new(self.writer.index.capacity());
         self.writer.retired.index(old);
     }
 
@@ -738,6 +742,19 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
     /// Index positions.
     fn positions(&self) -> usize {
         self.index().capacity()
+    }
+
+    #[cfg(test)]
+    fn longest_run(&self) -> usize {
+        let index = self.index();
+        let used: Vec<bool> =
+            (0..index.capacity()).map(|pos| index.load(pos, Ordering::Relaxed) != EMPTY).collect();
+        used.split(|&used| !used).map(<[bool]>::len).max().unwrap_or(0)
+    }
+
+    fn scan_order(&self) -> ScanOrder {
+        debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
+        self.writer.scan
     }
 
     /// Where the reclamation scan resumes, and moving it.

@@ -564,6 +564,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let at = At(now);
         let hash_key = |k: &K| self.hash(k);
         let positions = locked.positions();
+        let order = locked.scan_order();
         let mut pos = locked.cursor();
         let (mut examined, mut steps) = (0, 0);
         let mut soonest = u64::MAX;
@@ -571,7 +572,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let mut closest: Option<(u64, usize, L::Entry)> = None;
         while examined < self.scan && steps < positions {
             let Some(entry) = locked.entry_at(pos) else {
-                pos = (pos + 1) % positions;
+                pos = order.next(pos);
                 steps += 1;
                 continue;
             };
@@ -601,7 +602,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     closest = Some((reset, pos, entry));
                 }
             }
-            pos = (pos + 1) % positions;
+            pos = order.next(pos);
             steps += 1;
         }
         locked.set_cursor(pos);
