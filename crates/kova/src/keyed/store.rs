@@ -195,7 +195,12 @@ mod tests {
     /// Every position once per pass, from any start, and runs far apart.
     #[test]
     fn the_scan_visits_every_position_once_a_pass() {
-        for positions in [1, 7, 8, 9, 64, 88, 1_000, 4_096, 238_320] {
+        let sizes: &[usize] = if cfg!(miri) {
+            &[1, 7, 8, 9, 64, 88, 1_000]
+        } else {
+            &[1, 7, 8, 9, 64, 88, 1_000, 4_096, 238_320]
+        };
+        for &positions in sizes {
             let order = ScanOrder::new(positions);
             let start = positions / 3;
             let mut seen = vec![false; positions];
