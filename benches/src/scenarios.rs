@@ -48,11 +48,13 @@ pub enum Scenario {
     Keyed1mZipf,
     /// A key never seen before on every check.
     KeyedChurn,
+    /// A key never seen before on every check, into a kova table held at its key bound.
+    KeyedFlood,
 }
 
 impl Scenario {
     /// All of them, in report order.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Direct,
         Scenario::DirectDeny,
         Scenario::KeyedHot,
@@ -61,6 +63,7 @@ impl Scenario {
         Scenario::Keyed1mUniform,
         Scenario::Keyed1mZipf,
         Scenario::KeyedChurn,
+        Scenario::KeyedFlood,
     ];
 
     /// The name used by `--filter`, the JSON and the report.
@@ -74,6 +77,7 @@ impl Scenario {
             Scenario::Keyed1mUniform => "keyed_1m_uniform",
             Scenario::Keyed1mZipf => "keyed_1m_zipf",
             Scenario::KeyedChurn => "keyed_churn",
+            Scenario::KeyedFlood => "keyed_flood",
         }
     }
 
@@ -98,6 +102,11 @@ impl Scenario {
             }
             Scenario::KeyedChurn => {
                 "a key never seen before on every check (a flood of new clients): each check inserts"
+            }
+            Scenario::KeyedFlood => {
+                "a key never seen before on every check, kova's tables bounded at 65,536 keys and kept \
+                 full: inserts reclaim keys idle again (1 ms after their check) to make room; the peers \
+                 have no bound and grow"
             }
         }
     }
@@ -143,6 +152,9 @@ impl Scenario {
             // New keys admitted and idle again within a clock tick: reclaimable at once.
             Scenario::KeyedChurn if log => Quota::from_nanos(16, 1_000_000),
             Scenario::KeyedChurn => Quota::from_nanos(1_000_000, 1_000_000),
+            // One a millisecond: a key stays live for 1 ms after its check (thousands of keys at
+            // these rates), so the reclaiming scan must pass over the newest keys to find idle ones.
+            Scenario::KeyedFlood => Quota::from_nanos(1, 1_000_000),
         };
         q.expect("benchmark quotas are valid")
     }
@@ -343,6 +355,21 @@ fn kova_table<A: Algorithm>(quota: Quota, keys: usize) -> KovaKeyed<A> {
     KovaKeyed(table.expect("quota representable"))
 }
 
+/// Keys in the flood scenario's tables (their bound).
+pub const FLOOD_BOUND: usize = 65_536;
+
+/// A kova table for the flood scenario: bounded at [`FLOOD_BOUND`] keys and filled to it with
+/// keys that are idle by the time the measurement starts.
+fn flood_table<A: Algorithm>(quota: Quota) -> KovaKeyed<A> {
+    let table = Keyed::<u64, A>::builder(quota).max_keys(FLOOD_BOUND).build();
+    let table = KovaKeyed(table.expect("quota representable"));
+    // Keys far above the ones the measurement draws (`FreshKeys` counts up from 0).
+    for key in 0..FLOOD_BOUND as u64 {
+        table.hit(u64::MAX - key);
+    }
+    table
+}
+
 struct KeyedBuilder<'a> {
     scenario: Scenario,
     prefill: usize,
@@ -354,6 +381,11 @@ impl AlgorithmVisitor for KeyedBuilder<'_> {
     fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind) {
         let quota = self.scenario.quota(kind);
         let name = kind.as_str();
+        if self.scenario == Scenario::KeyedFlood {
+            let runner = fresh(move || flood_table::<A>(quota));
+            self.entries.push(Entry { subject: name.to_owned(), kind: SubjectKind::Kova, runner });
+            return;
+        }
         if self.scenario == Scenario::KeyedChurn {
             let runner = fresh(move || kova_table::<A>(quota, 0));
             self.entries.push(Entry { subject: name.to_owned(), kind: SubjectKind::Kova, runner });
@@ -404,7 +436,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     }
     let prefill = prefill_of(scenario);
     each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
-    if scenario == Scenario::KeyedChurn {
+    if matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood) {
         entries.push(Entry {
             subject: "governor".into(),
             kind: SubjectKind::Peer,
@@ -426,6 +458,12 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     }
     let floor: Runner = match scenario {
         Scenario::KeyedHot | Scenario::KeyedPerThread => shared(CasFloor::default()),
+        Scenario::KeyedFlood => {
+            // As large as a full flood table at 32 B a key.
+            let floor = ReadFloor::new(FLOOD_BOUND * 32);
+            floor_bytes = Some(floor.bytes());
+            shared(floor)
+        }
         _ => {
             // As large as kova's GCRA table of the same keys (the 1M-key table for churn): what
             // the table reports, else the measured heap, else 32 B per key.
@@ -470,7 +508,7 @@ fn keys_for(scenario: Scenario, threads: usize) -> Keys {
             let zipf = Zipf::new(LARGE_KEYS, ZIPF_EXPONENT);
             Keys::Cycle(sequences(threads, 1 << 20, |r| zipf.sample(r) as u32, 13))
         }
-        Scenario::KeyedChurn => Keys::Fresh,
+        Scenario::KeyedChurn | Scenario::KeyedFlood => Keys::Fresh,
     }
 }
 
@@ -499,7 +537,8 @@ pub fn run_scenarios(
             local.insert(build(scenario, out.large_table_bytes))
         };
         let plan = RunPlan {
-            max_ops: (scenario == Scenario::KeyedChurn).then_some(config.churn_ops),
+            max_ops: matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood)
+                .then_some(config.churn_ops),
             ..config.plan
         };
         // best[entry][thread index]

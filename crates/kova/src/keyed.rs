@@ -29,7 +29,9 @@
 //!   free list or the chunks), publish the key.
 //! - **Reclamation**: a removed or evicted key's line or slot, and an array or index replaced by
 //!   another, are reused or freed only after a crossbeam-epoch grace period, so a check that found
-//!   them still reads valid memory. An eviction or a quota change looks at a key's state before
+//!   them still reads valid memory. The lock holder pushes each grace period's token to
+//!   crossbeam's global queue at the end of its section, so a thread that goes quiet after an
+//!   insert (an idle worker) holds none back. An eviction or a quota change looks at a key's state before
 //!   unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
 //!   (a marker swapped in; a check that finds it, or whose CAS fails against it, redoes itself
 //!   under the lock), any other cell has its index entry hidden first (and its checks look at the
@@ -45,7 +47,8 @@
 //! - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys (default
 //!   [`DEFAULT_MAX_KEYS`](KeyedBuilder::DEFAULT_MAX_KEYS)), split evenly over the shards, and
 //!   [`memory_bound_bytes`](Keyed::memory_bound_bytes) bytes. When a new key finds its shard
-//!   full, the insert first reclaims idle keys (state indistinguishable from fresh) among the next
+//!   full, the insert first reclaims idle keys (state indistinguishable from fresh; up to 8, so
+//!   that the next inserts find room at once) among the next
 //!   [`reclaim_scan`](KeyedBuilder::reclaim_scan) entries of the shard's sweep cursor; if none,
 //!   the [`TableFullPolicy`] decides, and the decision carries the matching
 //!   [`Fallback`](crate::Fallback). [`Keyed::sweep_idle`] reclaims idle keys on demand, one

@@ -966,13 +966,9 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
 }
 
 impl<K, C> Drop for LineLocked<'_, K, C> {
-    /// Seals what this section retired, publishes the figures, and nudges crossbeam when an
-    /// array was replaced or many lines wait.
+    /// Seals what this section retired and publishes the figures.
     fn drop(&mut self) {
-        let retired_an_array = self.writer.retired.seal(self.guard);
-        if retired_an_array || self.writer.retired.pending() >= self.writer.array.len() / 8 {
-            self.guard.flush();
-        }
+        self.writer.retired.seal(self.guard);
         let memory = self.memory();
         self.shard.cold.publish(self.writer.held, memory);
     }

@@ -52,8 +52,6 @@ pub(super) struct Retired<I> {
     dirty: bool,
     /// Bytes of the retired indexes.
     index_bytes: usize,
-    /// Whether an index was retired since the last seal.
-    index_retired: bool,
 }
 
 /// Whether `kova::loom_racy::without_grace_periods` (a deliberately broken variant, for the
@@ -94,7 +92,6 @@ impl<I> Default for Retired<I> {
             current: 0,
             dirty: false,
             index_bytes: 0,
-            index_retired: false,
         }
     }
 }
@@ -111,12 +108,6 @@ impl<I: Reclaimable> Retired<I> {
         self.index_bytes += index.bytes();
         self.indexes.push_back((self.current, index));
         self.dirty = true;
-        self.index_retired = true;
-    }
-
-    /// Slots waiting for their grace period.
-    pub(super) fn pending(&self) -> usize {
-        self.slots.len()
     }
 
     /// Bytes of the replaced indexes waiting for their grace period.
@@ -130,19 +121,26 @@ impl<I: Reclaimable> Retired<I> {
         self.slots.drain(..).map(|r| (r.slot, r.heap)).collect()
     }
 
-    /// Seals the current batch (if it holds anything) behind a token deferred on `guard`;
-    /// returns whether it held an index (worth pushing to crossbeam's global queue at once).
-    pub(super) fn seal(&mut self, guard: &Guard) -> bool {
+    /// Seals the current batch (if it holds anything) behind a token deferred on `guard`, and
+    /// pushes the token to crossbeam's global queue.
+    pub(super) fn seal(&mut self, guard: &Guard) {
         if !self.dirty {
-            return false;
+            return;
         }
         let token = Arc::new(());
         let deferred = Arc::clone(&token);
         guard.defer(move || drop(deferred));
+        // Not left in this thread's bag, which crossbeam moves to its global queue only when it
+        // holds 64 functions: a thread that goes quiet after this section (a worker that served
+        // one request) would hold the token back for as long as it stays quiet, and with it every
+        // later batch of this shard (they are collected in order). At the key bound, every new
+        // key waited for a slot, then got the table-full policy: about 1k inserts a second.
+        // The price is a bag of crossbeam's per sealed batch (about 2 KB until collected, and
+        // some 180 ns): an insert-and-remove cycle went from about 4.7M to 2.5M a second.
+        guard.flush();
         self.tokens.push_back((self.current, token));
         self.current += 1;
         self.dirty = false;
-        std::mem::take(&mut self.index_retired)
     }
 
     /// Takes everything whose grace period has ended: the slots are returned (still holding

@@ -407,16 +407,9 @@ impl<K, C> Locked<'_, K, C> {
 }
 
 impl<K, C> Drop for Locked<'_, K, C> {
-    /// Seals what this section retired, publishes the figures, and nudges crossbeam when many
-    /// slots wait for their grace period.
+    /// Seals what this section retired and publishes the figures.
     fn drop(&mut self) {
-        let retired_an_index = self.writer.retired.seal(self.guard);
-        // Push our deferred tokens to crossbeam's global queue (so that other threads' pins
-        // advance the epoch for them) when a bigger index retired the old one, or when many
-        // slots wait; otherwise they wait in this thread's bag until it fills.
-        if retired_an_index || self.writer.retired.pending() >= self.writer.config.reserve as usize / 4 {
-            self.guard.flush();
-        }
+        self.writer.retired.seal(self.guard);
         let memory = self.memory();
         // Relaxed: statistics.
         self.shard.cold.publish(self.writer.len, memory);

@@ -171,6 +171,11 @@ const NO_SLOT_YIELDS: usize = 8;
 const NO_SLOT_SLEEP: std::time::Duration = std::time::Duration::from_micros(250);
 /// How many times `set_quota` waits for a slot to leave its grace period.
 const SET_QUOTA_TRIES: usize = 64;
+/// The most idle keys one insert into a full shard reclaims. A locked section that unlinks
+/// anything pays for its grace period (a flush to crossbeam's global queue), and the next
+/// inserts use the places this one freed. Reclaiming an idle key early changes nothing a check
+/// can see, but each parks a place in its grace period, so the batch stays small.
+const RECLAIM_BATCH: usize = 8;
 /// Entries a sweep examines per lock hold.
 const SWEEP_STEP: usize = 256;
 
@@ -556,8 +561,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// Frees one place in a full shard: reclaims the idle keys among the next `scan` entries
-    /// from the sweep cursor, or, under [`TableFullPolicy::EvictClosestToIdle`], evicts the
+    /// Frees room in a full shard: reclaims the idle keys (up to [`RECLAIM_BATCH`]) among the
+    /// next `scan` entries from the sweep cursor, or, under [`TableFullPolicy::EvictClosestToIdle`], evicts the
     /// sampled key closest to idle that is not actively limited. On failure, returns the least
     /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
     fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
@@ -567,10 +572,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let order = locked.scan_order();
         let mut pos = locked.cursor();
         let (mut examined, mut steps) = (0, 0);
-        let mut soonest = u64::MAX;
+        let (mut soonest, mut reclaimed) = (u64::MAX, 0);
         // The closest to idle that is not actively limited: (reset, position, entry).
         let mut closest: Option<(u64, usize, L::Entry)> = None;
-        while examined < self.scan && steps < positions {
+        while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
             let Some(entry) = locked.entry_at(pos) else {
                 pos = order.next(pos);
                 steps += 1;
@@ -582,10 +587,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
                 if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key)
                 {
-                    // One place is enough: reclaiming more at once would only park more slots
-                    // in their grace period. The cursor stays: a later entry may have shifted
-                    // into `pos`, and the next insert looks there first.
-                    break;
+                    // Look at `pos` again: a later entry may have shifted into it.
+                    reclaimed += 1;
+                    steps += 1;
+                    continue;
                 }
                 // Kept: a racing check used it after it looked idle. It is an active key now,
                 // and a candidate for eviction like the others.
