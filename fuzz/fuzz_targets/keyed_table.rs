@@ -1,7 +1,7 @@
 //! Target 4, keyed table: arbitrary sequences of check / peek / reset / remove / sweep / clock
 //! advances on `kova::Keyed` (one shard, a few keys, so it fills and evicts), compared after every
 //! step with a `HashMap` model: key -> the algorithm's packed word, driven by the algorithm's own
-//! pure `decide`, with the table's documented bound and table-full policies (reclaim an idle key,
+//! pure `decide`, with the table's documented bound and table-full policies (reclaim the idle keys,
 //! else deny, evict the key closest to idle that is not actively limited, or allow untracked).
 //!
 //! Catches: a key's state lost or shared with another key (a line reused too early, a probe
@@ -91,18 +91,10 @@ impl<W: WordAlgorithm> Model<W> {
             return self.fresh(now, 0);
         }
         if self.words.len() >= self.max_keys {
-            // One idle key is reclaimed (the first the scan meets: hash order, so accept the one
-            // the table dropped).
-            let idle: Vec<u8> = self
-                .words
-                .iter()
-                .filter(|(_, &w)| self.algorithm.is_idle_word(w, now))
-                .map(|(&k, _)| k)
-                .collect();
-            if let Some(&first) = idle.first() {
-                let reclaimed = idle.iter().copied().find(|&k| !held(k)).unwrap_or(first);
-                self.words.remove(&reclaimed);
-            }
+            // The scan (64 entries: more than the table holds) reclaims every idle key, up to
+            // the table's batch of 8: here all of them (at most 8 keys).
+            let algorithm = &self.algorithm;
+            self.words.retain(|_, &mut w| !algorithm.is_idle_word(w, now));
         }
         if self.words.len() >= self.max_keys {
             match self.policy {

@@ -587,9 +587,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
                 if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key)
                 {
-                    // Look at `pos` again: a later entry may have shifted into it.
+                    // Look at `pos` again (not a step of the pass): a later entry may have
+                    // shifted into it. Each unlink counts towards the batch, so this ends.
                     reclaimed += 1;
-                    steps += 1;
                     continue;
                 }
                 // Kept: a racing check used it after it looked idle. It is an active key now,
