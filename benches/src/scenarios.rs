@@ -381,13 +381,13 @@ impl AlgorithmVisitor for KeyedBuilder<'_> {
     fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind) {
         let quota = self.scenario.quota(kind);
         let name = kind.as_str();
-        if self.scenario == Scenario::KeyedFlood {
-            let runner = fresh(move || flood_table::<A>(quota));
-            self.entries.push(Entry { subject: name.to_owned(), kind: SubjectKind::Kova, runner });
-            return;
-        }
-        if self.scenario == Scenario::KeyedChurn {
-            let runner = fresh(move || kova_table::<A>(quota, 0));
+        // A fresh table for each measurement: empty (churn) or full of idle keys (flood).
+        let runner = match self.scenario {
+            Scenario::KeyedChurn => Some(fresh(move || kova_table::<A>(quota, 0))),
+            Scenario::KeyedFlood => Some(fresh(move || flood_table::<A>(quota))),
+            _ => None,
+        };
+        if let Some(runner) = runner {
             self.entries.push(Entry { subject: name.to_owned(), kind: SubjectKind::Kova, runner });
             return;
         }

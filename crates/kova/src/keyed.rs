@@ -31,8 +31,8 @@
 //!   another, are reused or freed only after a crossbeam-epoch grace period, so a check that found
 //!   them still reads valid memory. The lock holder pushes each grace period's token to
 //!   crossbeam's global queue at the end of its section, so a thread that goes quiet after an
-//!   insert (an idle worker) holds none back. An eviction or a quota change looks at a key's state before
-//!   unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
+//!   insert (an idle worker) holds none back. An eviction or a quota change looks at a key's
+//!   state before unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
 //!   (a marker swapped in; a check that finds it, or whose CAS fails against it, redoes itself
 //!   under the lock), any other cell has its index entry hidden first (and its checks look at the
 //!   entry again after writing, behind a `SeqCst` fence). `shard.rs` and `line_shard.rs` have the

@@ -848,8 +848,9 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
                 return Some(0);
             }
             if attempt < 2 {
-                // Push our deferred tokens to crossbeam's global queue, let it advance the
-                // epoch, and look again.
+                // Seal what this section retired so far (its token goes to crossbeam's global
+                // queue), let crossbeam advance the epoch and collect (the flush does, even
+                // with nothing sealed), and look again.
                 self.writer.retired.seal(self.guard);
                 self.guard.flush();
                 self.collect();

@@ -590,8 +590,9 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
                 return Some(slot);
             }
             if attempt < 2 {
-                // Everything is held or retired: push our deferred tokens to crossbeam's global
-                // queue and let it advance the epoch, then look again.
+                // Everything is held or retired: seal what this section retired so far (its
+                // token goes to crossbeam's global queue), let crossbeam advance the epoch and
+                // collect (the flush does, even with nothing sealed), then look again.
                 self.writer.retired.seal(self.guard);
                 self.guard.flush();
                 self.collect();

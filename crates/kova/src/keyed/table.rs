@@ -562,8 +562,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// Frees room in a full shard: reclaims the idle keys (up to [`RECLAIM_BATCH`]) among the
-    /// next `scan` entries from the sweep cursor, or, under [`TableFullPolicy::EvictClosestToIdle`], evicts the
-    /// sampled key closest to idle that is not actively limited. On failure, returns the least
+    /// next `scan` entries from the sweep cursor, or, under
+    /// [`TableFullPolicy::EvictClosestToIdle`], evicts the sampled key closest to idle that is
+    /// not actively limited. On failure, returns the least
     /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
     fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
         let at = At(now);
