@@ -47,8 +47,9 @@
 //! - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys (default
 //!   [`DEFAULT_MAX_KEYS`](KeyedBuilder::DEFAULT_MAX_KEYS)), split evenly over the shards, and
 //!   [`memory_bound_bytes`](Keyed::memory_bound_bytes) bytes. When a new key finds its shard
-//!   full, the insert first reclaims idle keys (state indistinguishable from fresh; up to 8, so
-//!   that the next inserts find room at once) among the next
+//!   full, the insert first reclaims idle keys (state indistinguishable from fresh at the
+//!   clock's [precise reading](crate::Clock::now_nanos_precise); up to 8, so that the next
+//!   inserts find room at once) among the next
 //!   [`reclaim_scan`](KeyedBuilder::reclaim_scan) entries of the shard's sweep cursor; if none,
 //!   the [`TableFullPolicy`] decides, and the decision carries the matching
 //!   [`Fallback`](crate::Fallback). [`Keyed::sweep_idle`] reclaims idle keys on demand, one

@@ -24,3 +24,17 @@ fn default_limiter_refills_in_real_time() {
     std::thread::sleep(Duration::from_millis(70));
     assert!(limiter.check().is_allowed(), "the coarse clock did not advance");
 }
+
+#[test]
+fn the_precise_reading_is_never_behind_the_coarse_one() {
+    let clock = CoarseClock::new();
+    for _ in 0..1_000 {
+        let coarse = clock.now_nanos();
+        let precise = clock.now_nanos_precise();
+        assert!(precise >= coarse, "precise {precise} behind coarse {coarse}");
+    }
+    // It moves between two upkeep ticks, where the coarse reading may not.
+    let a = clock.now_nanos_precise();
+    std::thread::sleep(Duration::from_micros(100));
+    assert!(clock.now_nanos_precise() > a);
+}

@@ -523,7 +523,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             return Ok(last.then(|| self.table_full(algorithm, cost, None)));
         };
         if locked.is_full() {
-            if let Err(retry) = self.make_room(&mut locked, self.clock.now_nanos()) {
+            if let Err(retry) = self.make_room(&mut locked, self.clock.now_nanos_precise()) {
                 locked.put_back(slot);
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
@@ -566,6 +566,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// [`TableFullPolicy::EvictClosestToIdle`], evicts the sampled key closest to idle that is
     /// not actively limited. On failure, returns the least
     /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
+    ///
+    /// `now` is the clock's precise reading: with the coarse clock running late on a busy
+    /// machine, a flood at the bound found every sampled key not yet idle, and denied new keys
+    /// whose room was in fact free (tens to hundreds per two seconds of a two-thread flood).
     fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
         let at = At(now);
         let hash_key = |k: &K| self.hash(k);
@@ -834,7 +838,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     break;
                 }
                 let end = (pos + SWEEP_STEP).min(positions);
-                let now = self.clock.now_nanos();
+                let now = self.clock.now_nanos_precise();
                 while pos < end {
                     if let Some(entry) = locked.entry_at(pos) {
                         let algorithm = self.quotas.get(locked.quota(entry));

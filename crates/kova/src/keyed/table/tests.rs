@@ -291,6 +291,51 @@ fn idle_keys_make_room_for_new_ones() {
     assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
 }
 
+/// A clock whose cached reading (`now_nanos`) runs late, as the coarse clock's does when its
+/// upkeep thread waits for a CPU: the two readings move separately.
+#[derive(Clone, Default)]
+struct LateClock {
+    cached: ManualClock,
+    precise: ManualClock,
+}
+
+impl Clock for LateClock {
+    fn now_nanos(&self) -> u64 {
+        self.cached.now_nanos()
+    }
+
+    fn now_nanos_precise(&self) -> u64 {
+        self.precise.now_nanos()
+    }
+}
+
+#[test]
+fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
+    let clock = LateClock::default();
+    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock.clone())
+        .shards(1)
+        .max_keys(8)
+        .table_full(TableFullPolicy::DenyNew)
+        .build()
+        .unwrap();
+    for key in 0..8 {
+        assert!(keyed.check(&key).is_allowed());
+    }
+    // Half a second on, by the precise time only: every key is idle, and new keys take their
+    // room (with the cached reading, the table would still look full of active keys).
+    clock.precise.advance(Duration::from_millis(500));
+    for key in 100..108 {
+        let decision = keyed.check(&key);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.fallback(), None, "key {key}");
+    }
+    assert_eq!(keyed.len(), 8);
+    // A sweep, too, goes by the precise time.
+    clock.precise.advance(Duration::from_millis(500));
+    assert_eq!(keyed.sweep_idle(), 8);
+    assert_eq!(keyed.len(), 0);
+}
+
 #[test]
 fn allow_untracked_fails_open_and_tracks_nothing() {
     let (keyed, _) = table::<Gcra>(per_second(1), 1, 2, TableFullPolicy::AllowUntracked);
