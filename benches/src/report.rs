@@ -593,14 +593,14 @@ impl Report {
                     let Some(r) = self.find(&s.name, &subject, threads) else { continue };
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {:.1} | {} | {} | {:.1}% | {} | {} |",
+                        "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
                         subject,
                         threads,
                         si(r.ops_per_sec),
                         threads as f64 * 1e9 / r.ops_per_sec,
                         opt(r.ns_p50, 0),
                         opt(r.ns_p99, 0),
-                        r.allowed_share * 100.0,
+                        percent(r.allowed_share),
                         ratio(r.vs_governor),
                         ratio(r.vs_floor),
                     );
@@ -886,9 +886,31 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.2}x"))
 }
 
+/// A share as a percentage to one decimal, with more decimals where one would round a share
+/// under 1 up to "100.0%" (a flood's few table-full denials among millions of decisions).
+fn percent(share: f64) -> String {
+    let pct = share * 100.0;
+    if share >= 1.0 {
+        return format!("{pct:.1}%");
+    }
+    (1..=6)
+        .map(|digits| format!("{pct:.digits$}%"))
+        .find(|text| !text.starts_with("100."))
+        .unwrap_or_else(|| "99.999999%".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_under_one_never_reads_as_a_hundred_percent() {
+        assert_eq!(percent(1.0), "100.0%");
+        assert_eq!(percent(0.5), "50.0%");
+        assert_eq!(percent(0.999), "99.9%");
+        assert_eq!(percent(1.0 - 137.0 / 9e6), "99.998%");
+        assert_eq!(percent(1.0 - 1e-12), "99.999999%");
+    }
 
     fn record(subject: &str, kind: SubjectKind, scenario: &str, threads: usize, ops: f64) -> Record {
         Record {
