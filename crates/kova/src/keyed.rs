@@ -48,7 +48,7 @@
 //!   [`DEFAULT_MAX_KEYS`](KeyedBuilder::DEFAULT_MAX_KEYS)), split evenly over the shards, and
 //!   [`memory_bound_bytes`](Keyed::memory_bound_bytes) bytes. When a new key finds its shard
 //!   full, the insert first reclaims idle keys (state indistinguishable from fresh at the
-//!   clock's [precise reading](crate::Clock::now_nanos_precise); up to 8, so that the next
+//!   clock's [precise reading](crate::Clock::now_nanos_precise); up to 16, so that the next
 //!   inserts find room at once) among the next
 //!   [`reclaim_scan`](KeyedBuilder::reclaim_scan) entries of the shard's sweep cursor; if none,
 //!   the [`TableFullPolicy`] decides, and the decision carries the matching
