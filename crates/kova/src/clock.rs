@@ -118,7 +118,8 @@ fn nanos_since_origin(origin: quanta::Instant, instant: quanta::Instant) -> u64 
 ///
 /// On a machine whose CPUs are all busy, the upkeep thread waits for one like any other thread,
 /// and readings fall further behind: on the 2-core dev VM, with two threads checking flat out,
-/// up to 5.4 ms. A late reading only delays refills (it never grants tokens early), and a keyed
+/// up to 5.8 ms. Limits hold on the clock's own timeline; in real time, two admissions can come
+/// closer than the quota spaces them by as much as the lateness changed between them. A keyed
 /// table decides whether a key is idle on [`now_nanos_precise`](Clock::now_nanos_precise).
 #[derive(Debug, Clone, Copy)]
 pub struct CoarseClock {
