@@ -28,13 +28,18 @@ struct Hammered {
     admitted: u64,
     /// From before the threads start to after they have all stopped: every reading the limiter
     /// took lies in this span.
-    elapsed: u64,
+    span: (u64, u64),
     /// The span the threads were checking: from the earliest reading a thread took as it
     /// started to the latest it took as it stopped.
     loaded: (u64, u64),
 }
 
 impl Hammered {
+    /// Nanoseconds of `span`.
+    fn elapsed(&self) -> u64 {
+        self.span.1 - self.span.0
+    }
+
     /// Nanoseconds of `loaded`.
     fn loaded_nanos(&self) -> u64 {
         self.loaded.1 - self.loaded.0
@@ -74,7 +79,7 @@ fn hammer<A: Algorithm>(limiter: RateLimiter<A, CoarseClock>, cost: u64) -> Hamm
         loaded = (loaded.0.min(started), loaded.1.max(stopped));
     }
     let end = clock.now_nanos();
-    Hammered { admitted, elapsed: end - start, loaded }
+    Hammered { admitted, span: (start, end), loaded }
 }
 
 fn assert_between(name: &str, admitted: u64, low: f64, high: u64) {
@@ -92,14 +97,14 @@ fn bucket_algorithms_admit_burst_plus_rate_and_lose_nothing() {
     for cost in [1, 3] {
         let run = hammer(RateLimiter::<Gcra>::new(quota).unwrap(), cost);
         let low = 0.99 * (5_000 + run.loaded_nanos() / interval) as f64 - cost as f64;
-        assert_between("gcra", run.admitted, low, 5_000 + run.elapsed / interval);
+        assert_between("gcra", run.admitted, low, 5_000 + run.elapsed() / interval);
 
         let limiter = RateLimiter::<TokenBucket>::new(quota).unwrap();
         let tb_interval = limiter.algorithm().interval_nanos();
         let run = hammer(limiter, cost);
         // The bucket samples time at 2^shift ns: at most that much refill early.
         let low = 0.99 * (5_000 + run.loaded_nanos() / tb_interval) as f64 - cost as f64;
-        assert_between("token_bucket", run.admitted, low, 5_000 + (run.elapsed + (1 << 20)) / tb_interval);
+        assert_between("token_bucket", run.admitted, low, 5_000 + (run.elapsed() + (1 << 20)) / tb_interval);
     }
 }
 
@@ -112,11 +117,8 @@ fn windows_spanned(start_end: (u64, u64), period: u64) -> u64 {
 fn window_algorithms_stay_within_their_bounds_under_overload() {
     let period = 100_000_000; // 100 ms windows, 5_000 per window
     let quota = Quota::from_nanos(5_000, period).unwrap();
-    let clock = CoarseClock::new();
-
-    let start = clock.now_nanos();
     let run = hammer(RateLimiter::<FixedWindow>::new(quota).unwrap(), 1);
-    let windows = windows_spanned((start, start + run.elapsed + 1), period);
+    let windows = windows_spanned(run.span, period);
     let loaded_windows = windows_spanned(run.loaded, period);
     // Each touched window admits at most its limit; under overload each fills completely, except
     // possibly the first and last, which the run may only graze.
@@ -129,14 +131,14 @@ fn window_algorithms_stay_within_their_bounds_under_overload() {
 
     let run = hammer(RateLimiter::<SlidingWindowLog>::new(quota).unwrap(), 1);
     // Exact: at most `limit` in any window of one period.
-    let high = 5_000 * (run.elapsed / period + 1);
+    let high = 5_000 * (run.elapsed() / period + 1);
     let low = 0.99 * (5_000 * (run.loaded_nanos() / period)) as f64;
     assert_between("sliding_window_log", run.admitted, low, high);
 
     let run = hammer(RateLimiter::<SlidingWindowCounter>::new(quota).unwrap(), 1);
     // The counter's estimate admits `limit` per period in the steady state, and its worst case
     // is below 2x in any one window.
-    let high = 5_000 * (run.elapsed / period + 2);
+    let high = 5_000 * (run.elapsed() / period + 2);
     let low = 0.99 * (5_000 * (run.loaded_nanos() / period)) as f64;
     assert_between("sliding_window_counter", run.admitted, low, high);
 }
