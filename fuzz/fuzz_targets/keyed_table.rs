@@ -92,7 +92,7 @@ impl<W: WordAlgorithm> Model<W> {
         }
         if self.words.len() >= self.max_keys {
             // The scan (64 entries: more than the table holds) reclaims every idle key, up to
-            // the table's batch of 8: here all of them (at most 8 keys).
+            // the table's batch of 16: here all of them (at most 8 keys).
             let algorithm = &self.algorithm;
             self.words.retain(|_, &mut w| !algorithm.is_idle_word(w, now));
         }
