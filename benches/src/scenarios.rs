@@ -317,8 +317,18 @@ pub struct ThroughputOutput {
 
 /// How many measurements `scenarios` take (for the progress bar).
 pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u64 {
-    // Five kova algorithms, governor, the Mutex bucket, one floor.
-    (scenarios.len() * 8 * config.threads.len() * config.rounds) as u64
+    // Five kova algorithms, governor, the Mutex bucket, one floor, and the pinned floor where
+    // there is one.
+    let subjects: usize = scenarios.iter().map(|&s| 8 + usize::from(has_pinned_floor(s))).sum();
+    (subjects * config.threads.len() * config.rounds) as u64
+}
+
+/// Whether `scenario` also measures the CAS loop behind crossbeam-epoch's pin
+/// ([`PINNED_FLOOR`]): on one word per thread where keys do not share (how the pin scales), on
+/// a random word of an array as large as the table where they miss the cache (what a pin and a
+/// CAS on a line from memory cost, the 1M-key target's floor).
+fn has_pinned_floor(scenario: Scenario) -> bool {
+    matches!(scenario, Scenario::KeyedPerThread | Scenario::Keyed1mUniform | Scenario::Keyed1mZipf)
 }
 
 struct DirectBuilder<'a> {
@@ -483,12 +493,17 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
         }
     };
     entries.push(Entry { subject: scenario.floor_name().into(), kind: SubjectKind::Floor, runner: floor });
-    if scenario == Scenario::KeyedPerThread {
-        // What the table's pin costs and how it scales, beside the bare CAS.
+    if has_pinned_floor(scenario) {
+        let pinned = match floor_bytes {
+            // Beside the random read, over as many bytes.
+            Some(bytes) if prefill_of(scenario) == LARGE_KEYS => PinnedCasFloor::with_bytes(bytes),
+            // Beside the bare CAS: what the table's pin costs and how it scales.
+            _ => PinnedCasFloor::default(),
+        };
         entries.push(Entry {
             subject: PINNED_FLOOR.into(),
             kind: SubjectKind::Floor,
-            runner: shared(PinnedCasFloor::default()),
+            runner: shared(pinned),
         });
     }
     Built { entries, memory, floor_bytes }
@@ -604,6 +619,23 @@ mod tests {
             }
             assert!(crate::peers::governor_quota(scenario.quota(AlgorithmKind::Gcra)).is_some());
         }
+    }
+
+    #[test]
+    fn the_progress_total_counts_every_measurement() {
+        let config = ThroughputConfig {
+            threads: vec![1],
+            rounds: 2,
+            plan: RunPlan { duration: Duration::from_millis(1), max_ops: Some(10_000), timer_overhead_ns: 0 },
+            churn_ops: 1_000,
+        };
+        // The per-thread scenario has the pinned floor, the direct one has not.
+        let scenarios = [Scenario::Direct, Scenario::KeyedPerThread];
+        let mut ticks = 0;
+        let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
+        assert_eq!(ticks, measurement_count(&scenarios, &config));
+        assert_eq!(ticks, 2 * (8 + 9));
+        assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 
     #[test]

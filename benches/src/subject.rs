@@ -104,9 +104,22 @@ impl Subject for CasFloor {
 
 /// The same CAS loop behind crossbeam-epoch's pin (the default collector's, as kova's keyed
 /// table pins before it reads a line): the least a keyed check's synchronisation costs, and how
-/// that scales with threads on this machine.
+/// that scales with threads on this machine. Over cells as large as a table, the least a keyed
+/// check that misses the cache can cost: a pin, then a CAS on a line fetched from memory.
 #[derive(Debug, Default)]
 pub struct PinnedCasFloor(CasFloor);
+
+impl PinnedCasFloor {
+    /// Padded cells filling at least `bytes` bytes (a power of two of them).
+    pub fn with_bytes(bytes: usize) -> Self {
+        PinnedCasFloor(CasFloor::new(bytes.div_ceil(std::mem::size_of::<CachePadded<AtomicU64>>())))
+    }
+
+    /// Bytes of its cells.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.0.cells)
+    }
+}
 
 impl Subject for PinnedCasFloor {
     #[inline]
@@ -161,6 +174,11 @@ mod tests {
         }
         assert_eq!(cas.cells[1].load(Ordering::Relaxed), 5);
         assert_eq!(cas.cells[0].load(Ordering::Relaxed), 0);
+
+        let pinned = PinnedCasFloor::with_bytes(1 << 20);
+        assert!(pinned.bytes() >= 1 << 20 && pinned.bytes() < 2 << 20, "{} bytes", pinned.bytes());
+        assert!(pinned.hit(7) && pinned.hit(7));
+        assert_eq!(pinned.0.cells[7].load(Ordering::Relaxed), 2);
 
         let read = ReadFloor::new(1 << 20);
         assert_eq!(read.bytes(), 1 << 20);
