@@ -81,6 +81,13 @@ impl Decision {
         Decision { fallback: fallback.code(), ..self }
     }
 
+    /// A copy that the compiler cannot merge with the original: `black_box` on one field keeps
+    /// it from forwarding the original's place (the keyed table's `check` says why that matters).
+    #[inline(always)]
+    pub(crate) fn copied(&self) -> Self {
+        Decision { limit: std::hint::black_box(self.limit), ..*self }
+    }
+
     /// Whether the request may proceed.
     #[inline]
     pub fn is_allowed(&self) -> bool {
@@ -179,5 +186,14 @@ mod tests {
         assert_eq!(Decision::allowed(1, 0, 0).fallback(), None);
         let shown = format!("{:?}", Decision::denied(3, 0, 2, 4));
         assert!(shown.contains("allowed: false") && shown.contains("fallback: None"), "{shown}");
+    }
+
+    #[test]
+    fn a_copy_keeps_every_field() {
+        let denied = Decision::denied(5, 3, 11, 13).with_fallback(Fallback::TableFullDenied);
+        let allowed = Decision::allowed(7, 6, 17).with_fallback(Fallback::LocalCache);
+        for decision in [denied, allowed, Decision::allowed(1, 0, 0)] {
+            assert_eq!(decision.copied(), decision);
+        }
     }
 }
