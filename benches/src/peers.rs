@@ -33,7 +33,7 @@ impl GovernorDirect {
 }
 
 impl Subject for GovernorDirect {
-    #[inline]
+    #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
         self.0.check().is_ok()
     }
@@ -57,7 +57,7 @@ impl GovernorKeyed {
 }
 
 impl Subject for GovernorKeyed {
-    #[inline]
+    #[inline(always)]
     fn hit(&self, key: u64) -> bool {
         self.0.check_key(&key).is_ok()
     }
@@ -115,7 +115,7 @@ impl MutexBucket {
 }
 
 impl Subject for MutexBucket {
-    #[inline]
+    #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
         self.allow()
     }
@@ -139,7 +139,7 @@ impl MutexKeyed {
 }
 
 impl Subject for MutexKeyed {
-    #[inline]
+    #[inline(always)]
     fn hit(&self, key: u64) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let max = self.max;
