@@ -16,8 +16,8 @@ pub trait Subject: Sync {
     /// subject's check inline, as a caller's code holds `check` (it is `#[inline]` and generic).
     /// Left to the compiler, kova's keyed `hit` stayed a call, and at 1M keys, where checks
     /// overlap their cache misses only as far as the CPU's reorder window reaches, the call
-    /// cost it about a quarter of its throughput (governor's keyed check ran the same either
-    /// way).
+    /// cost it 22% of its throughput (10.82 against 13.87M/s, medians of 4 alternating
+    /// `--filter keyed_1m_uniform` runs on the 2-core dev VM; governor's ran the same).
     fn hit(&self, key: u64) -> bool;
 
     /// How many keys the subject holds, for tables.
