@@ -1,40 +1,35 @@
 #!/usr/bin/env bash
 # Runs kova's loom models (see loom-tests/src/lib.rs) with a stated budget.
 #
-# - `--cfg kova_loom` switches the core's `sync` module (and the keyed table's lock and slot
-#   cells) to loom's types; loom itself is only a dependency under that cfg, so normal builds
-#   never see it. `--cfg crossbeam_loom` (with crossbeam-epoch's `loom` feature, enabled in
-#   Cargo.toml) puts crossbeam-epoch on loom too, so the keyed table's grace periods, and the
-#   reuse of slots and indexes after them, are model-checked; the core refuses to build with the
-#   first cfg alone.
+# - `--cfg kova_loom` switches the core's `sync` module (and the keyed table's lock, slot cells
+#   and epoch) to loom's types; loom itself is only a dependency under that cfg, so normal
+#   builds never see it. The keyed table's grace periods (`keyed/epoch.rs`: pins, stamps, epoch
+#   advances), and the reuse of slots and indexes after them, are model-checked with it.
 # - `--release` with `-C debug-assertions`: loom explores tens of thousands of executions, which
 #   an unoptimised build makes several times slower; debug assertions keep overflow checks and
 #   the code's `debug_assert!`s on.
 # - LOOM_MAX_PREEMPTIONS bounds how many times an execution may switch away from a runnable
-#   thread. 3 covers every interleaving of the 2-3 short threads in the CAS-loop, table and
-#   should-fail models; the sliding log's models touch many more atomics per call (head,
-#   floor, a seqlock read per slot), so they run at 2. Two table models cap themselves at 2
-#   whatever the bound (`keyed.rs`'s index growth and index free; growth: six inserts, then
-#   five operations racing one check, with crossbeam-epoch's atomics interleaved; about 1.8
-#   million executions, over 5 minutes, at 3). The table models run one of their lanes on
-#   loom's main thread, so that only one thread registers with crossbeam-epoch while the others
-#   run (with two spawned threads the same models took several hundred times more executions).
+#   thread. 3 covers every interleaving of the 2-3 short threads in the CAS-loop and should-fail
+#   models; the table models run at 4 (their largest, index growth racing a check, takes about
+#   90,000 executions there); the sliding log's models touch many more atomics per call (head,
+#   floor, a seqlock read per slot), so they run at 2. The table models run one of their lanes
+#   on loom's main thread (one model thread fewer to schedule).
 #
 # Budget, measured on the 2-core dev machine (release build already cached; a cold build of the
 # crate and loom adds about 1.5 minutes), with the test harness's 2 threads per file:
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
-#   keyed (19 models, bound 3; index growth and free capped at 2)  ~90 s
+#   racy (17 should-fail models, bound 3; 8 in child processes)    ~2 s
+#   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on lines, and the main ones again on slots)
-#   racy (16 should-fail models, bound 3; 7 in child processes)    ~25-40 s
 #   sliding_log (5 models, bound 2)                                ~45-75 s
-#   total                                                           ~3.5-5 minutes.
+#   total                                                           ~2-2.5 minutes.
 #
 # Usage: loom-tests/run.sh [extra cargo test args], from anywhere.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-export RUSTFLAGS="--cfg kova_loom --cfg crossbeam_loom -C debug-assertions ${RUSTFLAGS:-}"
+export RUSTFLAGS="--cfg kova_loom -C debug-assertions ${RUSTFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-loom}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
 # The should-fail models panic by design; loom's per-model summary goes to stderr.
@@ -43,6 +38,7 @@ cargo_test() {
 }
 
 start=$SECONDS
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test keyed --test racy "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

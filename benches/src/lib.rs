@@ -3,7 +3,7 @@
 //! The report binary (`cargo run --release -p kova-bench`) measures, in one run:
 //! - **throughput** of every kova algorithm, of governor (direct and keyed), of a plain `Mutex`
 //!   token bucket, and of floors (a bare `AtomicU64` CAS loop, a bare random read over an array
-//!   as large as the 1M-key table, and the CAS loop behind crossbeam-epoch's pin), per scenario
+//!   as large as the 1M-key table, and the CAS loop behind kova's pin), per scenario
 //!   and thread count, with sampled latency;
 //! - the **admitted rate** of one key offered 10k, 100k and 1M requests per second;
 //! - **accuracy** against the exact sliding log on generated traces, and **memory** per key.

@@ -239,7 +239,7 @@ pub const CLOUDFLARE_WRONG_PCT: f64 = 0.003;
 /// Cloudflare 2017: average difference between the real and the approximate rate, percent.
 pub const CLOUDFLARE_RATE_GAP_PCT: f64 = 6.0;
 
-/// The CAS floor behind crossbeam-epoch's pin, measured in `keyed_per_thread` and the 1M-key
+/// The CAS floor behind kova's pin (the keyed table's epoch), measured in `keyed_per_thread` and the 1M-key
 /// scenarios beside the scenario's own floor (which the `x floor` ratios use).
 pub const PINNED_FLOOR: &str = "floor_pin_cas";
 
@@ -397,7 +397,7 @@ impl Report {
             (per_thread.status, self.scaling("keyed_per_thread", PINNED_FLOOR, 2))
         {
             // What bounds it: the pin every check takes, measured alone in the same run.
-            per_thread.measured += &format!("; crossbeam-epoch's pin before a CAS: {pinned:.2}x");
+            per_thread.measured += &format!("; kova's pin before a CAS: {pinned:.2}x");
         }
         t.push(per_thread);
         let mut offered: Vec<f64> = self.rates.iter().map(|r| r.offered_target).collect();
@@ -688,9 +688,9 @@ impl Report {
         };
         let pinned = match self.scaling("keyed_per_thread", PINNED_FLOOR, max) {
             Some(pinned) => format!(
-                " The same per-thread CAS loop behind crossbeam-epoch's pin (`{PINNED_FLOOR}`, as every keyed \
-                 check pins) went {pinned:.2}x: what the epoch's shared state costs the threads bounds the \
-                 keyed table's scaling."
+                " The same per-thread CAS loop behind kova's pin (`{PINNED_FLOOR}`, as every keyed check \
+                 pins) went {pinned:.2}x: what the epoch's shared state costs the threads bounds the keyed \
+                 table's scaling."
             ),
             None => String::new(),
         };

@@ -323,7 +323,7 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
     (subjects * config.threads.len() * config.rounds) as u64
 }
 
-/// Whether `scenario` also measures the CAS loop behind crossbeam-epoch's pin
+/// Whether `scenario` also measures the CAS loop behind kova's pin
 /// ([`PINNED_FLOOR`]): on one word per thread where keys do not share (how the pin scales), on
 /// a random word of an array as large as the table where they miss the cache (what a pin and a
 /// CAS on a line from memory cost, the 1M-key target's floor).

@@ -109,8 +109,8 @@ impl Subject for CasFloor {
     }
 }
 
-/// The same CAS loop behind crossbeam-epoch's pin (the default collector's, as kova's keyed
-/// table pins before it reads a line): the least a keyed check's synchronisation costs, and how
+/// The same CAS loop behind kova's pin (`kova::__bench_pin`, the keyed table's own epoch, as a
+/// keyed check pins before it reads a line): the least a keyed check's synchronisation costs, and how
 /// that scales with threads on this machine. Over cells as large as a table, the least a keyed
 /// check that misses the cache can cost: a pin, then a CAS on a line fetched from memory.
 #[derive(Debug, Default)]
@@ -131,7 +131,7 @@ impl PinnedCasFloor {
 impl Subject for PinnedCasFloor {
     #[inline(always)]
     fn hit(&self, key: u64) -> bool {
-        let _guard = crossbeam_epoch::pin();
+        let _guard = kova::__bench_pin();
         self.0.hit(key)
     }
 }

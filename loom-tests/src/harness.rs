@@ -47,8 +47,8 @@ pub fn model_with_cap<F: Fn() + Sync + Send + 'static>(cap: Option<usize>, f: F)
     let bound = builder.preemption_bound.unwrap_or(DEFAULT_PREEMPTIONS);
     builder.preemption_bound = Some(cap.map_or(bound, |cap| bound.min(cap)));
     // Loom counts every atomic access of an execution as a branch (default limit 1,000, meant to
-    // catch spin loops); the table models run crossbeam-epoch on loom too, and the index-growth
-    // model's prelude alone fills a table with six keys.
+    // catch spin loops); the table models run the table's epoch on loom too, and the
+    // index-growth model's prelude alone fills a table with six keys.
     builder.max_branches = builder.max_branches.max(MIN_MAX_BRANCHES);
     let executions = std::sync::Arc::new(AtomicUsize::new(0));
     let counter = std::sync::Arc::clone(&executions);

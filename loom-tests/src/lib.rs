@@ -12,11 +12,11 @@
 //! | `sliding_log.rs` | ring wrap-around with 2 threads, clock still or moving | the ring over-admits or misreads a reused slot |
 //! | `keyed.rs` | same new key from 2 threads; check vs remove, idle sweep, eviction | duplicate entries, lost admissions, wrong `len()` |
 //! | `keyed.rs` (reclamation) | a check racing its key's removal and the reuse of its slot by a new key; a check probing an index being replaced and freed | a slot emptied or refilled under a check (loom: causality violation on the slot's key or cell), a check landing in another key's state |
-//! | `racy.rs`, `refund.rs` | the same models on `kova::loom_racy`'s broken variants (including the real table without grace periods) | (must fail: proves the models can) |
+//! | `racy.rs`, `refund.rs` | the same models on `kova::loom_racy`'s broken variants (including the real table without grace periods, and with pins that skip their fence) | (must fail: proves the models can) |
 //!
 //! Run them with `loom-tests/run.sh` (release build with debug assertions and a stated preemption
-//! bound; `--cfg kova_loom --cfg crossbeam_loom`, the second putting crossbeam-epoch, whose grace
-//! periods the keyed table uses, on loom too). Without the cfg this crate and its test files
+//! bound; `--cfg kova_loom`, which also puts the keyed table's epoch on loom's atomics). Without
+//! the cfg this crate and its test files
 //! compile to nothing, so a plain `cargo test --workspace` neither builds loom nor switches the
 //! core to it.
 //!

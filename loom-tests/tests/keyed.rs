@@ -4,8 +4,8 @@
 //! table's documented table-full behaviour) reproduces every result, the final peeks and the final
 //! `len()`. See `kova_loom_tests::keyed`.
 //!
-//! crossbeam-epoch runs on loom here (run.sh's `--cfg crossbeam_loom`), so every model also
-//! interleaves the table's pins and grace-period bookkeeping; the last two models make grace
+//! The table's epoch runs on loom's atomics here, so every model also interleaves the table's pins
+//! and grace-period bookkeeping; the last two models make grace
 //! periods end within the model (`KeyOp::AdvanceEpoch`) and check the reuse of slots and the
 //! freeing of a replaced index, and assert that some executions really reclaimed them.
 //!
@@ -136,7 +136,7 @@ fn check_racing_remove_and_reinsert() {
 }
 
 /// Slot reuse (reclamation model-checked): a check of key 7 races the removal of 7, the end of
-/// its grace period (`advance_epoch`: two flushes) and the insert of a new key 8, which takes 7's
+/// its grace period (`advance_epoch`: two tries to advance the epoch) and the insert of a new key 8, which takes 7's
 /// old slot when the grace period ended before its lock (`Retired::collect` hands the slot back;
 /// `take_slot` prefers freed slots), or a fresh one while the check still holds it back. In every
 /// interleaving the check of 7 reads 7's key and cell only before the slot is emptied (loom tracks

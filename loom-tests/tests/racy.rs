@@ -9,6 +9,9 @@
 //! - `table_*_without_grace_periods`: the keyed table's reclamation models (`keyed.rs`) on the real
 //!   table with its grace periods switched off (`kova::loom_racy::without_grace_periods`): a
 //!   retired slot is emptied and refilled with another key while a check still reads it.
+//! - `table_slot_reuse_pinning_without_fence`: the same model with the checks' pins a plain
+//!   store and no fence (`kova::loom_racy::pinning_without_fence`): the epoch advances past a
+//!   check that already reads the slot.
 //!
 //! Each expects loom to fail with the harness's messages: "over the bound" or "not
 //! linearizable", or, for the reclamation models, loom's own "Causality violation" (a slot's key
@@ -159,7 +162,7 @@ const CHILD: &str = "KOVA_LOOM_RACY_CHILD";
 /// non-linearizable history.
 ///
 /// A child process because such a failure cannot be caught in-process: the panic unwinds out of
-/// loom with model threads still holding crossbeam-epoch's thread-local handles, whose
+/// loom with model threads still holding their epoch participants (thread-locals), whose
 /// destructors then touch loom atomics outside the model, a panic during unwinding: the process
 /// aborts (after printing loom's message).
 fn table_model_fails_in_child(name: &str, model: impl FnOnce()) -> String {
@@ -277,4 +280,19 @@ fn table_quota_change_looking_without_freezing() {
         kova::loom_racy::looking_without_freezing(|| quota_change_racing_a_check(false));
     });
     assert!(message.contains("ended with 5"), "{message}");
+}
+
+/// A pin without its fence: `keyed.rs::check_racing_remove_and_slot_reuse_by_new_key`, but the
+/// check pins its thread with a plain store and no `SeqCst` fence
+/// (`kova::loom_racy::pinning_without_fence`). The lock holder's stamp and advance can then miss
+/// the pin of the check of key 7, which already reads 7's line, and key 8 takes the line under
+/// that read: loom reports the key or word refilled racing it.
+#[test]
+fn table_slot_reuse_pinning_without_fence() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
+    let message = table_model_fails_in_child("table_slot_reuse_pinning_without_fence", || {
+        let (plan, reclaim) = slot_reuse_plan();
+        kova::loom_racy::pinning_without_fence(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
+    });
+    assert!(message.contains("Causality violation"), "{message}");
 }

@@ -7,7 +7,8 @@
 //! - `single_line`: the key and its state word side by side in the probed array itself (2^21
 //!   positions of 16 bytes): one miss. kova's line layout, which its word algorithms use.
 //!
-//! Both do what the table's hit path must: hash the key (ahash), pin crossbeam-epoch, probe
+//! Both do what the table's hit path must: hash the key (ahash), pin (`kova::__bench_pin`, the
+//! table's own epoch), probe
 //! linearly, and compare-and-swap the key's state word (Acquire load, AcqRel CAS). Neither grows,
 //! removes or keeps a reserve, so each is a floor for its layout, not a table. The point is the
 //! ratio to governor: a keyed check cannot beat its layout's floor, so a target above the floor's
@@ -78,7 +79,7 @@ impl TwoLevel {
     #[inline]
     fn check<R>(&self, key: u64, decide: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
         let hash = self.hasher.hash_one(key);
-        let _guard = crossbeam_epoch::pin();
+        let _guard = kova::__bench_pin();
         let mut pos = home(hash);
         loop {
             let entry = self.index[pos].load(Ordering::Acquire);
@@ -134,7 +135,7 @@ impl SingleLine {
     /// Finds `key`'s state word and runs `decide` on it (pinned meanwhile).
     #[inline]
     fn check<R>(&self, key: u64, decide: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
-        let _guard = crossbeam_epoch::pin();
+        let _guard = kova::__bench_pin();
         let mut pos = home(self.hasher.hash_one(key));
         loop {
             let position = &self.positions[pos];

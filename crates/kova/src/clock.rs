@@ -49,10 +49,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
 }
 
-/// Under `--cfg kova_loom` quanta is not built (its `AtomicCell` does not exist under
-/// `crossbeam_loom`, see Cargo.toml): this stand-in keeps the clocks below, and so the public API
-/// (`Keyed`'s default clock included), compiling on std's `Instant`. Loom models read a
-/// `ManualClock`; nothing here is model-checked.
+/// Under `--cfg kova_loom` quanta is not built (Cargo.toml leaves it out): this stand-in keeps the
+/// clocks below, and so the public API (`Keyed`'s default clock included), compiling on std's
+/// `Instant`. Loom models read a `ManualClock`; nothing here is model-checked.
 #[cfg(kova_loom)]
 mod quanta {
     use std::time::Duration;

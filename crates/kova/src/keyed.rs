@@ -6,8 +6,8 @@
 //!   picked by the low bits of the key's hash. The hash is a randomly seeded `ahash`, one seed per
 //!   table, computed once per check.
 //! - **Lookups take no lock** and write nothing but the key's own state word: the check pins the
-//!   thread's crossbeam-epoch participant (a store to this thread's own record, no shared cache
-//!   line), probes the shard's open-addressing array and runs the algorithm's CAS loop on the
+//!   thread (`epoch.rs`: an exchange on this thread's own record, no shared cache line written),
+//!   probes the shard's open-addressing array and runs the algorithm's CAS loop on the
 //!   key's state. No reference count, no LRU list, and for the four single-word algorithms
 //!   nothing after the CAS.
 //! - **Two layouts**, chosen by the algorithm when the table is built (`store.rs`):
@@ -28,10 +28,11 @@
 //! - **New keys** take the shard's lock: look again, find room (an open line, or a slot from the
 //!   free list or the chunks), publish the key.
 //! - **Reclamation**: a removed or evicted key's line or slot, and an array or index replaced by
-//!   another, are reused or freed only after a crossbeam-epoch grace period, so a check that found
-//!   them still reads valid memory. The lock holder pushes each grace period's token to
-//!   crossbeam's global queue at the end of its section, so a thread that goes quiet after an
-//!   insert (an idle worker) holds none back. An eviction or a quota change looks at a key's
+//!   another, are reused or freed only after an epoch grace period (`epoch.rs`, crossbeam-epoch's
+//!   protocol without its collection on pins), so a check that found them still reads valid
+//!   memory. The lock holder stamps what it unlinked with the epoch at the end of its section;
+//!   later sections advance the epoch while something waits, and free what is two epochs old.
+//!   A thread that goes quiet after an insert (an idle worker) holds nothing back. An eviction or a quota change looks at a key's
 //!   state before unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
 //!   (a marker swapped in; a check that finds it, or whose CAS fails against it, redoes itself
 //!   under the lock), any other cell has its index entry hidden first (and its checks look at the
@@ -59,19 +60,18 @@
 //!   Changing a key's quota carries over what it has consumed (see [`Keyed::set_quota`]).
 //!
 //! # Checking it
-//! - Unit tests (`cargo test -p kova --lib keyed`) also run under Miri:
-//!   `MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks"
-//!   cargo +nightly miri test -p kova --lib keyed` (about 7 minutes of Miri on one core).
-//!   crossbeam-epoch needs the first two (its intrusive list trips Stacked Borrows; it stores
-//!   tagged pointers as integers) and the third (the bags of deferred functions left in its
-//!   global queue at exit are reported as leaks); the table's own leaks are checked by the
-//!   tests (`keys_and_cells_are_dropped_exactly_once`, `tests/keyed_leak.rs`).
+//! - Unit tests (`cargo test -p kova --lib keyed`, the epoch's included) also run under Miri,
+//!   with its default flags (Stacked Borrows, leak check on): `cargo +nightly miri test -p kova
+//!   --lib keyed` (about 6 minutes on one core, build included). The epoch's records are
+//!   reachable from its static list, so they are no leak; the table's own leaks are checked by
+//!   the tests too (`keys_and_cells_are_dropped_exactly_once`, `tests/keyed_leak.rs`).
 //! - The integration tests `tests/keyed_*.rs`: threads against a sequential model, floods,
 //!   leaks under a counting allocator.
-//! - Loom (`--cfg kova_loom --cfg crossbeam_loom`, `loom-tests/run.sh`): the table's atomics are
-//!   `crate::sync`'s, its lock is loom's mutex, and crossbeam-epoch runs on loom as well (its
-//!   `loom` feature, enabled by `loom-tests`), so pins, deferred grace-period tokens (loom's
-//!   `Arc`), flushes, `Retired::collect` and the reuse of freed slots are all model-checked. A
+//! - Loom (`--cfg kova_loom`, `loom-tests/run.sh`): the table's atomics, the epoch's included,
+//!   are `crate::sync`'s, and its lock is loom's mutex, so pins, stamps, epoch advances,
+//!   `Retired::collect` and the reuse of freed slots are all model-checked; a should-fail model
+//!   takes the pin's fence away (`kova::loom_racy::pinning_without_fence`) and loom catches a
+//!   line refilled under a check. A
 //!   slot's or line's key sits in loom's `UnsafeCell` there (and a slot's cell): a key dropped,
 //!   moved or refilled while a check can still read it is a causality violation (without that
 //!   tracking loom would not even explore such an interleaving: it only reorders accesses it sees
@@ -83,11 +83,11 @@
 //!   `KeyedBuilder::shards(1).max_keys(2)`.
 
 mod builder;
+mod epoch;
 mod error;
 mod index;
 mod line_shard;
 mod lock;
-mod pin;
 mod policy;
 mod quotas;
 mod reclaim;
@@ -96,6 +96,18 @@ mod slot;
 mod store;
 mod table;
 mod word;
+
+/// Pins the thread as a check does (`kova::__bench_pin`).
+#[inline(always)]
+pub(crate) fn pin() -> impl Drop {
+    epoch::pin()
+}
+
+/// Pins the thread and tries once to advance the epoch (`kova::loom_racy::advance_epoch`).
+#[cfg(kova_loom)]
+pub(crate) fn advance_epoch() {
+    epoch::pin().advance();
+}
 
 /// How many keys one shard of `max_keys` keys holds before it first grows its array (lines) or
 /// its index (`slots`): for the loom models that race the growth itself.

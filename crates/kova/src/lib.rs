@@ -71,6 +71,15 @@ pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 
+/// Not part of the API: pins the thread as every keyed check does (the keyed table's own epoch),
+/// until the returned guard drops. For the benchmarks' pinned floors (`kova-bench`'s
+/// `floor_pin_cas`, `layout_floor`), which measure what that synchronisation costs alone.
+#[doc(hidden)]
+#[inline(always)]
+pub fn __bench_pin() -> impl Drop {
+    keyed::pin()
+}
+
 /// Deliberately broken variants of the core's CAS loops, compiled only for the loom models, which
 /// must catch them (proof that the models can fail).
 #[cfg(kova_loom)]

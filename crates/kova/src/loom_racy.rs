@@ -11,8 +11,11 @@
 //! - [`refund_cell_load_store`]: the refund loop with a plain store;
 //! - [`RacyTable`]: a keyed table whose insert of a new key is check-then-act;
 //! - [`without_grace_periods`]: the real `Keyed` table, but a retired slot or index is handed back
-//!   for reuse at the shard's next lock, without waiting for its crossbeam-epoch grace period
-//!   (premature reuse: a check still holding the slot reads or writes the next key's state).
+//!   for reuse at the shard's next lock, without waiting for its epoch grace period (premature
+//!   reuse: a check still holding the slot reads or writes the next key's state).
+//! - [`pinning_without_fence`]: the real `Keyed` table, but a check pins its thread with a plain
+//!   store and no `SeqCst` fence: its probe can run before an advance of the epoch sees the pin,
+//!   and read a slot freed meanwhile.
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -181,6 +184,9 @@ impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
 }
 
 std::thread_local! {
+    /// Set by [`pinning_without_fence`].
+    static SKIP_PIN_FENCE: Cell<bool> = const { Cell::new(false) };
+
     /// Set by [`without_grace_periods`]. A std thread-local, not loom's: loom runs every thread of
     /// a model on the OS thread that called `loom::model`, so this covers the whole model (and
     /// only it: other tests run their models on other OS threads).
@@ -227,6 +233,25 @@ fn with_switch<T: Copy + 'static, R>(
 /// Whether [`without_grace_periods`] is in effect on this OS thread.
 pub(crate) fn grace_periods_skipped() -> bool {
     SKIP_GRACE_PERIODS.with(Cell::get)
+}
+
+/// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch
+/// with a plain store and no fence. A lock holder's stamp and advance can then miss a check that
+/// has already loaded the array or index it is retiring, and free it under the check: loom
+/// reports the access as a causality violation.
+pub fn pinning_without_fence<R>(f: impl FnOnce() -> R) -> R {
+    with_switch(&SKIP_PIN_FENCE, true, f)
+}
+
+/// Whether [`pinning_without_fence`] is in effect on this OS thread.
+pub(crate) fn pin_fence_skipped() -> bool {
+    SKIP_PIN_FENCE.with(Cell::get)
+}
+
+/// Pins the calling model thread and tries once to advance the keyed tables' epoch, as a lock
+/// holder collecting does (not racy): lets a model end a grace period between its operations.
+pub fn advance_epoch() {
+    crate::keyed::advance_epoch();
 }
 
 /// How the keyed table's lock holder looks at a word cell before unlinking its key.

@@ -2,10 +2,8 @@
 //!
 //! Under `--cfg kova_loom` these are loom's model-checked types, so the loom crate checks this
 //! same code; otherwise they are std's. Nothing else in the crate imports `std::sync::atomic`.
-//!
-//! The loom build also needs `--cfg crossbeam_loom` (with crossbeam-epoch's `loom` feature, which
-//! `loom-tests` enables): the keyed table's grace periods come from crossbeam-epoch, whose
-//! collector must run on loom's atomics for a model to be deterministic and to see reclamation.
+//! The keyed table's epoch (`keyed/epoch.rs`) takes its atomics from here too, so loom sees its
+//! grace periods.
 
 #[cfg(kova_loom)]
 pub(crate) use loom::sync::{atomic, Arc};
@@ -16,12 +14,6 @@ pub(crate) use std::sync::{atomic, Arc};
 /// std's atomic even under loom, for process-wide statics (loom's atomics cannot be statics)
 /// that no model reads: the coarse clock's time, kept by its upkeep thread.
 pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
-
-#[cfg(all(kova_loom, not(crossbeam_loom)))]
-compile_error!(
-    "`--cfg kova_loom` needs `--cfg crossbeam_loom` too (RUSTFLAGS=\"--cfg kova_loom --cfg crossbeam_loom\", \
-     see loom-tests/run.sh): the keyed table's crossbeam-epoch collector must run on loom"
-);
 
 /// Loom's `UnsafeCell`, whose accesses loom tracks: a read racing a write (a slot reused while a
 /// check still reads it) fails the model. The keyed table's slots use it under loom only; normal

@@ -23,9 +23,9 @@ fn flood_keys() -> u64 {
     })
 }
 
-/// Slack for what the allocator sees beyond the table's own figure: crossbeam-epoch's bags of
-/// deferred tokens (2 KiB each) in its global queue, and the test's own small allocations.
-const SLACK: isize = 1 << 20;
+/// Slack for what the allocator sees beyond the table's own figure: the threads' epoch records
+/// (128 bytes each) and the test's own small allocations.
+const SLACK: isize = 64 << 10;
 
 /// One test (the allocator counts the whole process, so nothing else may run meanwhile).
 #[test]
@@ -58,7 +58,7 @@ fn a_key_flood_stays_within_the_bound() {
             assert!(keyed.len() <= max_keys, "{} keys", keyed.len());
             assert!(reported <= bound, "{reported} reported > bound {bound}");
             assert!(seen <= bound as isize + SLACK, "{seen} allocated > bound {bound}");
-            // The report is honest: what the allocator sees, give or take crossbeam's bags.
+            // The report is honest: what the allocator sees, give or take the slack.
             assert!((seen - reported as isize).abs() <= SLACK, "reported {reported}, allocated {seen}");
             peak = peak.max(reported);
         }
@@ -117,6 +117,6 @@ fn a_key_flood_stays_within_the_bound() {
         let expected = if policy == TableFullPolicy::DenyNew { seen[0] } else { seen[1] };
         assert!(expected >= keys / 10 - 10_001, "{policy:?}: {seen:?}");
     }
-    // Everything the tables allocated is back, crossbeam's bags aside.
+    // Everything the tables allocated is back.
     assert!(live() - before <= SLACK, "{} bytes still allocated", live() - before);
 }

@@ -8,7 +8,8 @@ use kova::{Algorithm, Gcra, Keyed, ManualClock, Quota, SlidingWindowLog};
 mod counting_allocator;
 use counting_allocator::live;
 
-/// Slack for crossbeam-epoch's bags of deferred tokens and the grace-period reserve.
+/// Slack for the grace-period reserve (slots unlinked and still waiting, with the log's rings)
+/// and the threads' epoch records (128 bytes each).
 const SLACK: isize = 1 << 20;
 
 fn cycles<A: Algorithm>(quota: Quota, cycles: u64) {

@@ -39,9 +39,9 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 
-use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
+use super::epoch::Guard;
 use super::lock::{Cold, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::{Reclaimable, Retired};
@@ -656,7 +656,7 @@ impl<K, C> LineLocked<'_, K, C> {
     /// Drops the keys of removed lines whose grace period has ended, making them reusable, and
     /// frees replaced arrays.
     fn collect(&mut self) {
-        let ready = self.writer.retired.collect();
+        let ready = self.writer.retired.collect(self.guard);
         for (pos, _) in ready.slots {
             let pos = pos as usize;
             debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
@@ -848,11 +848,9 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
                 return Some(0);
             }
             if attempt < 2 {
-                // Seal what this section retired so far (its token goes to crossbeam's global
-                // queue), let crossbeam advance the epoch and collect (the flush does, even
-                // with nothing sealed), and look again.
+                // Seal what this section retired so far, collect what earlier sections sealed
+                // (advancing the epoch if they wait for it), and look again.
                 self.writer.retired.seal(self.guard);
-                self.guard.flush();
                 self.collect();
             }
         }

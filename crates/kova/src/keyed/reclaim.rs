@@ -1,23 +1,19 @@
 //! Grace periods: what a shard unlinked waits here until no check can still hold it.
 //!
 //! The lock holder retires slots and replaced indexes into the current batch; at the end of its
-//! locked section it seals the batch with a token, a `std::sync::Arc<()>` whose clone goes into
-//! crossbeam-epoch's garbage (`Guard::defer`). crossbeam runs that deferred drop only after every
-//! thread pinned at the time has unpinned, so once the shard holds the only reference again
-//! (`Arc::get_mut`, an Acquire that pairs with the clone's Release drop), no check can reach the
-//! batch's slots or indexes. The shard then frees or reuses them itself, under its lock.
+//! locked section it seals the batch with an epoch stamp (`epoch.rs`). Once an advance of the
+//! epoch returns two past the stamp, every check pinned when the batch was unlinked has
+//! unpinned, so no check can reach the batch's slots or indexes. The shard then frees or reuses
+//! them itself, under its lock. Collecting advances the epoch only while something waits, so
+//! checks of a table that inserts nothing never see the epoch move.
 //!
-//! The token is `crate::sync`'s `Arc`: std's, or loom's in the loom build, where crossbeam-epoch
-//! runs on loom too (`--cfg crossbeam_loom`: its collector lives and dies with each execution), so
-//! loom sees the whole chain from a check's unpin to the slot's reuse. Only the handful of
-//! pointers below are deferred: slots stay in their chunks and are dropped in place.
+//! In the loom build the epoch's atomics are loom's, so loom sees the whole chain from a check's
+//! unpin to the slot's reuse. Slots stay in their chunks and are dropped in place.
 
 use std::collections::VecDeque;
 
-use crossbeam_epoch::Guard;
-
+use super::epoch::{self, Guard};
 use super::index::Index;
-use crate::sync::Arc;
 
 /// Something replaced as a whole (an index, a line array), freed after its grace period.
 pub(super) trait Reclaimable {
@@ -44,8 +40,8 @@ struct RetiredSlot {
 pub(super) struct Retired<I> {
     slots: VecDeque<RetiredSlot>,
     indexes: VecDeque<(u64, I)>,
-    /// Sealed batches, oldest first: (batch, token).
-    tokens: VecDeque<(u64, Arc<()>)>,
+    /// Sealed batches, oldest first: (batch, epoch stamp).
+    stamps: VecDeque<(u64, u64)>,
     /// The batch being filled.
     current: u64,
     /// Whether the current batch holds anything.
@@ -88,7 +84,7 @@ impl<I> Default for Retired<I> {
         Retired {
             slots: VecDeque::new(),
             indexes: VecDeque::new(),
-            tokens: VecDeque::new(),
+            stamps: VecDeque::new(),
             current: 0,
             dirty: false,
             index_bytes: 0,
@@ -121,42 +117,34 @@ impl<I: Reclaimable> Retired<I> {
         self.slots.drain(..).map(|r| (r.slot, r.heap)).collect()
     }
 
-    /// Seals the current batch (if it holds anything) behind a token deferred on `guard`, and
-    /// pushes the token to crossbeam's global queue.
+    /// Seals the current batch (if it holds anything) with `guard`'s epoch stamp.
     pub(super) fn seal(&mut self, guard: &Guard) {
         if !self.dirty {
             return;
         }
-        let token = Arc::new(());
-        let deferred = Arc::clone(&token);
-        guard.defer(move || drop(deferred));
-        // Not left in this thread's bag, which crossbeam moves to its global queue only when it
-        // holds 64 functions: a thread that goes quiet after this section (a worker that served
-        // one request) would hold the token back for as long as it stays quiet, and with it every
-        // later batch of this shard (they are collected in order). At the key bound, every new
-        // key waited for a slot, then got the table-full policy (about 1k inserts a second into
-        // a full 65,536-key table filled by a thread that then blocked, same program and VM).
-        // The price is a bag of crossbeam's per sealed batch (about 2 KB until collected, and
-        // some 180 ns): an insert-and-remove loop of GCRA keys went from about 4.7M to 2.5M
-        // cycles a second (a scratch program, 3 alternating runs, on the 2-core dev VM).
-        guard.flush();
-        self.tokens.push_back((self.current, token));
+        self.stamps.push_back((self.current, guard.stamp()));
         self.current += 1;
         self.dirty = false;
     }
 
     /// Takes everything whose grace period has ended: the slots are returned (still holding
     /// their contents, for the caller to drop), the indexes are freed.
-    pub(super) fn collect(&mut self) -> Ready {
+    pub(super) fn collect(&mut self, guard: &Guard) -> Ready {
         let mut done = None;
-        while let Some((batch, token)) = self.tokens.front_mut() {
-            // `get_mut` succeeds only when crossbeam has dropped the deferred clone; its Acquire
-            // pairs with that drop's Release, after every check pinned at sealing time unpinned.
-            if Arc::get_mut(token).is_none() && !skip_grace_periods() {
-                break;
+        if let Some(&(_, oldest)) = self.stamps.front() {
+            // Advance the epoch only when the oldest batch needs it: an advance writes the line
+            // every check's pin reads.
+            let mut now = epoch::current();
+            if !epoch::expired(oldest, now) {
+                now = guard.advance();
             }
-            done = Some(*batch);
-            self.tokens.pop_front();
+            while let Some(&(batch, stamp)) = self.stamps.front() {
+                if !epoch::expired(stamp, now) && !skip_grace_periods() {
+                    break;
+                }
+                done = Some(batch);
+                self.stamps.pop_front();
+            }
         }
         let mut ready = Ready { slots: Vec::new(), index_bytes: 0 };
         let Some(done) = done else { return ready };
@@ -176,7 +164,7 @@ impl<I: Reclaimable> Retired<I> {
         // Give back queue room a burst left unused (a flood of removals while some check held a
         // grace period back), so that memory returns once the burst has passed.
         shrink(&mut self.slots);
-        shrink(&mut self.tokens);
+        shrink(&mut self.stamps);
         #[cfg(kova_loom)]
         crate::loom_racy::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
         ready
@@ -185,18 +173,16 @@ impl<I: Reclaimable> Retired<I> {
     /// Every retired slot, sealed or not (for the table's `Drop`, when no check can run).
     pub(super) fn drain_all(&mut self) -> impl Iterator<Item = u32> + '_ {
         self.indexes.clear();
-        self.tokens.clear();
+        self.stamps.clear();
         self.index_bytes = 0;
         self.slots.drain(..).map(|r| r.slot)
     }
 
-    /// Heap bytes held here: the queues, the tokens and the retired indexes.
+    /// Heap bytes held here: the queues and the retired indexes.
     pub(super) fn bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<RetiredSlot>()
             + self.indexes.capacity() * std::mem::size_of::<(u64, I)>()
-            + self.tokens.capacity() * std::mem::size_of::<(u64, Arc<()>)>()
-            // An `Arc<()>` allocation: the two counts.
-            + self.tokens.len() * 2 * std::mem::size_of::<usize>()
+            + self.stamps.capacity() * std::mem::size_of::<(u64, u64)>()
             + self.index_bytes
     }
 }

@@ -3,7 +3,7 @@
 //! it; the four word algorithms' use lines (`line_shard.rs`).
 //!
 //! # Protocol
-//! Readers (checks of a key the shard holds) pin the thread (crossbeam-epoch), load the index
+//! Readers (checks of a key the shard holds) pin the thread (`epoch.rs`), load the index
 //! pointer and probe it, read the slot's key, and run the algorithm on the slot's cell. They take
 //! no lock and write nothing else.
 //!
@@ -36,9 +36,9 @@
 
 use std::ops::ControlFlow;
 
-use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
+use super::epoch::Guard;
 use super::index::{Entry, Group, Index, View, BUSY, EMPTY, MAX_SLOTS};
 use super::lock::{Cold, MutexGuard};
 use super::quotas::{QuotaId, DEFAULT_ID};
@@ -306,7 +306,7 @@ impl<K, C> Locked<'_, K, C> {
 
     /// Hands back slots and indexes whose grace period has ended.
     fn collect(&mut self) {
-        let ready = self.writer.retired.collect();
+        let ready = self.writer.retired.collect(self.guard);
         for (slot, heap) in ready.slots {
             // SAFETY: retired after unlinking, and its grace period has ended: no reader can
             // reach it, and we hold the lock.
@@ -590,11 +590,10 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
                 return Some(slot);
             }
             if attempt < 2 {
-                // Everything is held or retired: seal what this section retired so far (its
-                // token goes to crossbeam's global queue), let crossbeam advance the epoch and
-                // collect (the flush does, even with nothing sealed), then look again.
+                // Everything is held or retired: seal what this section retired so far, collect
+                // what earlier sections sealed (advancing the epoch if they wait for it), then
+                // look again.
                 self.writer.retired.seal(self.guard);
-                self.guard.flush();
                 self.collect();
             }
         }
@@ -787,7 +786,7 @@ mod tests {
     fn lock_free_lookups_find_keys_far_from_home_and_with_tag_zero() {
         const KEYS: u64 = 40;
         let shard: Shard<u64, AtomicU64> = Shard::new(ShardConfig::new(64));
-        let guard = crossbeam_epoch::pin();
+        let guard = super::super::epoch::pin();
         {
             let mut locked = shard.lock(&guard);
             for key in 0..KEYS {

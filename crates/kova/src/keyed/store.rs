@@ -10,7 +10,7 @@
 //! `table.rs` writes each operation once, generic over this trait, and picks the layout when the
 //! table is built.
 
-use crossbeam_epoch::Guard;
+use super::epoch::Guard;
 
 use super::quotas::QuotaId;
 use super::shard::Freezer;

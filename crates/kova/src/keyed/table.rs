@@ -4,11 +4,9 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use crossbeam_epoch::Guard;
-
 use super::builder::{KeyedBuilder, QuotaFn};
+use super::epoch::{self, Guard};
 use super::line_shard::LineShard;
-use super::pin;
 use super::policy::TableFullPolicy;
 use super::quotas::{QuotaId, Quotas, DEFAULT_ID, MAX_QUOTAS};
 use super::shard::{Shard, ShardConfig};
@@ -22,7 +20,7 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 /// sharded, bounded table whose lookups take no lock.
 ///
 /// - **Lock-free hits**: checking a key the table holds takes no lock and writes only the key's
-///   state word (plus the thread's own crossbeam-epoch pin). New keys take their shard's lock.
+///   state word (plus the thread's own epoch record, `epoch.rs`). New keys take their shard's lock.
 /// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes side by side
 ///   in the probed array (one cache line per check), about 22–31 bytes per key in all.
 /// - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys and
@@ -173,8 +171,8 @@ const NO_SLOT_SLEEP: std::time::Duration = std::time::Duration::from_micros(250)
 const SET_QUOTA_TRIES: usize = 64;
 /// The most idle keys one insert into a full shard reclaims: with the default
 /// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) of 16, every idle key it examines. A
-/// locked section that unlinks anything pays for its grace period (a flush to crossbeam's
-/// global queue), and the next inserts use the places this one freed. Reclaiming an idle key
+/// locked section that unlinks anything pays for its grace period (an epoch stamp, and the
+/// advances that end it), and the next inserts use the places this one freed. Reclaiming an idle key
 /// early changes nothing a check can see, but each parks a place in its grace period, and the
 /// inserting check waits for the whole batch. Against 8, kova-bench's `keyed_flood` (GCRA) ran
 /// about 9% faster on one thread and 14% on two (medians of 3 alternating runs on the 2-core dev
@@ -293,7 +291,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
         shard.prefetch(hash);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
@@ -364,7 +362,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
         shard.prefetch(hash);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             check_cost(algorithm, cost)?;
@@ -431,7 +429,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ) -> Result<Decision, KeyedError> {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
             if algorithm.quota() == quota {
@@ -677,7 +675,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     fn peek_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> Decision {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             // `None`: frozen; the lock holder is done with it once we hold the lock.
             if let Some(decision) = word::decide(self.quotas.get(hit.quota()), hit.cell(), &self.clock, 0) {
@@ -704,7 +702,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     fn reset_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) {
         let hash = self.hash(key);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         let locked = self.shard(shards, hash).lock(&guard);
         if let Some((_, entry)) = locked.find(hash, key) {
             self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
@@ -732,7 +730,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     fn refund_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K, cost: u64) -> bool {
         let hash = self.hash(key);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         let locked = self.shard(shards, hash).lock(&guard);
         match locked.find(hash, key) {
             Some((_, entry)) => {
@@ -750,7 +748,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     fn remove_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> bool {
         let hash = self.hash(key);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         let mut locked = self.shard(shards, hash).lock(&guard);
         let Some((pos, entry)) = locked.find(hash, key) else { return false };
         let heap = heap_of(self.quotas.get(locked.quota(entry)));
@@ -796,7 +794,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     fn set_quota_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K, id: QuotaId) -> bool {
         let hash = self.hash(key);
         for _ in 0..SET_QUOTA_TRIES {
-            let guard = pin::pin();
+            let guard = epoch::pin();
             let mut locked = self.shard(shards, hash).lock(&guard);
             let Some((pos, entry)) = locked.find(hash, key) else { return false };
             if locked.quota(entry) == id || self.convert(&mut locked, pos, entry, hash, id).is_some() {
@@ -818,7 +816,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     fn quota_of_in<S: Store<K, A::Cell>>(&self, shards: &[S], key: &K) -> Option<Quota> {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
-        let guard = pin::pin();
+        let guard = epoch::pin();
         if let Some(hit) = shard.find(hash, key, &guard) {
             return Some(self.quotas.get(hit.quota()).quota());
         }
@@ -840,7 +838,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         for shard in shards.iter() {
             let mut pos = 0;
             loop {
-                let guard = pin::pin();
+                let guard = epoch::pin();
                 let mut locked = shard.lock(&guard);
                 let positions = locked.positions();
                 if pos >= positions {
