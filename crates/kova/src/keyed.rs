@@ -32,12 +32,13 @@
 //!   protocol without its collection on pins), so a check that found them still reads valid
 //!   memory. The lock holder stamps what it unlinked with the epoch at the end of its section;
 //!   later sections advance the epoch while something waits, and free what is two epochs old.
-//!   A thread that goes quiet after an insert (an idle worker) holds nothing back. An eviction or a quota change looks at a key's
-//!   state before unlinking it, and no check racing with the look is lost: a single-word cell is frozen first
-//!   (a marker swapped in; a check that finds it, or whose CAS fails against it, redoes itself
-//!   under the lock), any other cell has its index entry hidden first (and its checks look at the
-//!   entry again after writing, behind a `SeqCst` fence). `shard.rs` and `line_shard.rs` have the
-//!   protocols and the memory-model arguments.
+//!   A thread that goes quiet after an insert (an idle worker) holds nothing back. An eviction
+//!   or a quota change looks at a key's state before unlinking it, and no check racing with the
+//!   look is lost: a single-word cell is frozen first (a marker swapped in; a check that finds
+//!   it, or whose CAS fails against it, redoes itself under the lock), any other cell has its
+//!   index entry hidden first (and its checks look at the entry again after writing, behind a
+//!   `SeqCst` fence). `shard.rs` and `line_shard.rs` have the protocols and the memory-model
+//!   arguments.
 //! - **Grace-period room**: slots unlinked but not yet reusable come from a reserve of
 //!   `max(max_keys / 8, 64)` slots per shard; removed lines are shed by rehashes, and the arrays
 //!   they replace may hold up to four times the current array (or one array of the shard's
