@@ -432,47 +432,6 @@ fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
     }
 }
 
-/// Both layouts: lines (GCRA) and slots (the sliding log, and `AnyAlgorithm`).
-#[test]
-fn memory_is_reused_across_insert_remove_cycles() {
-    fn cycles<A: Algorithm>() {
-        let (keyed, _) = table::<A>(per_second(10), 1, 1_000, TableFullPolicy::default());
-        for key in 0..10 {
-            keyed.check(&key);
-        }
-        let baseline = keyed.memory_bytes();
-        for key in 1_000..1_000 + scaled(20_000, 300) as u64 {
-            check_tracked(&keyed, key);
-            assert!(keyed.remove(&key));
-        }
-        assert_eq!(keyed.len(), 10);
-        // Slots wait for their grace period in a reserve of 125 (max_keys / 8): at worst every
-        // slot of the shard is allocated (1,125 of 16 bytes for a word cell; 64 for
-        // `AnyAlgorithm`'s, about 72 KB) and its queues full. Lines wait as tombstones, shed by
-        // rehashes whose replaced arrays wait at most as long, in all one array of the shard's
-        // largest size (1,668 lines of 16 bytes) and four of the current one. Both far below
-        // what 20,000 leaked keys would take (320 KB of state words alone, 1.3 MB of
-        // `AnyAlgorithm` slots). Memory may also shrink: a rehash can leave a smaller array.
-        let slots_bytes = 1_125 * std::mem::size_of::<Slot<u64, A::Cell>>();
-        let allowed = (64 * 1024).max(slots_bytes + 8 * 1024);
-        // Other tests' threads may hold grace periods back: let them end first (advance the
-        // epoch and lock every shard until nothing more is freed, for up to 0.2 s), as any later
-        // lock does once no check is pinned.
-        let grown = || keyed.memory_bytes().saturating_sub(baseline);
-        let mut tries = 0;
-        while grown() > allowed && tries < scaled(1_000, 20) {
-            epoch::pin().advance();
-            keyed.sweep_idle();
-            std::thread::sleep(Duration::from_micros(200));
-            tries += 1;
-        }
-        assert!(grown() <= allowed, "{} bytes more after the cycles (allowed {allowed})", grown());
-        assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
-    }
-    cycles::<Gcra>();
-    cycles::<AnyAlgorithm>();
-}
-
 #[test]
 fn keys_and_cells_are_dropped_exactly_once() {
     // The key carries a token: the table must drop every clone it made.
