@@ -67,6 +67,20 @@ impl Decision {
     /// A denied decision. `retry_after_nanos` is raised to at least 1 ns: a denial always tells
     /// the client to wait.
     pub fn denied(limit: u64, remaining: u64, retry_after_nanos: u64, reset_after_nanos: u64) -> Self {
+        Self::denied_inline(limit, remaining, retry_after_nanos, reset_after_nanos)
+    }
+
+    /// [`denied`](Self::denied), always inlined where it is called. From another crate `denied`
+    /// stays a call (it is not `#[inline]`, and too large for the compiler to inline it on its
+    /// own), and a call on the deny branch costs the token bucket's allow path too: its check
+    /// saves registers and sets up a frame on entry.
+    #[inline(always)]
+    pub(crate) fn denied_inline(
+        limit: u64,
+        remaining: u64,
+        retry_after_nanos: u64,
+        reset_after_nanos: u64,
+    ) -> Self {
         Decision {
             limit,
             remaining,
