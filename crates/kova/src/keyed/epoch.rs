@@ -35,19 +35,25 @@
 //! `kova::loom_racy::pinning_without_fence` takes the fence away, which the models must catch.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
 use crate::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-/// A record's state while its thread is not pinned. Pinned: `epoch << 1 | 1`.
+/// A record's state while its thread is not pinned. Pinned: [`pinned_in`].
 const UNPINNED: u64 = 0;
+
+/// A record's state while its thread is pinned in `epoch`: the epoch shifted left, the low bit
+/// set (so never [`UNPINNED`]).
+#[inline(always)]
+const fn pinned_in(epoch: u64) -> u64 {
+    epoch << 1 | 1
+}
 
 /// One thread's participation: the epoch it is pinned in.
 struct Record {
-    /// [`UNPINNED`], or the epoch the thread pinned in, shifted left, with the low bit set.
+    /// [`UNPINNED`], or [`pinned_in`] the epoch the thread pinned in.
     state: AtomicU64,
     /// Whether a thread owns the record.
     taken: AtomicBool,
@@ -206,12 +212,11 @@ loom::thread_local! {
 
 /// Proof that the thread is pinned: whatever it reaches while the guard lives (through pointers
 /// loaded after the pin) is not freed before the guard drops.
+/// Not `Send` (its `NonNull`): the pin belongs to this thread.
 pub(super) struct Guard {
     participant: NonNull<Participant>,
     /// Whether the guard owns its participant (pinned while the thread-local was gone).
     temporary: bool,
-    /// Not `Send`: the pin belongs to this thread.
-    _thread: PhantomData<*mut ()>,
 }
 
 /// Pins the current thread.
@@ -230,7 +235,7 @@ impl Guard {
     /// until the guard frees it.
     #[inline(always)]
     fn enter(participant: NonNull<Participant>, temporary: bool) -> Guard {
-        let guard = Guard { participant, temporary, _thread: PhantomData };
+        let guard = Guard { participant, temporary };
         guard.join();
         guard
     }
@@ -253,7 +258,7 @@ impl Guard {
         p.nesting.set(nesting + 1);
         if nesting == 0 {
             let epoch = registry().epoch.load(Ordering::Relaxed);
-            publish_pin(&p.record().state, epoch << 1 | 1);
+            publish_pin(&p.record().state, pinned_in(epoch));
         }
     }
 
@@ -287,7 +292,7 @@ impl Guard {
         fence(Ordering::SeqCst);
         for record in registry.records() {
             let state = record.state.load(Ordering::Relaxed);
-            if state != UNPINNED && state >> 1 != epoch {
+            if state != UNPINNED && state != pinned_in(epoch) {
                 return epoch;
             }
         }
@@ -437,6 +442,8 @@ mod tests {
             .collect();
         for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
             let guard = pin();
+            // AcqRel: publishes the new box to the readers' Acquire, and takes the old one's
+            // contents with it.
             let old = shared.swap(fresh(), Ordering::AcqRel);
             let stamp = guard.stamp();
             drop(guard);
