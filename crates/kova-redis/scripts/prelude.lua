@@ -21,8 +21,12 @@ local function fmt(x)                     -- an integer as a decimal string (tos
   return string.format('%.0f', x)
 end
 
-local function ttl_ms(us)                 -- a PEXPIRE/PX argument: microseconds rounded UP to ms
-  return fmt(idiv(us + 999, 1000))
+-- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
+-- 2^53 µs (both are below 2^52): the TTL is capped below it (285 years), so the sum stays exact;
+-- no decision reads a TTL.
+local MAX_TTL_US = 9007199254739992       -- 2^53 - 1000
+local function ttl_ms(us)
+  return fmt(idiv(math.min(us, MAX_TTL_US) + 999, 1000))
 end
 
 local now

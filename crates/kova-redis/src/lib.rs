@@ -41,6 +41,18 @@
 //! sliding window counter's `retry_after`, which is kova's rounded up to a whole microsecond
 //! (the first microsecond, rather than nanosecond, at which the request fits).
 //!
+//! ## Integer safety
+//! Every number a script computes is an integer of magnitude at most 2^53, where a double is
+//! exact: times are below 2^52 µs ([`MAX_TIME_MICROS`], an [`Error::TimeOutOfRange`] past it),
+//! and every span a script forms (`burst * interval`, the window, `limit * period` for the
+//! counter) is at most 2^52 µs ([`MAX_SPAN_MICROS`], a [`LimitError::OutOfRange`] past it), so a
+//! time plus a span, a deficit plus one cost, or a count plus one cost never passes 2^53. TTLs,
+//! which add the margin, are capped below 2^53 µs (285 years); no decision reads them. Integer
+//! division is exact (`math.fmod`, never a rounded quotient). The test
+//! `integers::scripts_stay_exact_at_the_largest_quotas_and_times` runs every script at its
+//! largest accepted quotas and at times up to 2^52 - 1 µs, decision by decision against kova's
+//! exact models (`kova::model`).
+//!
 //! ## Keys
 //! `prefix:{tag}:algorithm`, where the tag is the user's key escaped (or hashed when long) so
 //! that no key can break the hash tag or address another key ([`KeyBuilder`]). Every key gets

@@ -449,7 +449,9 @@ impl RedisLimiter {
     ) -> Result<Reply, StoreError> {
         let inner = &*self.inner;
         let [p1, p2] = limit.script_args();
-        let args = [cost, extra, inner.margin_us, p1, p2];
+        // A lease never exceeds the capacity: a larger batch would only pass the scripts a
+        // number they cannot hold exactly.
+        let args = [cost, extra.min(limit.capacity()), inner.margin_us, p1, p2];
         inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
         let call = inner.store.eval(script(limit.kind()), key, now, args);
         let raw = match tokio::time::timeout_at(deadline, call).await {
