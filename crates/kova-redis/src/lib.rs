@@ -62,6 +62,9 @@
 //! Every call has a timeout (default 50 ms). Past it, or when Redis fails, the
 //! [`FailurePolicy`] decides and says so in [`Decision::fallback`](kova::Decision::fallback).
 //! The connection is re-established by itself after Redis restarts.
+//! [`FailurePolicy::Degrade`] decides with a local in-memory kova limiter at this server's share
+//! of the limit instead of failing open or closed ([`Fallback::StoreUnavailableLocal`](kova::Fallback::StoreUnavailableLocal)),
+//! and charges what it admitted to Redis when Redis answers again.
 //!
 //! ## Local acceleration (off by default)
 //! [`Builder::cache_denials`] answers a denied key locally until its retry time;
@@ -71,6 +74,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod degrade;
 mod error;
 mod key;
 mod limit;

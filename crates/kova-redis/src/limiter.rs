@@ -2,6 +2,7 @@
 //! policy.
 
 use std::fmt;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use kova::{CheckError, Clock, Decision, Fallback};
 use redis::cluster::ClusterClient;
 
+use crate::degrade::{Degraded, LocalClock};
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
 use crate::limit::{Limit, MAX_TIME_MICROS, MICROS};
@@ -34,6 +36,30 @@ pub enum FailurePolicy {
     FailClosed,
     /// Return [`Error::Store`] and let the caller decide.
     ReturnError,
+    /// Decide with a local in-memory kova limiter at this server's share of the limit:
+    /// [`Limit::local_quota`] when given, else the limit's quota divided by `servers` (rate and
+    /// burst, or the window's limit; at least one unit). Allowed or denied, the decision is
+    /// marked [`Fallback::StoreUnavailableLocal`]; a cost above the share is denied for
+    /// [`unavailable_retry_after`](Builder::unavailable_retry_after). So while Redis is down,
+    /// `servers` servers together admit at most the limit (at least one unit each).
+    ///
+    /// **The way back.** Every check still tries Redis first. When Redis answers again, the
+    /// first check of a key that was decided locally first charges Redis with the units the
+    /// local limiter still counts as used (`capacity - remaining`, in one script run that admits
+    /// them as far as the limit has room, like a lease), then forgets the local state and
+    /// decides in Redis. So returning does not hand out a second full quota on top of what was
+    /// spent locally: what was admitted during the outage and is still within the algorithm's
+    /// memory is counted in Redis. Two limits on that: a server that returns while another has
+    /// not yet charged its own local units may be admitted against them (the total over the
+    /// switch is then at most the limit plus the local units of the servers still to return),
+    /// and Redis's own loss (a kill -9 without persistence loses what was admitted before the
+    /// outage) is Redis's. Concurrent first checks of one key on one server may both charge it
+    /// (stricter, never looser). A slow Redis that runs a script after its call timed out
+    /// counts that request in both places (stricter too).
+    Degrade {
+        /// The number of servers sharing the limits.
+        servers: NonZeroU32,
+    },
 }
 
 /// Counters of what a limiter did (all since it was built).
@@ -238,6 +264,16 @@ impl Builder {
             u64::try_from(margin.as_micros()).unwrap_or(u64::MAX).min(crate::limit::MAX_SPAN_MICROS);
         let local = (self.cache_denials || self.leasing.is_some())
             .then(|| Arc::new(Local::new(self.local_max_keys, self.cache_denials, self.leasing)));
+        let degraded = match self.policy {
+            FailurePolicy::Degrade { servers } => {
+                let clock = match &self.clock {
+                    Some(clock) => LocalClock::Client(Arc::clone(clock)),
+                    None => LocalClock::Precise(kova::PreciseClock::new()),
+                };
+                Some(Degraded::new(servers, clock, self.local_max_keys))
+            }
+            _ => None,
+        };
         Ok(RedisLimiter {
             inner: Arc::new(Inner {
                 store,
@@ -248,6 +284,7 @@ impl Builder {
                 clock: self.clock,
                 margin_us,
                 local,
+                degraded,
                 epoch: Instant::now(),
                 counters: Counters::default(),
             }),
@@ -289,6 +326,7 @@ struct Inner {
     clock: Option<Arc<dyn Clock>>,
     margin_us: u64,
     local: Option<Arc<Local>>,
+    degraded: Option<Degraded>,
     epoch: Instant,
     counters: Counters,
 }
@@ -358,11 +396,23 @@ impl RedisLimiter {
                         if tokio::time::timeout_at(deadline, notified).await.is_ok() {
                             continue;
                         }
-                        return self.unavailable(limit, StoreError::Timeout(self.inner.timeout));
+                        return self.unavailable(&key, limit, cost, StoreError::Timeout(self.inner.timeout));
                     }
                     Before::Wait(_) | Before::Plain => {}
                 }
                 break;
+            }
+        }
+        if let Some(degraded) = &self.inner.degraded {
+            if let Some(owed) = degraded.owed(&key, limit) {
+                if owed > 0 {
+                    // The way back from an outage: Redis first counts what this server admitted
+                    // locally (admitted as far as the limit has room, as a lease is).
+                    if let Err(e) = self.eval(&key, limit, 1, owed - 1, now, deadline).await {
+                        return self.unavailable(&key, limit, cost, e);
+                    }
+                }
+                degraded.forget(&key, limit);
             }
         }
         match self.eval(&key, limit, cost, extra, now, deadline).await {
@@ -372,7 +422,7 @@ impl RedisLimiter {
                 }
                 Ok(reply.decision)
             }
-            Err(e) => self.unavailable(limit, e),
+            Err(e) => self.unavailable(&key, limit, cost, e),
         }
     }
 
@@ -414,6 +464,12 @@ impl RedisLimiter {
             local_decisions: c.local_decisions.load(Ordering::Relaxed),
             fallback_decisions: c.fallback_decisions.load(Ordering::Relaxed),
         }
+    }
+
+    /// Keys holding local state from [`FailurePolicy::Degrade`] decisions not yet charged back
+    /// to Redis (0 under the other policies).
+    pub fn degraded_keys(&self) -> usize {
+        self.inner.degraded.as_ref().map_or(0, Degraded::len)
     }
 
     /// Keys the local layer currently tracks (0 when local acceleration is off).
@@ -476,7 +532,13 @@ impl RedisLimiter {
         Ok(Reply { decision, granted })
     }
 
-    fn unavailable(&self, limit: &Limit, error: StoreError) -> Result<Decision, Error> {
+    fn unavailable(
+        &self,
+        key: &[u8],
+        limit: &Limit,
+        cost: u64,
+        error: StoreError,
+    ) -> Result<Decision, Error> {
         let capacity = limit.capacity();
         let retry = u64::try_from(self.inner.unavailable_retry_after.as_nanos()).unwrap_or(u64::MAX);
         let decision = match self.inner.policy {
@@ -487,6 +549,10 @@ impl RedisLimiter {
                 Decision::denied(capacity, 0, retry, retry).with_fallback(Fallback::StoreUnavailableDenied)
             }
             FailurePolicy::ReturnError => return Err(Error::Store(error)),
+            FailurePolicy::Degrade { .. } => match &self.inner.degraded {
+                Some(degraded) => degraded.decide(key, limit, cost, retry),
+                None => return Err(Error::Store(error)),
+            },
         };
         self.inner.counters.fallback_decisions.fetch_add(1, Ordering::Relaxed);
         Ok(decision)

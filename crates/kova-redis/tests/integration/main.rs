@@ -6,6 +6,7 @@ mod server;
 
 mod bad_input;
 mod cluster;
+mod degrade;
 mod faults;
 mod integers;
 mod local;
