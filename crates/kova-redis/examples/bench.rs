@@ -148,6 +148,10 @@ async fn main() {
     let mut algo: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut ratio_bench: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut ratio_rs: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    // Per algorithm and concurrency: the mean batch (checks per script call, lone ones included)
+    // and the mean time a check waited in the queue for its batch.
+    let mut batch_size: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    let mut batch_wait_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut lease_rate = Vec::new();
     let mut lease_trips = Vec::new();
     let mut hot_rate = Vec::new();
@@ -171,6 +175,8 @@ async fn main() {
             rs_incr[c].push(rs);
             for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
                 let (limiter, limit) = (limiter.clone(), limit_for(kind));
+                let before = limiter.batch_stats();
+                let probe = limiter.clone();
                 let rate = run_for(tasks, args.secs, move |task, i| {
                     let limiter = limiter.clone();
                     async move {
@@ -180,6 +186,13 @@ async fn main() {
                     }
                 })
                 .await;
+                let after = probe.batch_stats();
+                let calls = (after.single_calls - before.single_calls) + (after.batches - before.batches);
+                let checks = (after.single_calls - before.single_calls)
+                    + (after.batched_checks - before.batched_checks);
+                let queued = after.queued_nanos - before.queued_nanos;
+                batch_size[a][c].push(checks as f64 / calls.max(1) as f64);
+                batch_wait_us[a][c].push(queued as f64 / checks.max(1) as f64 / 1_000.0);
                 algo[a][c].push(rate);
                 ratio_bench[a][c].push(rate / incr);
                 ratio_rs[a][c].push(rate / rs);
@@ -233,10 +246,11 @@ async fn main() {
     );
     for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
         let (m, rb, rr) = (med(&algo[a]), med(&ratio_bench[a]), med(&ratio_rs[a]));
-        println!(
-            "| {kind}: decisions/s (x redis-benchmark; x redis-rs INCR) | {:.0} ({:.2}x; {:.2}x) | {:.0} ({:.2}x; {:.2}x) | {:.0} ({:.2}x; {:.2}x) |",
-            m[0], rb[0], rr[0], m[1], rb[1], rr[1], m[2], rb[2], rr[2]
-        );
+        let (size, wait) = (med(&batch_size[a]), med(&batch_wait_us[a]));
+        let cell = |c: usize| {
+            format!("{:.0} ({:.2}x; {:.2}x); batch {:.1}, +{:.0} µs", m[c], rb[c], rr[c], size[c], wait[c])
+        };
+        println!("| {kind}: decisions/s (x redis-benchmark; x redis-rs INCR); mean batch, added wait | {} | {} | {} |", cell(0), cell(1), cell(2));
     }
     let trips = median(lease_trips);
     println!(

@@ -74,6 +74,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod batch;
 mod degrade;
 mod error;
 mod key;
@@ -83,9 +84,10 @@ mod local;
 mod scripts;
 mod store;
 
+pub use batch::BatchStats;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 pub use limiter::{Builder, FailurePolicy, RedisLimiter, Stats};
 pub use local::Leasing;
-pub use scripts::script_source;
+pub use scripts::{batch_script_source, script_source};

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use kova::{CheckError, Clock, Decision, Fallback};
 use redis::cluster::ClusterClient;
 
+use crate::batch::{BatchStats, Call};
 use crate::degrade::{Degraded, LocalClock};
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
 use crate::limit::{Limit, MAX_TIME_MICROS, MICROS};
 use crate::local::{Before, Leasing, Local};
-use crate::scripts::script;
 use crate::store::{SingleNode, Store};
 
 /// What a call does when Redis cannot answer in time (down, restarting, slow, unreachable).
@@ -225,7 +225,7 @@ impl Builder {
     pub fn open(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
         let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
-        self.finish(Store::Single(Box::new(node)))
+        self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis node at `url`, connected now (an error if Redis is unreachable).
@@ -239,7 +239,7 @@ impl Builder {
             }
             Err(_) => return Err(StoreError::Timeout(self.timeout.max(Duration::from_secs(1))).into()),
         }
-        self.finish(Store::Single(Box::new(node)))
+        self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis Cluster reachable through any of `nodes`, connected now. Every
@@ -472,6 +472,12 @@ impl RedisLimiter {
         self.inner.degraded.as_ref().map_or(0, Degraded::len)
     }
 
+    /// What batching did so far: checks sent alone, batch script calls, their sizes and the
+    /// time checks waited for them (single node; all zero on a cluster).
+    pub fn batch_stats(&self) -> BatchStats {
+        self.inner.store.batch_stats()
+    }
+
     /// Keys the local layer currently tracks (0 when local acceleration is off).
     pub fn local_keys(&self) -> usize {
         self.inner.local.as_ref().map_or(0, |l| l.len())
@@ -509,7 +515,7 @@ impl RedisLimiter {
         // number they cannot hold exactly.
         let args = [cost, extra.min(limit.capacity()), inner.margin_us, p1, p2];
         inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        let call = inner.store.eval(script(limit.kind()), key, now, args);
+        let call = inner.store.eval(Call { kind: limit.kind(), key: key.to_vec(), now, args });
         let raw = match tokio::time::timeout_at(deadline, call).await {
             Ok(result) => result.map_err(StoreError::Redis)?,
             Err(_) => {
