@@ -1,7 +1,7 @@
 //! Throughput of the Redis backend against a local redis-server, beside plain `INCR`.
 //!
 //! ```text
-//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/]
+//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2]
 //! ```
 //!
 //! Starts its own redis-server on a free loopback port (unless `--url` is given), then for each
@@ -28,10 +28,11 @@ struct Args {
     secs: f64,
     reps: usize,
     url: Option<String>,
+    in_flight: Option<usize>,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { secs: 2.0, reps: 3, url: None };
+    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -39,7 +40,8 @@ fn parse_args() -> Args {
             "--secs" => args.secs = value.parse().expect("--secs SECONDS"),
             "--reps" => args.reps = value.parse().expect("--reps N"),
             "--url" => args.url = Some(value),
-            other => panic!("unknown flag {other} (expected --secs, --reps, --url)"),
+            "--in-flight" => args.in_flight = Some(value.parse().expect("--in-flight CALLS")),
+            other => panic!("unknown flag {other} (expected --secs, --reps, --url, --in-flight)"),
         }
     }
     args
@@ -130,8 +132,11 @@ async fn main() {
             out
         }
     };
-    let limiter =
-        RedisLimiter::builder().timeout(Duration::from_secs(2)).connect(&url).await.expect("connect");
+    let mut builder = RedisLimiter::builder().timeout(Duration::from_secs(2));
+    if let Some(calls) = args.in_flight {
+        builder = builder.max_in_flight(calls);
+    }
+    let limiter = builder.connect(&url).await.expect("connect");
     let incr_client = redis::Client::open(url.as_str()).expect("url");
     let incr_conn = incr_client.get_multiplexed_async_connection().await.expect("connect");
 

@@ -1,6 +1,7 @@
-//! Batching on one connection: while a script call is in flight, the checks that arrive wait in
-//! a queue, and go together as one run of the batch script when it returns. A lone check goes at
-//! once as its own algorithm's script, so batching adds no wait where there is nothing to batch.
+//! Batching on one connection: while `max_in_flight` script calls are in flight, the checks that
+//! arrive wait in a queue, and go together as one run of the batch script when a call returns.
+//! A check that finds a free flight goes at once as its own algorithm's script, so batching adds
+//! no wait where there is nothing to batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -85,7 +86,7 @@ struct Waiting {
 #[derive(Default)]
 struct Queue {
     waiting: Vec<Waiting>,
-    in_flight: bool,
+    in_flight: usize,
 }
 
 #[derive(Default)]
@@ -98,13 +99,21 @@ struct Counters {
 }
 
 /// The queue of one connection.
-#[derive(Default)]
 pub(crate) struct Batcher {
     queue: Mutex<Queue>,
+    max_in_flight: usize,
     counters: Counters,
 }
 
 impl Batcher {
+    pub(crate) fn new(max_in_flight: usize) -> Self {
+        Batcher {
+            queue: Mutex::default(),
+            max_in_flight: max_in_flight.max(1),
+            counters: Counters::default(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // Every update of the queue is complete before anything that could panic: a poisoned
         // lock still guards a consistent queue.
@@ -115,12 +124,12 @@ impl Batcher {
     /// flight when there is none (`Err`: send it now).
     fn enqueue_or_fly(&self, call: Call) -> Result<oneshot::Receiver<RedisResult<Vec<i64>>>, Call> {
         let mut queue = self.lock();
-        if queue.in_flight {
+        if queue.in_flight >= self.max_in_flight {
             let (reply, receiver) = oneshot::channel();
             queue.waiting.push(Waiting { call, since: Instant::now(), reply });
             Ok(receiver)
         } else {
-            queue.in_flight = true;
+            queue.in_flight += 1;
             Err(call)
         }
     }
@@ -173,16 +182,17 @@ impl Drop for Flight {
             }
             Err(_) => {
                 // No runtime (it is shutting down): the waiting checks get an error.
-                node.batcher.lock().in_flight = false;
+                node.batcher.lock().in_flight -= 1;
             }
         }
     }
 }
 
-/// Takes up to [`MAX_BATCH`] waiting checks, keeping the flight when there are any.
+/// Takes up to [`MAX_BATCH`] waiting checks for the flight ending now, which goes on when there
+/// are any and ends otherwise.
 fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
     if queue.waiting.is_empty() {
-        queue.in_flight = false;
+        queue.in_flight -= 1;
         return Vec::new();
     }
     let n = queue.waiting.len().min(MAX_BATCH);

@@ -80,6 +80,9 @@ struct Counters {
     fallback_decisions: AtomicU64,
 }
 
+/// The default of [`Builder::max_in_flight`].
+const DEFAULT_MAX_IN_FLIGHT: usize = 2;
+
 /// Configures and connects a [`RedisLimiter`].
 ///
 /// ```no_run
@@ -106,6 +109,7 @@ pub struct Builder {
     cache_denials: bool,
     leasing: Option<Leasing>,
     local_max_keys: usize,
+    max_in_flight: usize,
 }
 
 impl fmt::Debug for Builder {
@@ -121,6 +125,7 @@ impl fmt::Debug for Builder {
             .field("cache_denials", &self.cache_denials)
             .field("leasing", &self.leasing)
             .field("local_max_keys", &self.local_max_keys)
+            .field("max_in_flight", &self.max_in_flight)
             .finish()
     }
 }
@@ -138,6 +143,7 @@ impl Default for Builder {
             cache_denials: false,
             leasing: None,
             local_max_keys: 100_000,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -214,6 +220,17 @@ impl Builder {
         self
     }
 
+    /// The most script calls in flight at once on a single node's connection (default 2).
+    /// Checks that arrive while that many are in flight wait, and go together as one run of a
+    /// batch script (at most 128 checks) when a call returns; each is decided exactly as it
+    /// would be alone, in the order they queued ([`RedisLimiter::batch_stats`] says how it went).
+    /// More flights overlap round trips with Redis's work; fewer make larger batches. A cluster
+    /// connection sends every check as its own call.
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
+        self
+    }
+
     /// The most keys the local layer (denial cache, leases) tracks (default 100,000).
     pub fn local_max_keys(mut self, max: usize) -> Self {
         self.local_max_keys = max;
@@ -224,14 +241,14 @@ impl Builder {
     /// it can be built while Redis is down (the failure policy answers meanwhile).
     pub fn open(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
+        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
         self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis node at `url`, connected now (an error if Redis is unreachable).
     pub async fn connect(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
+        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
         let connect = node.connection();
         match tokio::time::timeout(self.timeout.max(Duration::from_secs(1)), connect).await {
             Ok(result) => {

@@ -103,6 +103,7 @@ impl SingleNode {
         client: redis::Client,
         connect_timeout: Duration,
         reconnect_interval: Duration,
+        max_in_flight: usize,
     ) -> Self {
         SingleNode {
             client,
@@ -112,7 +113,7 @@ impl SingleNode {
             connecting: tokio::sync::Mutex::new(()),
             last_answer_ms: AtomicU64::new(0),
             epoch: Instant::now(),
-            batcher: Batcher::default(),
+            batcher: Batcher::new(max_in_flight),
         }
     }
 
