@@ -7,6 +7,7 @@ mod server;
 mod bad_input;
 mod cluster;
 mod degrade;
+mod failover;
 mod faults;
 mod integers;
 mod local;

@@ -206,6 +206,11 @@ impl RedisServer {
         panic!("redis-server did not restart on port {}", self.port);
     }
 
+    /// Whether `ROLE` says master.
+    pub fn is_master(&self) -> bool {
+        self.cli(&["ROLE"]).starts_with("master")
+    }
+
     /// Runs `redis-cli -p PORT args...`, returning stdout.
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
@@ -232,8 +237,15 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Option<Self> {
+        Self::start_with(0, 5000)
+    }
+
+    /// 3 masters with `replicas` replicas each; `node_timeout_ms` is how long a master may be
+    /// silent before its replica is promoted.
+    pub fn start_with(replicas: usize, node_timeout_ms: u64) -> Option<Self> {
         let mut nodes = Vec::new();
-        for _ in 0..3 {
+        let timeout = node_timeout_ms.to_string();
+        for _ in 0..3 * (1 + replicas) {
             // A relative config file lives in the node's own --dir.
             let node = RedisServer::start_with(&[
                 "--cluster-enabled",
@@ -241,7 +253,7 @@ impl RedisCluster {
                 "--cluster-config-file",
                 "nodes.conf",
                 "--cluster-node-timeout",
-                "5000",
+                &timeout,
             ])?;
             nodes.push(node);
         }
@@ -249,7 +261,7 @@ impl RedisCluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("run redis-cli --cluster create");
         assert!(
@@ -267,7 +279,19 @@ impl RedisCluster {
             assert!(start.elapsed() < Duration::from_secs(20), "cluster did not reach cluster_state:ok");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(RedisCluster { nodes })
+        let cluster = RedisCluster { nodes };
+        // Every replica linked to its master, so that a failover has a replica to promote.
+        while cluster.nodes.iter().filter(|n| n.is_master()).count() != 3
+            || cluster
+                .nodes
+                .iter()
+                .filter(|n| !n.is_master())
+                .any(|n| !n.cli(&["INFO", "replication"]).contains("master_link_status:up"))
+        {
+            assert!(start.elapsed() < Duration::from_secs(30), "replicas did not link to their masters");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(cluster)
     }
 
     pub fn urls(&self) -> Vec<String> {
