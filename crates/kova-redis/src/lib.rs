@@ -66,6 +66,14 @@
 //! of the limit instead of failing open or closed ([`Fallback::StoreUnavailableLocal`](kova::Fallback::StoreUnavailableLocal)),
 //! and charges what it admitted to Redis when Redis answers again.
 //!
+//! ## Batching
+//! On one node, up to [`Builder::max_in_flight`] script calls overlap on the connection; checks
+//! that arrive while they are in flight wait and go together as one run of a batch script (the
+//! five algorithms' Lua functions, at most 128 checks), decided in the order they queued, each
+//! exactly as it would be alone (the conformance suite runs batched too). A check that finds a
+//! free flight goes alone as its own script. [`RedisLimiter::batch_stats`] counts batches, their
+//! sizes and the time checks waited. A cluster connection sends every check as its own call.
+//!
 //! ## Local acceleration (off by default)
 //! [`Builder::cache_denials`] answers a denied key locally until its retry time;
 //! [`Builder::leasing`] leases units for hot keys so most of their decisions need no round

@@ -56,6 +56,26 @@ pub enum FailurePolicy {
     /// outage) is Redis's. Concurrent first checks of one key on one server may both charge it
     /// (stricter, never looser). A slow Redis that runs a script after its call timed out
     /// counts that request in both places (stricter too).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// # rt.block_on(async {
+    /// use std::num::NonZeroU32;
+    /// use kova::{Fallback, Quota};
+    /// use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+    /// // Nothing listens on port 1: every check is decided locally, at a quarter of the limit.
+    /// let limiter = RedisLimiter::builder()
+    ///     .failure_policy(FailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
+    ///     .open("redis://127.0.0.1:1/")?;
+    /// let limit = Limit::gcra(Quota::per_minute(40)?)?;
+    /// let d = limiter.check("user:42", &limit).await?;
+    /// assert_eq!(d.fallback(), Some(Fallback::StoreUnavailableLocal));
+    /// assert_eq!((d.limit(), d.remaining()), (10, 9));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })
+    /// # }
+    /// ```
     Degrade {
         /// The number of servers sharing the limits.
         servers: NonZeroU32,
