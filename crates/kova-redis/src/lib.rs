@@ -89,6 +89,7 @@ mod key;
 mod limit;
 mod limiter;
 mod local;
+mod policy;
 mod scripts;
 mod store;
 
@@ -96,6 +97,7 @@ pub use batch::BatchStats;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
-pub use limiter::{Builder, FailurePolicy, RedisLimiter, Stats};
+pub use limiter::{Builder, RedisLimiter, Stats};
 pub use local::Leasing;
+pub use policy::FailurePolicy;
 pub use scripts::{batch_script_source, script_source};
