@@ -11,7 +11,7 @@ use kova::AlgorithmKind;
 use redis::{RedisError, RedisResult};
 use tokio::sync::oneshot;
 
-use crate::scripts::{batch_script, index, script};
+use crate::scripts::{batch_script, batch_script_source, index, script};
 use crate::store::SingleNode;
 
 /// The most checks one batch script call decides.
@@ -225,20 +225,29 @@ async fn send(node: &SingleNode, batch: Vec<Waiting>) {
     c.batches.fetch_add(1, Ordering::Relaxed);
     c.batched_checks.fetch_add(n, Ordering::Relaxed);
     c.largest_batch.fetch_max(n, Ordering::Relaxed);
-    let mut invocation = batch_script().prepare_invoke();
+    // A plain EVALSHA command (one buffer for all arguments), loading the script on NOSCRIPT.
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(batch_script().get_hash()).arg(batch.len());
+    for w in &batch {
+        cmd.arg(&w.call.key);
+    }
     for w in &batch {
         let call = &w.call;
-        invocation.key(call.key.as_slice());
-        invocation.arg(index(call.kind) + 1);
+        cmd.arg(index(call.kind) + 1);
         match call.now {
-            Some(micros) => invocation.arg(micros),
-            None => invocation.arg(""),
+            Some(micros) => cmd.arg(micros),
+            None => cmd.arg(""),
         };
-        for arg in call.args {
-            invocation.arg(arg);
-        }
+        cmd.arg(&call.args[..]);
     }
-    let result: RedisResult<Vec<i64>> = node.run(invocation).await;
+    let mut result: RedisResult<Vec<i64>> = node.query(&cmd).await;
+    if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(batch_script_source()).clone();
+        result = match node.query::<String>(&load).await {
+            Ok(_) => node.query(&cmd).await,
+            Err(e) => Err(e),
+        };
+    }
     match result {
         Ok(values) if values.len() == batch.len() * 5 => {
             for (w, reply) in batch.into_iter().zip(values.chunks_exact(5)) {

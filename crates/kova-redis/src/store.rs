@@ -168,6 +168,14 @@ impl SingleNode {
         result
     }
 
+    /// Runs a command on the connection (a new one if needed), noting the outcome.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
+        let (id, mut conn) = self.connection().await?;
+        let result = cmd.query_async(&mut conn).await;
+        self.after(id, &result);
+        result
+    }
+
     fn answered(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64;
         // Relaxed: a hint for `timed_out`, ordered with nothing else.
