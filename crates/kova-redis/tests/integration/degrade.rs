@@ -149,10 +149,21 @@ async fn kill_9_under_load_degrades_to_shares() {
         }
     }
     let sum = |slot: usize| counts.iter().map(|c| c[slot].load(Ordering::Relaxed)).sum::<u64>();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each phase runs until the load has spent what it can (bounded, for a slow machine).
+    let until = |slot: usize, target: u64| {
+        let sum = &sum;
+        async move {
+            let start = Instant::now();
+            while sum(slot) < target && start.elapsed() < Duration::from_secs(5) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    until(0, quota).await;
     killed.store(true, Ordering::Relaxed);
     server.kill9();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    until(1, SERVERS * share).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let local_at_restart = sum(1);
     server.restart();
     let restarted = Instant::now();
