@@ -1,7 +1,7 @@
 //! Throughput of the Redis backend against a local redis-server, beside plain `INCR`.
 //!
 //! ```text
-//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/]
+//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2]
 //! ```
 //!
 //! Starts its own redis-server on a free loopback port (unless `--url` is given), then for each
@@ -28,10 +28,11 @@ struct Args {
     secs: f64,
     reps: usize,
     url: Option<String>,
+    in_flight: Option<usize>,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { secs: 2.0, reps: 3, url: None };
+    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -39,7 +40,8 @@ fn parse_args() -> Args {
             "--secs" => args.secs = value.parse().expect("--secs SECONDS"),
             "--reps" => args.reps = value.parse().expect("--reps N"),
             "--url" => args.url = Some(value),
-            other => panic!("unknown flag {other} (expected --secs, --reps, --url)"),
+            "--in-flight" => args.in_flight = Some(value.parse().expect("--in-flight CALLS")),
+            other => panic!("unknown flag {other} (expected --secs, --reps, --url, --in-flight)"),
         }
     }
     args
@@ -130,8 +132,11 @@ async fn main() {
             out
         }
     };
-    let limiter =
-        RedisLimiter::builder().timeout(Duration::from_secs(2)).connect(&url).await.expect("connect");
+    let mut builder = RedisLimiter::builder().timeout(Duration::from_secs(2));
+    if let Some(calls) = args.in_flight {
+        builder = builder.max_in_flight(calls);
+    }
+    let limiter = builder.connect(&url).await.expect("connect");
     let incr_client = redis::Client::open(url.as_str()).expect("url");
     let incr_conn = incr_client.get_multiplexed_async_connection().await.expect("connect");
 
@@ -148,6 +153,10 @@ async fn main() {
     let mut algo: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut ratio_bench: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut ratio_rs: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    // Per algorithm and concurrency: the mean batch (checks per script call, lone ones included)
+    // and the mean time a check waited in the queue for its batch.
+    let mut batch_size: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    let mut batch_wait_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut lease_rate = Vec::new();
     let mut lease_trips = Vec::new();
     let mut hot_rate = Vec::new();
@@ -171,6 +180,8 @@ async fn main() {
             rs_incr[c].push(rs);
             for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
                 let (limiter, limit) = (limiter.clone(), limit_for(kind));
+                let before = limiter.batch_stats();
+                let probe = limiter.clone();
                 let rate = run_for(tasks, args.secs, move |task, i| {
                     let limiter = limiter.clone();
                     async move {
@@ -180,6 +191,13 @@ async fn main() {
                     }
                 })
                 .await;
+                let after = probe.batch_stats();
+                let calls = (after.single_calls - before.single_calls) + (after.batches - before.batches);
+                let checks = (after.single_calls - before.single_calls)
+                    + (after.batched_checks - before.batched_checks);
+                let queued = after.queued_nanos - before.queued_nanos;
+                batch_size[a][c].push(checks as f64 / calls.max(1) as f64);
+                batch_wait_us[a][c].push(queued as f64 / checks.max(1) as f64 / 1_000.0);
                 algo[a][c].push(rate);
                 ratio_bench[a][c].push(rate / incr);
                 ratio_rs[a][c].push(rate / rs);
@@ -233,10 +251,11 @@ async fn main() {
     );
     for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
         let (m, rb, rr) = (med(&algo[a]), med(&ratio_bench[a]), med(&ratio_rs[a]));
-        println!(
-            "| {kind}: decisions/s (x redis-benchmark; x redis-rs INCR) | {:.0} ({:.2}x; {:.2}x) | {:.0} ({:.2}x; {:.2}x) | {:.0} ({:.2}x; {:.2}x) |",
-            m[0], rb[0], rr[0], m[1], rb[1], rr[1], m[2], rb[2], rr[2]
-        );
+        let (size, wait) = (med(&batch_size[a]), med(&batch_wait_us[a]));
+        let cell = |c: usize| {
+            format!("{:.0} ({:.2}x; {:.2}x); batch {:.1}, +{:.0} µs", m[c], rb[c], rr[c], size[c], wait[c])
+        };
+        println!("| {kind}: decisions/s (x redis-benchmark; x redis-rs INCR); mean batch, added wait | {} | {} | {} |", cell(0), cell(1), cell(2));
     }
     let trips = median(lease_trips);
     println!(

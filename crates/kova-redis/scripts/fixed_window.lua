@@ -1,36 +1,35 @@
 -- Fixed window: mirrors kova::FixedWindow::decide (crates/kova/src/algorithm/fixed_window.rs).
 -- State: "window:count", the window index (now / period, full width) and its count. No key = an
--- empty window. ARGV[5] limit, ARGV[6] period (microseconds).
-local limit = tonumber(ARGV[5])
-local period = tonumber(ARGV[6])
-
--- current: the window now counts in, its count, and the index of the window after it.
-local index = idiv(now, period)
-local window, count, end_index = index, 0, index + 1
-local state = redis.call('GET', key)
-if state then
-  local sep = string.find(state, ':', 1, true)
-  local stored = tonumber(string.sub(state, 1, sep - 1))
-  local stored_count = tonumber(string.sub(state, sep + 1))
-  if stored == index then
-    count = stored_count
-  elseif stored > index then
-    -- The clock is behind the stored window: count in the stored window (never a fresh count).
-    window, count, end_index = stored, stored_count, stored + 1
+-- empty window. a = limit, b = period (microseconds).
+local function decide_fixed_window(key, now, cost, extra, margin, limit, period)
+  -- current: the window now counts in, its count, and the index of the window after it.
+  local index = idiv(now, period)
+  local window, count, end_index = index, 0, index + 1
+  local state = redis.call('GET', key)
+  if state then
+    local sep = string.find(state, ':', 1, true)
+    local stored = tonumber(string.sub(state, 1, sep - 1))
+    local stored_count = tonumber(string.sub(state, sep + 1))
+    if stored == index then
+      count = stored_count
+    elseif stored > index then
+      -- The clock is behind the stored window: count in the stored window (never a fresh count).
+      window, count, end_index = stored, stored_count, stored + 1
+    end
   end
-end
-local until_end = end_index * period - now
-local reset = 0
-if count > 0 then reset = until_end end
+  local until_end = end_index * period - now
+  local reset = 0
+  if count > 0 then reset = until_end end
 
-if cost == 0 then
-  return {1, limit - count, 0, reset, 0}
+  if cost == 0 then
+    return {1, limit - count, 0, reset, 0}
+  end
+  if count + cost > limit then
+    -- A denial writes nothing. cost <= limit, so the next window admits it.
+    return {0, limit - count, until_end, reset, 0}
+  end
+  local granted = math.min(extra, limit - count - cost)
+  count = count + cost + granted
+  redis.call('SET', key, fmt(window) .. ':' .. fmt(count), 'PX', ttl_ms(until_end + margin))
+  return {1, limit - count, 0, until_end, granted}
 end
-if count + cost > limit then
-  -- A denial writes nothing. cost <= limit, so the next window admits it.
-  return {0, limit - count, until_end, reset, 0}
-end
-local granted = math.min(extra, limit - count - cost)
-count = count + cost + granted
-redis.call('SET', key, fmt(window) .. ':' .. fmt(count), 'PX', ttl_ms(until_end + margin))
-return {1, limit - count, 0, until_end, granted}

@@ -1,17 +1,20 @@
--- kova prelude: prepended to every algorithm script (see src/scripts.rs).
+-- kova prelude: prepended to every script (see src/scripts.rs); then the five algorithms, each a
+-- local function decide_<algorithm>(key, now, cost, extra, margin, a, b), and one epilogue: one
+-- decision (single.lua) or a batch of them (batch.lua).
 --
 -- Lua numbers are doubles. Every value handled here is an integer below 2^53, where doubles are
 -- exact: times and durations in whole microseconds below 2^52, products checked below 2^53 by the
 -- Rust side (crate::limit) before any call. Integer division is done with math.fmod, which is
 -- exact, never with a rounded quotient.
 --
--- KEYS[1]  the limit's state key: prefix:{tag}:algorithm
--- ARGV[1]  now in microseconds, or '' to read the server's TIME
--- ARGV[2]  cost (0 = peek)
--- ARGV[3]  extra units wanted for a local lease (granted only if cost is admitted)
--- ARGV[4]  TTL margin in microseconds (added to every key's TTL)
--- ARGV[5], ARGV[6]  the algorithm's two parameters
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, granted_extra}.
+-- Every decide_<algorithm> takes
+--   key     the limit's state key: prefix:{tag}:algorithm
+--   now     microseconds
+--   cost    units (0 = peek)
+--   extra   units wanted for a local lease (granted only if cost is admitted)
+--   margin  TTL margin in microseconds (added to every key's TTL)
+--   a, b    the algorithm's two parameters
+-- and returns {allowed (1/0), remaining, retry_after_us, reset_after_us, granted_extra}.
 
 local function idiv(a, b)                 -- floor(a / b), exact for 0 <= a < 2^53, b > 0
   return (a - math.fmod(a, b)) / b
@@ -21,18 +24,16 @@ local function fmt(x)                     -- an integer as a decimal string (tos
   return string.format('%.0f', x)
 end
 
-local function ttl_ms(us)                 -- a PEXPIRE/PX argument: microseconds rounded UP to ms
-  return fmt(idiv(us + 999, 1000))
+-- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
+-- 2^53 µs (both are below 2^52): the TTL is capped below it (285 years), so the sum stays exact;
+-- no decision reads a TTL.
+local MAX_TTL_US = 9007199254739992       -- 2^53 - 1000
+local function ttl_ms(us)
+  return fmt(idiv(math.min(us, MAX_TTL_US) + 999, 1000))
 end
 
-local now
-if ARGV[1] == '' then
+
+local function server_now()               -- Redis TIME in microseconds
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local cost = tonumber(ARGV[2])
-local extra = tonumber(ARGV[3])
-local margin = tonumber(ARGV[4])
-local key = KEYS[1]

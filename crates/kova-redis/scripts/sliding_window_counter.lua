@@ -2,74 +2,73 @@
 -- (crates/kova/src/algorithm/sliding_window_counter.rs). Estimate = prev * (1 - elapsed/period)
 -- + current, compared exactly in integers scaled by the period.
 -- State: "window:prev:current". No key = both counts zero.
--- ARGV[5] limit, ARGV[6] period (microseconds); limit * period <= 2^52, checked by the caller.
-local limit = tonumber(ARGV[5])
-local period = tonumber(ARGV[6])
-
--- view: the state as seen at now.
-local index = idiv(now, period)
-local elapsed = now - index * period
-local window, prev, current, lag = index, 0, 0, 0
-local state = redis.call('GET', key)
-if state then
-  local a = string.find(state, ':', 1, true)
-  local b = string.find(state, ':', a + 1, true)
-  local stored = tonumber(string.sub(state, 1, a - 1))
-  local stored_prev = tonumber(string.sub(state, a + 1, b - 1))
-  local stored_current = tonumber(string.sub(state, b + 1))
-  local ahead = index - stored
-  if ahead == 0 then
-    prev, current = stored_prev, stored_current
-  elseif ahead == 1 then
-    prev, current = stored_current, 0
-  elseif ahead < 0 then
-    -- The clock is behind the stored window: read it at the stored window's start (the
-    -- strictest point of it); durations are then longer by the lag.
-    window, prev, current, lag, elapsed = stored, stored_prev, stored_current, -ahead * period - elapsed, 0
+-- a = limit, b = period (microseconds); limit * period <= 2^52, checked by the caller.
+local function decide_sliding_window_counter(key, now, cost, extra, margin, limit, period)
+  -- view: the state as seen at now.
+  local index = idiv(now, period)
+  local elapsed = now - index * period
+  local window, prev, current, lag = index, 0, 0, 0
+  local state = redis.call('GET', key)
+  if state then
+    local a = string.find(state, ':', 1, true)
+    local b = string.find(state, ':', a + 1, true)
+    local stored = tonumber(string.sub(state, 1, a - 1))
+    local stored_prev = tonumber(string.sub(state, a + 1, b - 1))
+    local stored_current = tonumber(string.sub(state, b + 1))
+    local ahead = index - stored
+    if ahead == 0 then
+      prev, current = stored_prev, stored_current
+    elseif ahead == 1 then
+      prev, current = stored_current, 0
+    elseif ahead < 0 then
+      -- The clock is behind the stored window: read it at the stored window's start (the
+      -- strictest point of it); durations are then longer by the lag.
+      window, prev, current, lag, elapsed = stored, stored_prev, stored_current, -ahead * period - elapsed, 0
+    end
+    -- Two or more windows on, both counts have aged out.
   end
-  -- Two or more windows on, both counts have aged out.
-end
 
--- limit * period - prev * (period - elapsed) - c * period: the room left, scaled by the period.
-local function room_scaled(c)
-  return limit * period - prev * (period - elapsed) - c * period
-end
-
-local function remaining(c)
-  local room = room_scaled(c)
-  if room <= 0 then return 0 end
-  return idiv(room, period)
-end
-
--- Microseconds (from the view's instant) until both counts have aged out.
-local function until_fresh(c)
-  local to_end = period - elapsed
-  if c > 0 then return to_end + period end
-  if prev > 0 then return to_end end
-  return 0
-end
-
-local reset = until_fresh(current) + lag
-if cost == 0 then
-  return {1, remaining(current), 0, reset, 0}
-end
-if room_scaled(current + cost) < 0 then
-  -- until_fits: microseconds until cost fits, with no other traffic. A denial writes nothing.
-  local retry
-  local room_now = limit - current - cost
-  if room_now >= 0 then
-    -- Fits this window once prev * (period - e) <= room_now * period (prev > 0 here).
-    local needed = period - math.min(idiv(room_now * period, prev), period)
-    retry = math.max(needed - elapsed, 0)
-  else
-    -- Next window: prev' = current (> 0 here), and current * (period - e) <= (limit - cost) * period.
-    local needed = period - math.min(idiv((limit - cost) * period, current), period)
-    retry = (period - elapsed) + needed
+  -- limit * period - prev * (period - elapsed) - c * period: the room left, scaled by the period.
+  local function room_scaled(c)
+    return limit * period - prev * (period - elapsed) - c * period
   end
-  return {0, remaining(current), retry + lag, reset, 0}
+
+  local function remaining(c)
+    local room = room_scaled(c)
+    if room <= 0 then return 0 end
+    return idiv(room, period)
+  end
+
+  -- Microseconds (from the view's instant) until both counts have aged out.
+  local function until_fresh(c)
+    local to_end = period - elapsed
+    if c > 0 then return to_end + period end
+    if prev > 0 then return to_end end
+    return 0
+  end
+
+  local reset = until_fresh(current) + lag
+  if cost == 0 then
+    return {1, remaining(current), 0, reset, 0}
+  end
+  if room_scaled(current + cost) < 0 then
+    -- until_fits: microseconds until cost fits, with no other traffic. A denial writes nothing.
+    local retry
+    local room_now = limit - current - cost
+    if room_now >= 0 then
+      -- Fits this window once prev * (period - e) <= room_now * period (prev > 0 here).
+      local needed = period - math.min(idiv(room_now * period, prev), period)
+      retry = math.max(needed - elapsed, 0)
+    else
+      -- Next window: prev' = current (> 0 here), and current * (period - e) <= (limit - cost) * period.
+      local needed = period - math.min(idiv((limit - cost) * period, current), period)
+      retry = (period - elapsed) + needed
+    end
+    return {0, remaining(current), retry + lag, reset, 0}
+  end
+  local granted = math.min(extra, remaining(current + cost))
+  current = current + cost + granted
+  local new_reset = until_fresh(current) + lag
+  redis.call('SET', key, fmt(window) .. ':' .. fmt(prev) .. ':' .. fmt(current), 'PX', ttl_ms(new_reset + margin))
+  return {1, remaining(current), 0, new_reset, granted}
 end
-local granted = math.min(extra, remaining(current + cost))
-current = current + cost + granted
-local new_reset = until_fresh(current) + lag
-redis.call('SET', key, fmt(window) .. ':' .. fmt(prev) .. ':' .. fmt(current), 'PX', ttl_ms(new_reset + margin))
-return {1, remaining(current), 0, new_reset, granted}

@@ -2,47 +2,46 @@
 -- on a sorted set: one member per admitted unit, scored by its time in microseconds. Exact: no
 -- window of length period ever holds more than limit units.
 -- Members are "time:n", n numbering the units admitted at the same time, so each is unique.
--- ARGV[5] limit (<= 2^16, checked by the caller), ARGV[6] period (microseconds).
-local limit = tonumber(ARGV[5])
-local period = tonumber(ARGV[6])
-
--- Keep times non-decreasing even if the clock ran backwards: read at the newest unit's time.
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-local last = nil
-if newest[2] then
-  last = tonumber(newest[2])
-  if last > now then now = last end
-end
--- A unit at time t is inside the window while now - t < period, i.e. t > now - period.
-local inside = '(' .. fmt(now - period)
-local in_window = redis.call('ZCOUNT', key, inside, '+inf')
-local remaining = limit - in_window
-local reset = 0
-if last then reset = math.max(last + period - now, 0) end
-
-if cost == 0 then
-  return {1, remaining, 0, reset, 0}
-end
-if in_window + cost > limit then
-  -- The oldest in_window + cost - limit units must leave first: wait for the last of them.
-  -- A denial writes nothing (expired members are only trimmed on admission).
-  local must_leave = redis.call('ZRANGEBYSCORE', key, inside, '+inf', 'WITHSCORES', 'LIMIT', in_window + cost - limit - 1, 1)
-  return {0, remaining, tonumber(must_leave[2]) + period - now, reset, 0}
-end
-local granted = math.min(extra, remaining - cost)
-local units = cost + granted
-redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
-local now_s = fmt(now)
-local base = redis.call('ZCOUNT', key, now_s, now_s)
-local args = {}
-for i = 0, units - 1 do
-  args[#args + 1] = now_s
-  args[#args + 1] = now_s .. ':' .. fmt(base + i)
-  if #args >= 1024 then
-    redis.call('ZADD', key, unpack(args))
-    args = {}
+-- a = limit (<= 2^16, checked by the caller), b = period (microseconds).
+local function decide_sliding_window_log(key, now, cost, extra, margin, limit, period)
+  -- Keep times non-decreasing even if the clock ran backwards: read at the newest unit's time.
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local last = nil
+  if newest[2] then
+    last = tonumber(newest[2])
+    if last > now then now = last end
   end
+  -- A unit at time t is inside the window while now - t < period, i.e. t > now - period.
+  local inside = '(' .. fmt(now - period)
+  local in_window = redis.call('ZCOUNT', key, inside, '+inf')
+  local remaining = limit - in_window
+  local reset = 0
+  if last then reset = math.max(last + period - now, 0) end
+
+  if cost == 0 then
+    return {1, remaining, 0, reset, 0}
+  end
+  if in_window + cost > limit then
+    -- The oldest in_window + cost - limit units must leave first: wait for the last of them.
+    -- A denial writes nothing (expired members are only trimmed on admission).
+    local must_leave = redis.call('ZRANGEBYSCORE', key, inside, '+inf', 'WITHSCORES', 'LIMIT', in_window + cost - limit - 1, 1)
+    return {0, remaining, tonumber(must_leave[2]) + period - now, reset, 0}
+  end
+  local granted = math.min(extra, remaining - cost)
+  local units = cost + granted
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
+  local now_s = fmt(now)
+  local base = redis.call('ZCOUNT', key, now_s, now_s)
+  local args = {}
+  for i = 0, units - 1 do
+    args[#args + 1] = now_s
+    args[#args + 1] = now_s .. ':' .. fmt(base + i)
+    if #args >= 1024 then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+  redis.call('PEXPIRE', key, ttl_ms(period + margin))
+  return {1, remaining - units, 0, period, granted}
 end
-if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-redis.call('PEXPIRE', key, ttl_ms(period + margin))
-return {1, remaining - units, 0, period, granted}

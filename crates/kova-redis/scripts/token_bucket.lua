@@ -1,48 +1,47 @@
 -- Token bucket: mirrors kova::TokenBucket::decide (crates/kova/src/algorithm/token_bucket.rs).
 -- State: "tokens:stamp", the token count and the time of the last refill in microseconds (full
 -- width: no wrap-around, so any reading behind the stamp is a clock running backwards). No key
--- = a full bucket. ARGV[5] interval (microseconds per token), ARGV[6] burst.
-local interval = tonumber(ARGV[5])
-local burst = tonumber(ARGV[6])
-
-local tokens, stamp = burst, 0
-local state = redis.call('GET', key)
-if state then
-  local sep = string.find(state, ':', 1, true)
-  tokens = tonumber(string.sub(state, 1, sep - 1))
-  stamp = tonumber(string.sub(state, sep + 1))
-end
-
--- refill: (tokens, stamp, progress), progress = the part of the next token already earned
--- (negative when the clock is behind the stamp). A full bucket has its stamp at now.
-local progress
-if tokens >= burst then
-  tokens, stamp, progress = burst, now, 0
-elseif stamp > now then
-  progress = now - stamp
-else
-  local elapsed = now - stamp
-  local earned = idiv(elapsed, interval)
-  if earned >= burst - tokens then
-    tokens, stamp, progress = burst, now, 0
-  else
-    tokens, stamp, progress = tokens + earned, stamp + earned * interval, elapsed - earned * interval
+-- = a full bucket. a = interval (microseconds per token), b = burst.
+local function decide_token_bucket(key, now, cost, extra, margin, interval, burst)
+  local tokens, stamp = burst, 0
+  local state = redis.call('GET', key)
+  if state then
+    local sep = string.find(state, ':', 1, true)
+    tokens = tonumber(string.sub(state, 1, sep - 1))
+    stamp = tonumber(string.sub(state, sep + 1))
   end
-end
 
-local function until_full(t)
-  if t >= burst then return 0 end
-  return math.max((burst - t) * interval - progress, 0)
-end
+  -- refill: (tokens, stamp, progress), progress = the part of the next token already earned
+  -- (negative when the clock is behind the stamp). A full bucket has its stamp at now.
+  local progress
+  if tokens >= burst then
+    tokens, stamp, progress = burst, now, 0
+  elseif stamp > now then
+    progress = now - stamp
+  else
+    local elapsed = now - stamp
+    local earned = idiv(elapsed, interval)
+    if earned >= burst - tokens then
+      tokens, stamp, progress = burst, now, 0
+    else
+      tokens, stamp, progress = tokens + earned, stamp + earned * interval, elapsed - earned * interval
+    end
+  end
 
-if cost == 0 then
-  return {1, tokens, 0, until_full(tokens), 0}
+  local function until_full(t)
+    if t >= burst then return 0 end
+    return math.max((burst - t) * interval - progress, 0)
+  end
+
+  if cost == 0 then
+    return {1, tokens, 0, until_full(tokens), 0}
+  end
+  if cost > tokens then
+    -- A denial writes nothing.
+    return {0, tokens, (cost - tokens) * interval - progress, until_full(tokens), 0}
+  end
+  local granted = math.min(extra, tokens - cost)
+  local left = tokens - cost - granted
+  redis.call('SET', key, fmt(left) .. ':' .. fmt(stamp), 'PX', ttl_ms(until_full(left) + margin))
+  return {1, left, 0, until_full(left), granted}
 end
-if cost > tokens then
-  -- A denial writes nothing.
-  return {0, tokens, (cost - tokens) * interval - progress, until_full(tokens), 0}
-end
-local granted = math.min(extra, tokens - cost)
-local left = tokens - cost - granted
-redis.call('SET', key, fmt(left) .. ':' .. fmt(stamp), 'PX', ttl_ms(until_full(left) + margin))
-return {1, left, 0, until_full(left), granted}

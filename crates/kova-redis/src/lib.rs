@@ -41,6 +41,18 @@
 //! sliding window counter's `retry_after`, which is kova's rounded up to a whole microsecond
 //! (the first microsecond, rather than nanosecond, at which the request fits).
 //!
+//! ## Integer safety
+//! Every number a script computes is an integer of magnitude at most 2^53, where a double is
+//! exact: times are below 2^52 µs ([`MAX_TIME_MICROS`], an [`Error::TimeOutOfRange`] past it),
+//! and every span a script forms (`burst * interval`, the window, `limit * period` for the
+//! counter) is at most 2^52 µs ([`MAX_SPAN_MICROS`], a [`LimitError::OutOfRange`] past it), so a
+//! time plus a span, a deficit plus one cost, or a count plus one cost never passes 2^53. TTLs,
+//! which add the margin, are capped below 2^53 µs (285 years); no decision reads them. Integer
+//! division is exact (`math.fmod`, never a rounded quotient). The test
+//! `integers::scripts_stay_exact_at_the_largest_quotas_and_times` runs every script at its
+//! largest accepted quotas and at times up to 2^52 - 1 µs, decision by decision against kova's
+//! exact models (`kova::model`).
+//!
 //! ## Keys
 //! `prefix:{tag}:algorithm`, where the tag is the user's key escaped (or hashed when long) so
 //! that no key can break the hash tag or address another key ([`KeyBuilder`]). Every key gets
@@ -50,6 +62,17 @@
 //! Every call has a timeout (default 50 ms). Past it, or when Redis fails, the
 //! [`FailurePolicy`] decides and says so in [`Decision::fallback`](kova::Decision::fallback).
 //! The connection is re-established by itself after Redis restarts.
+//! [`FailurePolicy::Degrade`] decides with a local in-memory kova limiter at this server's share
+//! of the limit instead of failing open or closed ([`Fallback::StoreUnavailableLocal`](kova::Fallback::StoreUnavailableLocal)),
+//! and charges what it admitted to Redis when Redis answers again.
+//!
+//! ## Batching
+//! On one node, up to [`Builder::max_in_flight`] script calls overlap on the connection; checks
+//! that arrive while they are in flight wait and go together as one run of a batch script (the
+//! five algorithms' Lua functions, at most 128 checks), decided in the order they queued, each
+//! exactly as it would be alone (the conformance suite runs batched too). A check that finds a
+//! free flight goes alone as its own script. [`RedisLimiter::batch_stats`] counts batches, their
+//! sizes and the time checks waited. A cluster connection sends every check as its own call.
 //!
 //! ## Local acceleration (off by default)
 //! [`Builder::cache_denials`] answers a denied key locally until its retry time;
@@ -59,17 +82,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod batch;
+mod degrade;
 mod error;
 mod key;
 mod limit;
 mod limiter;
 mod local;
+mod policy;
 mod scripts;
 mod store;
 
+pub use batch::BatchStats;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
-pub use limiter::{Builder, FailurePolicy, RedisLimiter, Stats};
+pub use limiter::{Builder, RedisLimiter, Stats};
 pub use local::Leasing;
-pub use scripts::script_source;
+pub use policy::FailurePolicy;
+pub use scripts::{batch_script_source, script_source};

@@ -131,6 +131,8 @@ pub struct Limit {
     kind: AlgorithmKind,
     quota: Quota,
     params: Params,
+    /// This server's own quota under [`FailurePolicy::Degrade`](crate::FailurePolicy::Degrade).
+    local: Option<Quota>,
 }
 
 impl Limit {
@@ -185,7 +187,7 @@ impl Limit {
                 Params::Window { limit, period_us }
             }
         };
-        Ok(Limit { kind, quota, params })
+        Ok(Limit { kind, quota, params, local: None })
     }
 
     /// A [`Gcra`](kova::Gcra) limit: the default choice.
@@ -217,6 +219,41 @@ impl Limit {
     /// A [`SlidingWindowLog`](kova::SlidingWindowLog) limit (a sorted set per key).
     pub fn sliding_window_log(quota: Quota) -> Result<Self, LimitError> {
         Self::new(AlgorithmKind::SlidingWindowLog, quota)
+    }
+
+    /// The same limit, with `quota` as this server's local quota while Redis cannot answer under
+    /// [`FailurePolicy::Degrade`](crate::FailurePolicy::Degrade) (instead of the limit's quota
+    /// divided by the policy's server count). It must be valid for kova's in-memory algorithm
+    /// of this kind; it is at most the limit's own capacity in burst.
+    ///
+    /// ```
+    /// use kova::Quota;
+    /// let limit = kova_redis::Limit::gcra(Quota::per_second(100)?)?;
+    /// let with_share = limit.with_local_quota(Quota::per_second(30)?)?;
+    /// assert_eq!(with_share.local_quota(), Some(Quota::per_second(30)?));
+    /// assert!(limit.with_local_quota(Quota::per_second(1000)?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_local_quota(self, quota: Quota) -> Result<Self, LimitError> {
+        let algorithm = self.kind.as_str();
+        let window = !matches!(self.kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket);
+        if window && quota.burst() != quota.limit() {
+            return Err(QuotaError::BurstUnsupported { algorithm }.into());
+        }
+        if quota.burst() > self.capacity() {
+            return Err(LimitError::OutOfRange {
+                algorithm,
+                field: "local quota burst",
+                value: quota.burst(),
+                max: self.capacity(),
+            });
+        }
+        Ok(Limit { local: Some(quota), ..self })
+    }
+
+    /// The local quota given with [`with_local_quota`](Self::with_local_quota).
+    pub fn local_quota(&self) -> Option<Quota> {
+        self.local
     }
 
     /// The algorithm.

@@ -9,32 +9,14 @@ use std::time::{Duration, Instant};
 use kova::{CheckError, Clock, Decision, Fallback};
 use redis::cluster::ClusterClient;
 
+use crate::batch::{BatchStats, Call};
+use crate::degrade::{Degraded, LocalClock};
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
 use crate::limit::{Limit, MAX_TIME_MICROS, MICROS};
 use crate::local::{Before, Leasing, Local};
-use crate::scripts::script;
+use crate::policy::FailurePolicy;
 use crate::store::{SingleNode, Store};
-
-/// What a call does when Redis cannot answer in time (down, restarting, slow, unreachable).
-///
-/// A decision made by the policy carries a [`Fallback`], so the caller can tell a fail-open
-/// `allowed` from a real one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Allow the request: `allowed`, `remaining` 0, marked [`Fallback::StoreUnavailableAllowed`].
-    /// For limits that protect capacity, where an outage of the limiter must not become an
-    /// outage of the service.
-    FailOpen,
-    /// Deny the request: `remaining` 0, `retry_after` the builder's
-    /// [`unavailable_retry_after`](Builder::unavailable_retry_after), marked
-    /// [`Fallback::StoreUnavailableDenied`]. For limits that are a security control (login
-    /// attempts, OTP checks).
-    FailClosed,
-    /// Return [`Error::Store`] and let the caller decide.
-    ReturnError,
-}
 
 /// Counters of what a limiter did (all since it was built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +35,9 @@ struct Counters {
     local_decisions: AtomicU64,
     fallback_decisions: AtomicU64,
 }
+
+/// The default of [`Builder::max_in_flight`].
+const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 
 /// Configures and connects a [`RedisLimiter`].
 ///
@@ -80,6 +65,7 @@ pub struct Builder {
     cache_denials: bool,
     leasing: Option<Leasing>,
     local_max_keys: usize,
+    max_in_flight: usize,
 }
 
 impl fmt::Debug for Builder {
@@ -95,6 +81,7 @@ impl fmt::Debug for Builder {
             .field("cache_denials", &self.cache_denials)
             .field("leasing", &self.leasing)
             .field("local_max_keys", &self.local_max_keys)
+            .field("max_in_flight", &self.max_in_flight)
             .finish()
     }
 }
@@ -112,6 +99,7 @@ impl Default for Builder {
             cache_denials: false,
             leasing: None,
             local_max_keys: 100_000,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -188,6 +176,17 @@ impl Builder {
         self
     }
 
+    /// The most script calls in flight at once on a single node's connection (default 2).
+    /// Checks that arrive while that many are in flight wait, and go together as one run of a
+    /// batch script (at most 128 checks) when a call returns; each is decided exactly as it
+    /// would be alone, in the order they queued ([`RedisLimiter::batch_stats`] says how it went).
+    /// More flights overlap round trips with Redis's work; fewer make larger batches. A cluster
+    /// connection sends every check as its own call.
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
+        self
+    }
+
     /// The most keys the local layer (denial cache, leases) tracks (default 100,000).
     pub fn local_max_keys(mut self, max: usize) -> Self {
         self.local_max_keys = max;
@@ -198,14 +197,14 @@ impl Builder {
     /// it can be built while Redis is down (the failure policy answers meanwhile).
     pub fn open(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
-        self.finish(Store::Single(Box::new(node)))
+        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
+        self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis node at `url`, connected now (an error if Redis is unreachable).
     pub async fn connect(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
+        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
         let connect = node.connection();
         match tokio::time::timeout(self.timeout.max(Duration::from_secs(1)), connect).await {
             Ok(result) => {
@@ -213,7 +212,7 @@ impl Builder {
             }
             Err(_) => return Err(StoreError::Timeout(self.timeout.max(Duration::from_secs(1))).into()),
         }
-        self.finish(Store::Single(Box::new(node)))
+        self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis Cluster reachable through any of `nodes`, connected now. Every
@@ -238,6 +237,16 @@ impl Builder {
             u64::try_from(margin.as_micros()).unwrap_or(u64::MAX).min(crate::limit::MAX_SPAN_MICROS);
         let local = (self.cache_denials || self.leasing.is_some())
             .then(|| Arc::new(Local::new(self.local_max_keys, self.cache_denials, self.leasing)));
+        let degraded = match self.policy {
+            FailurePolicy::Degrade { servers } => {
+                let clock = match &self.clock {
+                    Some(clock) => LocalClock::Client(Arc::clone(clock)),
+                    None => LocalClock::Precise(kova::PreciseClock::new()),
+                };
+                Some(Degraded::new(servers, clock, self.local_max_keys))
+            }
+            _ => None,
+        };
         Ok(RedisLimiter {
             inner: Arc::new(Inner {
                 store,
@@ -248,6 +257,7 @@ impl Builder {
                 clock: self.clock,
                 margin_us,
                 local,
+                degraded,
                 epoch: Instant::now(),
                 counters: Counters::default(),
             }),
@@ -289,6 +299,7 @@ struct Inner {
     clock: Option<Arc<dyn Clock>>,
     margin_us: u64,
     local: Option<Arc<Local>>,
+    degraded: Option<Degraded>,
     epoch: Instant,
     counters: Counters,
 }
@@ -358,11 +369,23 @@ impl RedisLimiter {
                         if tokio::time::timeout_at(deadline, notified).await.is_ok() {
                             continue;
                         }
-                        return self.unavailable(limit, StoreError::Timeout(self.inner.timeout));
+                        return self.unavailable(&key, limit, cost, StoreError::Timeout(self.inner.timeout));
                     }
                     Before::Wait(_) | Before::Plain => {}
                 }
                 break;
+            }
+        }
+        if let Some(degraded) = &self.inner.degraded {
+            if let Some(owed) = degraded.owed(&key, limit) {
+                if owed > 0 {
+                    // The way back from an outage: Redis first counts what this server admitted
+                    // locally (admitted as far as the limit has room, as a lease is).
+                    if let Err(e) = self.eval(&key, limit, 1, owed - 1, now, deadline).await {
+                        return self.unavailable(&key, limit, cost, e);
+                    }
+                }
+                degraded.forget(&key, limit);
             }
         }
         match self.eval(&key, limit, cost, extra, now, deadline).await {
@@ -372,7 +395,7 @@ impl RedisLimiter {
                 }
                 Ok(reply.decision)
             }
-            Err(e) => self.unavailable(limit, e),
+            Err(e) => self.unavailable(&key, limit, cost, e),
         }
     }
 
@@ -416,6 +439,18 @@ impl RedisLimiter {
         }
     }
 
+    /// Keys holding local state from [`FailurePolicy::Degrade`] decisions not yet charged back
+    /// to Redis (0 under the other policies).
+    pub fn degraded_keys(&self) -> usize {
+        self.inner.degraded.as_ref().map_or(0, Degraded::len)
+    }
+
+    /// What batching did so far: checks sent alone, batch script calls, their sizes and the
+    /// time checks waited for them (single node; all zero on a cluster).
+    pub fn batch_stats(&self) -> BatchStats {
+        self.inner.store.batch_stats()
+    }
+
     /// Keys the local layer currently tracks (0 when local acceleration is off).
     pub fn local_keys(&self) -> usize {
         self.inner.local.as_ref().map_or(0, |l| l.len())
@@ -449,9 +484,11 @@ impl RedisLimiter {
     ) -> Result<Reply, StoreError> {
         let inner = &*self.inner;
         let [p1, p2] = limit.script_args();
-        let args = [cost, extra, inner.margin_us, p1, p2];
+        // A lease never exceeds the capacity: a larger batch would only pass the scripts a
+        // number they cannot hold exactly.
+        let args = [cost, extra.min(limit.capacity()), inner.margin_us, p1, p2];
         inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        let call = inner.store.eval(script(limit.kind()), key, now, args);
+        let call = inner.store.eval(Call { kind: limit.kind(), key: key.to_vec(), now, args });
         let raw = match tokio::time::timeout_at(deadline, call).await {
             Ok(result) => result.map_err(StoreError::Redis)?,
             Err(_) => {
@@ -474,7 +511,13 @@ impl RedisLimiter {
         Ok(Reply { decision, granted })
     }
 
-    fn unavailable(&self, limit: &Limit, error: StoreError) -> Result<Decision, Error> {
+    fn unavailable(
+        &self,
+        key: &[u8],
+        limit: &Limit,
+        cost: u64,
+        error: StoreError,
+    ) -> Result<Decision, Error> {
         let capacity = limit.capacity();
         let retry = u64::try_from(self.inner.unavailable_retry_after.as_nanos()).unwrap_or(u64::MAX);
         let decision = match self.inner.policy {
@@ -485,6 +528,10 @@ impl RedisLimiter {
                 Decision::denied(capacity, 0, retry, retry).with_fallback(Fallback::StoreUnavailableDenied)
             }
             FailurePolicy::ReturnError => return Err(Error::Store(error)),
+            FailurePolicy::Degrade { .. } => match &self.inner.degraded {
+                Some(degraded) => degraded.decide(key, limit, cost, retry),
+                None => return Err(Error::Store(error)),
+            },
         };
         self.inner.counters.fallback_decisions.fetch_add(1, Ordering::Relaxed);
         Ok(decision)

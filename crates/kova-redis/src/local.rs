@@ -1,13 +1,12 @@
 //! Local acceleration (off by default): denials remembered until their retry time, and token
 //! leases for hot keys. Both answer without a round trip and mark the decision
-//! [`Fallback::LocalCache`].
+//! [`Fallback::LocalCache`]. A leased unit is spent with one compare-and-swap on its key's entry,
+//! found in a concurrent map without a lock, so local answers scale with cores.
 
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kova::{Decision, Fallback};
@@ -82,50 +81,92 @@ struct Denial {
     reset_until: u64,
 }
 
+/// What changes rarely: under the entry's own lock (one key's, never the table's).
+#[derive(Debug, Default)]
+struct Slow {
+    denial: Option<Denial>,
+    refilling: Option<Arc<Notify>>,
+}
+
+/// One key's local state. The lease is spent with no lock: `lease_units` is published last by a
+/// refill (Release) and read first by a spend (Acquire), so a spend that sees a lease's units
+/// sees its expiry too.
 #[derive(Debug)]
 struct Entry {
     limit: Limit,
-    last_seen: u64,
-    denial: Option<Denial>,
-    lease_units: u64,
-    lease_until: u64,
-    lease_reset_until: u64,
-    refilling: Option<Arc<Notify>>,
+    last_seen: AtomicU64,
+    lease_units: AtomicU64,
+    lease_until: AtomicU64,
+    lease_reset_until: AtomicU64,
+    /// The remembered denial's `until` (0: none), so that a check of a key with no live denial
+    /// takes no lock.
+    denial_until: AtomicU64,
+    slow: Mutex<Slow>,
 }
 
 impl Entry {
     fn new(limit: Limit, now: u64) -> Self {
         Entry {
             limit,
-            last_seen: now,
-            denial: None,
-            lease_units: 0,
-            lease_until: 0,
-            lease_reset_until: 0,
-            refilling: None,
+            last_seen: AtomicU64::new(now),
+            lease_units: AtomicU64::new(0),
+            lease_until: AtomicU64::new(0),
+            lease_reset_until: AtomicU64::new(0),
+            denial_until: AtomicU64::new(0),
+            slow: Mutex::new(Slow::default()),
         }
     }
 
-    /// Whether the entry holds nothing worth keeping at `now`.
+    fn slow(&self) -> MutexGuard<'_, Slow> {
+        // Every update under this lock is complete before anything that could panic: a
+        // poisoned lock still guards consistent fields.
+        self.slow.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether the entry holds nothing worth keeping at `now` (a busy entry is kept).
     fn is_stale(&self, now: u64, hot_within: u64) -> bool {
-        self.refilling.is_none()
-            && (self.lease_units == 0 || self.lease_until <= now)
-            && self.denial.is_none_or(|d| d.until <= now)
-            && now.saturating_sub(self.last_seen) >= hot_within
+        // Relaxed: a purge may keep or drop an entry racing with a check; either is safe (a
+        // dropped lease is under-use, a dropped denial only asks Redis again).
+        let lease_live =
+            self.lease_units.load(Ordering::Relaxed) > 0 && self.lease_until.load(Ordering::Relaxed) > now;
+        let recent = now.saturating_sub(self.last_seen.load(Ordering::Relaxed)) < hot_within;
+        if lease_live || recent || self.denial_until.load(Ordering::Relaxed) > now {
+            return false;
+        }
+        self.slow.try_lock().is_ok_and(|slow| slow.refilling.is_none())
+    }
+
+    /// Spends `cost` leased units if the lease holds them and is live at `now`.
+    fn spend(&self, cost: u64, now: u64) -> Option<u64> {
+        // Acquire: pairs with the refill's Release store of the units (see `Entry`).
+        let mut units = self.lease_units.load(Ordering::Acquire);
+        loop {
+            if units < cost || now >= self.lease_until.load(Ordering::Relaxed) {
+                return None;
+            }
+            // Success AcqRel: a spend after a refill's store of the same value reads it with
+            // Acquire; failure Acquire for the same reason as the first load.
+            match self.lease_units.compare_exchange_weak(
+                units,
+                units - cost,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(units - cost),
+                Err(current) => units = current,
+            }
+        }
     }
 }
 
-struct Shard {
-    map: HashMap<Vec<u8>, Entry>,
-    last_purge: u64,
-}
-
-/// The local table: a bounded number of keys, in mutex-guarded shards (each critical section is
-/// a hash lookup and a few stores, never held across an await).
+/// The local table: a bounded number of keys in a concurrent map (papaya: lookups take no
+/// lock and write nothing shared), each entry with atomics for its lease and a lock of its own
+/// for its rare changes (a denial remembered, a refill starting or ending).
 pub(crate) struct Local {
-    shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
-    max_per_shard: usize,
+    map: papaya::HashMap<Vec<u8>, Entry>,
+    max_keys: usize,
+    /// When the last purge of stale entries ran (local nanoseconds; 0: never).
+    last_purge: AtomicU64,
     cache_denials: bool,
     leasing: Option<Leasing>,
 }
@@ -133,16 +174,15 @@ pub(crate) struct Local {
 impl fmt::Debug for Local {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Local")
-            .field("shards", &self.shards.len())
-            .field("max_per_shard", &self.max_per_shard)
+            .field("keys", &self.map.len())
+            .field("max_keys", &self.max_keys)
             .field("cache_denials", &self.cache_denials)
             .field("leasing", &self.leasing)
             .finish()
     }
 }
 
-const SHARDS: usize = 16;
-/// Nanoseconds between two purges of a full shard.
+/// Nanoseconds between two purges of a full table.
 const PURGE_INTERVAL: u64 = 100_000_000;
 
 fn nanos(d: Duration) -> u64 {
@@ -151,90 +191,104 @@ fn nanos(d: Duration) -> u64 {
 
 impl Local {
     pub(crate) fn new(max_keys: usize, cache_denials: bool, leasing: Option<Leasing>) -> Self {
-        let shards = (0..SHARDS).map(|_| Mutex::new(Shard { map: HashMap::new(), last_purge: 0 })).collect();
         Local {
-            shards,
-            hasher: RandomState::new(),
-            max_per_shard: max_keys.div_ceil(SHARDS).max(1),
+            map: papaya::HashMap::new(),
+            max_keys: max_keys.max(1),
+            last_purge: AtomicU64::new(0),
             cache_denials,
             leasing,
         }
-    }
-
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(key) as usize) % SHARDS;
-        // Every update of a shard is complete before anything that could panic: a poisoned
-        // lock still guards consistent entries.
-        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn hot_within(&self) -> u64 {
         self.leasing.map_or(0, |l| nanos(l.ttl))
     }
 
+    /// Inserts a fresh entry for `key` if there is room, purging stale entries first when the
+    /// table is full (at most once per [`PURGE_INTERVAL`] unless `force`).
+    fn insert(&self, key: &[u8], limit: &Limit, now: u64, force: bool) -> bool {
+        let map = self.map.pin();
+        if map.len() >= self.max_keys {
+            // Relaxed: the purge time only spaces purges out; two racing purges are harmless.
+            let last = self.last_purge.load(Ordering::Relaxed);
+            if !force && last != 0 && now.saturating_sub(last) < PURGE_INTERVAL {
+                return false;
+            }
+            self.last_purge.store(now.max(1), Ordering::Relaxed);
+            let hot_within = self.hot_within();
+            map.retain(|_, e| !e.is_stale(now, hot_within));
+            if map.len() >= self.max_keys {
+                return false;
+            }
+        }
+        map.insert(key.to_vec(), Entry::new(*limit, now));
+        true
+    }
+
     /// Decides `cost` (>= 1) locally if it can, at local time `now`.
     pub(crate) fn before(self: &Arc<Self>, key: &[u8], limit: &Limit, cost: u64, now: u64) -> Before {
         let hot_within = self.hot_within();
-        let mut shard = self.shard(key);
-        let shard = &mut *shard;
-        let entry = match shard.map.get_mut(key) {
+        let map = self.map.pin();
+        let entry = match map.get(key) {
             Some(entry) if entry.limit == *limit => entry,
-            Some(entry) => {
+            Some(_) => {
                 // The same key checked against another limit: start over for this one.
-                *entry = Entry::new(*limit, now);
+                map.insert(key.to_vec(), Entry::new(*limit, now));
                 return Before::Plain;
             }
             None => {
                 if self.leasing.is_some() {
-                    if shard.map.len() >= self.max_per_shard {
-                        if now.saturating_sub(shard.last_purge) < PURGE_INTERVAL && shard.last_purge != 0 {
-                            return Before::Plain;
-                        }
-                        shard.last_purge = now.max(1);
-                        shard.map.retain(|_, e| !e.is_stale(now, hot_within));
-                    }
-                    if shard.map.len() < self.max_per_shard {
-                        shard.map.insert(key.to_vec(), Entry::new(*limit, now));
-                    }
+                    drop(map);
+                    self.insert(key, limit, now, false);
                 }
                 return Before::Plain;
             }
         };
-        let hot = now.saturating_sub(entry.last_seen) < hot_within;
-        entry.last_seen = now;
+        // Relaxed: hotness is a heuristic. Stored only when it moved by a sixteenth of the
+        // window, so that a hot key's checks on many cores do not all write one cache line.
+        let last_seen = entry.last_seen.load(Ordering::Relaxed);
+        let hot = now.saturating_sub(last_seen) < hot_within;
+        if now.saturating_sub(last_seen) >= hot_within / 16 {
+            entry.last_seen.store(now, Ordering::Relaxed);
+        }
         let capacity = limit.capacity();
-        if entry.lease_units >= cost && now < entry.lease_until {
-            entry.lease_units -= cost;
-            let reset = entry.lease_reset_until.saturating_sub(now);
+        if let Some(left) = entry.spend(cost, now) {
+            // Relaxed: written before the units that `spend` read with Acquire.
+            let reset = entry.lease_reset_until.load(Ordering::Relaxed).saturating_sub(now);
             return Before::Local(
-                Decision::allowed(capacity, entry.lease_units, reset).with_fallback(Fallback::LocalCache),
+                Decision::allowed(capacity, left, reset).with_fallback(Fallback::LocalCache),
             );
         }
-        if let Some(denial) = entry.denial {
-            if now < denial.until && cost >= denial.cost {
-                let decision = Decision::denied(
-                    capacity,
-                    denial.remaining,
-                    denial.until - now,
-                    denial.reset_until.saturating_sub(now),
-                );
-                return Before::Local(decision.with_fallback(Fallback::LocalCache));
+        // Relaxed: a hint; the denial itself is read under the entry's lock.
+        if now < entry.denial_until.load(Ordering::Relaxed) {
+            if let Some(denial) = entry.slow().denial {
+                if now < denial.until && cost >= denial.cost {
+                    let decision = Decision::denied(
+                        capacity,
+                        denial.remaining,
+                        denial.until - now,
+                        denial.reset_until.saturating_sub(now),
+                    );
+                    return Before::Local(decision.with_fallback(Fallback::LocalCache));
+                }
             }
         }
         let Some(leasing) = self.leasing else { return Before::Plain };
         if !hot || leasing.batch == 0 {
             return Before::Plain;
         }
-        if let Some(notify) = &entry.refilling {
+        let mut slow = entry.slow();
+        if let Some(notify) = &slow.refilling {
             let mut notified = Box::pin(notify.clone().notified_owned());
             // Registered before the lock is released: the refill's notify_waiters, which runs
             // under the same lock after it stores the lease, cannot be missed.
             notified.as_mut().enable();
             return Before::Wait(notified);
         }
-        // Spend no stale remainder: the new lease replaces it.
-        entry.lease_units = 0;
-        entry.refilling = Some(Arc::new(Notify::new()));
+        // Spend no stale remainder: the new lease replaces it. Relaxed: spends racing with
+        // this take at most the units they saw, which were theirs to take.
+        entry.lease_units.store(0, Ordering::Relaxed);
+        slow.refilling = Some(Arc::new(Notify::new()));
         Before::Refill {
             extra: leasing.batch,
             guard: RefillGuard { local: Arc::clone(self), key: key.to_vec() },
@@ -255,64 +309,68 @@ impl Local {
         if granted == 0 && !caching {
             if decision.is_allowed() && cost > 0 {
                 // A stale denial must not outlive an admission.
-                if let Some(entry) = self.shard(key).map.get_mut(key) {
-                    entry.denial = None;
+                if let Some(entry) = self.map.pin().get(key) {
+                    if entry.denial_until.load(Ordering::Relaxed) != 0 {
+                        entry.slow().denial = None;
+                        entry.denial_until.store(0, Ordering::Relaxed);
+                    }
                 }
             }
             return;
         }
-        let mut shard = self.shard(key);
-        let shard = &mut *shard;
-        if !shard.map.contains_key(key) {
-            if shard.map.len() >= self.max_per_shard {
-                let hot_within = self.hot_within();
-                shard.map.retain(|_, e| !e.is_stale(now, hot_within));
-                if shard.map.len() >= self.max_per_shard {
-                    return;
-                }
-            }
-            shard.map.insert(key.to_vec(), Entry::new(*limit, now));
+        if self.map.pin().get(key).is_none() && !self.insert(key, limit, now, true) {
+            return;
         }
-        let Some(entry) = shard.map.get_mut(key) else { return };
+        let map = self.map.pin();
+        let Some(entry) = map.get(key) else { return };
         if entry.limit != *limit {
             return;
         }
+        let mut slow = entry.slow();
         if caching {
-            entry.denial = Some(Denial {
+            let denial = Denial {
                 cost,
                 until: now.saturating_add(decision.retry_after_nanos()),
                 remaining: decision.remaining(),
                 reset_until: now.saturating_add(decision.reset_after_nanos()),
-            });
+            };
+            slow.denial = Some(denial);
+            // Relaxed: a hint; the denial is read under the lock.
+            entry.denial_until.store(denial.until, Ordering::Relaxed);
         } else {
-            entry.denial = None;
+            slow.denial = None;
+            entry.denial_until.store(0, Ordering::Relaxed);
         }
         if granted > 0 {
-            let ttl = self.leasing.map_or(0, |l| nanos(l.ttl));
-            let mut lasts = ttl;
+            let mut lasts = self.hot_within();
             if limit.kind() == kova::AlgorithmKind::FixedWindow {
                 // Units of one window are spent in that window only.
                 lasts = lasts.min(decision.reset_after_nanos());
             }
-            entry.lease_units = granted;
-            entry.lease_until = now.saturating_add(lasts);
-            entry.lease_reset_until = now.saturating_add(decision.reset_after_nanos());
+            // Relaxed: published by the Release store of the units below.
+            entry.lease_until.store(now.saturating_add(lasts), Ordering::Relaxed);
+            entry
+                .lease_reset_until
+                .store(now.saturating_add(decision.reset_after_nanos()), Ordering::Relaxed);
+            // Release: a spend that reads these units sees the expiry stored above.
+            entry.lease_units.store(granted, Ordering::Release);
         }
     }
 
     /// Forgets `key` (after a reset).
     pub(crate) fn forget(&self, key: &[u8]) {
-        if let Some(entry) = self.shard(key).map.remove(key) {
-            if let Some(notify) = entry.refilling {
+        let map = self.map.pin();
+        if let Some(entry) = map.remove(key) {
+            if let Some(notify) = entry.slow().refilling.take() {
                 notify.notify_waiters();
             }
         }
     }
 
     fn refill_done(&self, key: &[u8]) {
-        let mut shard = self.shard(key);
-        if let Some(entry) = shard.map.get_mut(key) {
-            if let Some(notify) = entry.refilling.take() {
+        let map = self.map.pin();
+        if let Some(entry) = map.get(key) {
+            if let Some(notify) = entry.slow().refilling.take() {
                 notify.notify_waiters();
             }
         }
@@ -320,7 +378,7 @@ impl Local {
 
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).map.len()).sum()
+        self.map.len()
     }
 }
 

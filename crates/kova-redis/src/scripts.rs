@@ -1,23 +1,41 @@
-//! The Lua scripts, one per algorithm, each with the shared prelude in front.
+//! The Lua scripts: the shared prelude, one function per algorithm, and an epilogue that makes
+//! one decision (one script per algorithm) or a batch of them (one script for all five).
 
 use std::sync::LazyLock;
 
 use kova::AlgorithmKind;
 use redis::Script;
 
-macro_rules! script_source {
-    ($file:literal) => {
-        concat!(include_str!("../scripts/prelude.lua"), include_str!(concat!("../scripts/", $file)))
+macro_rules! single {
+    ($file:literal, $function:literal) => {
+        concat!(
+            include_str!("../scripts/prelude.lua"),
+            include_str!(concat!("../scripts/", $file)),
+            "local decide = ",
+            $function,
+            "\n",
+            include_str!("../scripts/single.lua")
+        )
     };
 }
 
-const TOKEN_BUCKET: &str = script_source!("token_bucket.lua");
-const GCRA: &str = script_source!("gcra.lua");
-const FIXED_WINDOW: &str = script_source!("fixed_window.lua");
-const SLIDING_WINDOW_COUNTER: &str = script_source!("sliding_window_counter.lua");
-const SLIDING_WINDOW_LOG: &str = script_source!("sliding_window_log.lua");
+const TOKEN_BUCKET: &str = single!("token_bucket.lua", "decide_token_bucket");
+const GCRA: &str = single!("gcra.lua", "decide_gcra");
+const FIXED_WINDOW: &str = single!("fixed_window.lua", "decide_fixed_window");
+const SLIDING_WINDOW_COUNTER: &str = single!("sliding_window_counter.lua", "decide_sliding_window_counter");
+const SLIDING_WINDOW_LOG: &str = single!("sliding_window_log.lua", "decide_sliding_window_log");
+const BATCH: &str = concat!(
+    include_str!("../scripts/prelude.lua"),
+    include_str!("../scripts/token_bucket.lua"),
+    include_str!("../scripts/gcra.lua"),
+    include_str!("../scripts/fixed_window.lua"),
+    include_str!("../scripts/sliding_window_counter.lua"),
+    include_str!("../scripts/sliding_window_log.lua"),
+    include_str!("../scripts/batch.lua")
+);
 
-/// The full Lua source run for `kind` (prelude included), e.g. to load it by hand or review it.
+/// The full Lua source run for one check of `kind` (prelude included), e.g. to load it by hand
+/// or review it.
 ///
 /// ```
 /// let source = kova_redis::script_source(kova::AlgorithmKind::Gcra);
@@ -33,18 +51,52 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
     }
 }
 
+/// The full Lua source of the batch script, which decides several checks (any algorithms) in
+/// one run.
+///
+/// ```
+/// assert!(kova_redis::batch_script_source().contains("decide_sliding_window_log"));
+/// ```
+pub fn batch_script_source() -> &'static str {
+    BATCH
+}
+
 static SCRIPTS: LazyLock<[Script; 5]> =
     LazyLock::new(|| AlgorithmKind::ALL.map(|kind| Script::new(script_source(kind))));
 
-/// The script for `kind` (its SHA-1 computed once).
-pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
-    // The order of AlgorithmKind::ALL, which SCRIPTS is built from.
-    let index = match kind {
+static BATCH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(BATCH));
+
+/// `kind`'s position in [`AlgorithmKind::ALL`], which is also its code in the batch script
+/// (plus one).
+pub(crate) fn index(kind: AlgorithmKind) -> usize {
+    match kind {
         AlgorithmKind::TokenBucket => 0,
         AlgorithmKind::Gcra => 1,
         AlgorithmKind::FixedWindow => 2,
         AlgorithmKind::SlidingWindowCounter => 3,
         AlgorithmKind::SlidingWindowLog => 4,
-    };
-    &SCRIPTS[index]
+    }
+}
+
+/// The script for one check of `kind` (its SHA-1 computed once).
+pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
+    &SCRIPTS[index(kind)]
+}
+
+/// The batch script.
+pub(crate) fn batch_script() -> &'static Script {
+    &BATCH_SCRIPT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_algorithm_kind_all() {
+        for (i, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
+            assert_eq!(index(kind), i);
+            assert!(script_source(kind).contains(&format!("local decide = decide_{kind}\n")));
+        }
+    }
 }

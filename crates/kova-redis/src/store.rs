@@ -3,16 +3,18 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, RedisError, RedisResult, Script};
+use redis::{AsyncConnectionConfig, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
+
+use crate::batch::{self, BatchStats, Batcher, Call};
 
 /// Where the scripts run.
 pub(crate) enum Store {
-    Single(Box<SingleNode>),
+    Single(Arc<SingleNode>),
     Cluster(ClusterConnection),
 }
 
@@ -28,34 +30,22 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
-    /// Runs `script` on `key` with `args`: one `EVALSHA` round trip, plus `SCRIPT LOAD` and a
-    /// second `EVALSHA` when Redis answers `NOSCRIPT` (after a restart, failover or `SCRIPT
-    /// FLUSH`); redis-rs's `Script` does that.
-    /// `args` are `ARGV[2..=6]`: cost, extra, TTL margin, and the algorithm's two parameters;
-    /// `ARGV[1]` is `now` in microseconds, or empty for Redis `TIME`.
-    pub(crate) async fn eval(
-        &self,
-        script: &Script,
-        key: &[u8],
-        now: Option<u64>,
-        args: [u64; 5],
-    ) -> RedisResult<Vec<i64>> {
-        let mut invocation = script.key(key);
-        match now {
-            Some(micros) => invocation.arg(micros),
-            None => invocation.arg(""),
-        };
-        for arg in args {
-            invocation.arg(arg);
-        }
+    /// Runs `call`'s script: one `EVALSHA` round trip, plus `SCRIPT LOAD` and a second
+    /// `EVALSHA` when Redis answers `NOSCRIPT` (after a restart, failover or `SCRIPT FLUSH`);
+    /// redis-rs's `Script` does that. On one node, checks arriving while another call is in
+    /// flight go together as one batch script call (`batch.rs`).
+    pub(crate) async fn eval(&self, call: Call) -> RedisResult<Vec<i64>> {
         match self {
-            Store::Single(node) => {
-                let (id, mut conn) = node.connection().await?;
-                let result = invocation.invoke_async(&mut conn).await;
-                node.after(id, &result);
-                result
-            }
-            Store::Cluster(conn) => invocation.invoke_async(&mut conn.clone()).await,
+            Store::Single(node) => batch::eval(node, call).await,
+            Store::Cluster(conn) => call.invocation().invoke_async(&mut conn.clone()).await,
+        }
+    }
+
+    /// What batching did (all zero on a cluster).
+    pub(crate) fn batch_stats(&self) -> BatchStats {
+        match self {
+            Store::Single(node) => node.batcher.stats(),
+            Store::Cluster(_) => BatchStats::default(),
         }
     }
 
@@ -99,6 +89,7 @@ pub(crate) struct SingleNode {
     /// When the node last answered, in milliseconds since `epoch`.
     last_answer_ms: AtomicU64,
     epoch: Instant,
+    pub(crate) batcher: Batcher,
 }
 
 struct NodeState {
@@ -112,6 +103,7 @@ impl SingleNode {
         client: redis::Client,
         connect_timeout: Duration,
         reconnect_interval: Duration,
+        max_in_flight: usize,
     ) -> Self {
         SingleNode {
             client,
@@ -121,6 +113,7 @@ impl SingleNode {
             connecting: tokio::sync::Mutex::new(()),
             last_answer_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            batcher: Batcher::new(max_in_flight),
         }
     }
 
@@ -165,6 +158,22 @@ impl SingleNode {
         state.current = Some((id, conn.clone()));
         state.last_attempt = None;
         Ok((id, conn))
+    }
+
+    /// Runs a script on the connection (a new one if needed), noting the outcome.
+    pub(crate) async fn run<T: FromRedisValue>(&self, invocation: ScriptInvocation<'_>) -> RedisResult<T> {
+        let (id, mut conn) = self.connection().await?;
+        let result = invocation.invoke_async(&mut conn).await;
+        self.after(id, &result);
+        result
+    }
+
+    /// Runs a command on the connection (a new one if needed), noting the outcome.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
+        let (id, mut conn) = self.connection().await?;
+        let result = cmd.query_async(&mut conn).await;
+        self.after(id, &result);
+        result
     }
 
     fn answered(&self) {

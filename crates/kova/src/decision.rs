@@ -56,6 +56,9 @@ pub enum Fallback {
     /// A locally cached answer (a denial remembered until its retry time, or a leased token) was
     /// used instead of asking the shared store.
     LocalCache,
+    /// A shared store could not be reached in time; a local in-memory limiter at this server's
+    /// share of the limit decided (allowed or denied).
+    StoreUnavailableLocal,
 }
 
 impl Decision {
@@ -155,6 +158,7 @@ impl Fallback {
             Fallback::StoreUnavailableAllowed => 3,
             Fallback::StoreUnavailableDenied => 4,
             Fallback::LocalCache => 5,
+            Fallback::StoreUnavailableLocal => 6,
         }
     }
 
@@ -165,6 +169,7 @@ impl Fallback {
             3 => Fallback::StoreUnavailableAllowed,
             4 => Fallback::StoreUnavailableDenied,
             5 => Fallback::LocalCache,
+            6 => Fallback::StoreUnavailableLocal,
             _ => return None,
         })
     }
@@ -182,6 +187,7 @@ mod tests {
             Fallback::StoreUnavailableAllowed,
             Fallback::StoreUnavailableDenied,
             Fallback::LocalCache,
+            Fallback::StoreUnavailableLocal,
         ];
         for fallback in all {
             assert_eq!(Fallback::from_code(fallback.code()), Some(fallback));
@@ -196,7 +202,7 @@ mod tests {
             assert_eq!((denied.fallback(), denied.retry_after_nanos()), (Some(fallback), 1));
         }
         assert_eq!(Fallback::from_code(0), None);
-        assert_eq!(Fallback::from_code(6), None);
+        assert_eq!(Fallback::from_code(7), None);
         assert_eq!(Decision::allowed(1, 0, 0).fallback(), None);
         let shown = format!("{:?}", Decision::denied(3, 0, 2, 4));
         assert!(shown.contains("allowed: false") && shown.contains("fallback: None"), "{shown}");

@@ -219,21 +219,60 @@ pub fn quantise_counter_retry(d: Decision) -> Decision {
     Decision::denied(d.limit(), d.remaining(), retry, d.reset_after_nanos())
 }
 
-/// Runs every case through `limiter` (which must read `clock`); returns the ops compared.
+/// Runs every case through `limiter` (which must read `clock`), one after the other; returns
+/// the ops compared.
 pub async fn run_suite(limiter: &RedisLimiter, clock: &ManualClock, tag: &str, ops_per_case: usize) -> usize {
     let mut compared = 0;
+    let set_now = |ns| clock.set(ns);
     for (i, limit) in cases().iter().enumerate() {
         compared +=
-            run_case(limiter, clock, &format!("{tag}:conformance:{i}"), limit, i as u64 + 1, ops_per_case)
+            run_case(limiter, &set_now, &format!("{tag}:conformance:{i}"), limit, i as u64 + 1, ops_per_case)
                 .await;
     }
     compared
 }
 
-/// One case: fresh key, one sequence, every decision compared.
+tokio::task_local! {
+    /// The time a [`TaskClock`] reads, per task.
+    static TASK_NOW: std::cell::Cell<u64>;
+}
+
+/// A client clock that reads the current task's own time, so that cases running at the same
+/// time on one limiter each keep their own simulated clock.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskClock;
+
+impl kova::Clock for TaskClock {
+    fn now_nanos(&self) -> u64 {
+        TASK_NOW.try_with(|now| now.get()).expect("a TaskClock read outside its task's scope")
+    }
+}
+
+/// Runs every case at the same time through `limiter` (which must read a [`TaskClock`]), one
+/// task per case, so that their checks wait together and go in batches; returns the ops
+/// compared.
+pub async fn run_suite_concurrently(limiter: &RedisLimiter, tag: &str, ops_per_case: usize) -> usize {
+    let mut tasks = Vec::new();
+    for (i, limit) in cases().into_iter().enumerate() {
+        let (limiter, key) = (limiter.clone(), format!("{tag}:conformance:{i}"));
+        let case = async move {
+            let set_now = |ns| TASK_NOW.with(|now| now.set(ns));
+            run_case(&limiter, &set_now, &key, &limit, i as u64 + 1, ops_per_case).await
+        };
+        tasks.push(tokio::spawn(TASK_NOW.scope(std::cell::Cell::new(0), case)));
+    }
+    let mut compared = 0;
+    for task in tasks {
+        compared += task.await.expect("a conformance case failed");
+    }
+    compared
+}
+
+/// One case: fresh key, one sequence, every decision compared. `set_now` sets the time the
+/// limiter's client clock reads.
 pub async fn run_case(
     limiter: &RedisLimiter,
-    clock: &ManualClock,
+    set_now: &(dyn Fn(u64) + Sync),
     key: &str,
     limit: &Limit,
     seed: u64,
@@ -244,7 +283,7 @@ pub async fn run_case(
     let mut compared = 0;
     for (i, (t_us, op)) in sequence(limit, seed, n, handles_backwards).into_iter().enumerate() {
         let now_ns = t_us * MICROS;
-        clock.set(now_ns);
+        set_now(now_ns);
         let mut expected = reference.apply(now_ns, op);
         if limit.kind() == AlgorithmKind::SlidingWindowCounter {
             expected = expected.map(quantise_counter_retry);

@@ -198,3 +198,52 @@ fn signal(pid: &str, sig: &str) {
     let status = std::process::Command::new("kill").args([sig, pid]).status().expect("run kill");
     assert!(status.success());
 }
+
+/// Checks queued behind a call that times out (Redis frozen by SIGSTOP) get their own
+/// timeouts, and the connection's flights are all handed back: once Redis answers again, a burst
+/// of concurrent checks is decided at once, in batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_survive_timeouts_and_cancellation() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter = RedisLimiter::builder()
+        .timeout(TIMEOUT)
+        .failure_policy(FailurePolicy::ReturnError)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = limit();
+    assert!(limiter.check("warm", &limit).await.unwrap().fallback().is_none());
+    let burst = |tag: &'static str| {
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move { limiter.check(format!("{tag}:{i}"), &limit).await })
+            })
+            .collect();
+        async move {
+            let mut out = Vec::new();
+            for task in tasks {
+                out.push(task.await.unwrap());
+            }
+            out
+        }
+    };
+    let pid = server_pid(&server);
+    signal(&pid, "-STOP");
+    let busy = burst("busy").await;
+    signal(&pid, "-CONT");
+    assert!(busy.iter().all(|r| matches!(r, Err(Error::Store(StoreError::Timeout(_))))), "{busy:?}");
+    // Let the flights that were cut off end (their answers arrive once Redis runs again).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = limiter.batch_stats();
+    let start = Instant::now();
+    let after = burst("after").await;
+    let took = start.elapsed();
+    assert!(
+        after.iter().all(|r| matches!(r, Ok(d) if d.fallback().is_none() && d.is_allowed())),
+        "{after:?}"
+    );
+    assert!(took < TIMEOUT + SLACK, "took {took:?}");
+    let stats = limiter.batch_stats();
+    assert!(stats.batched_checks > before.batched_checks, "{stats:?}");
+}

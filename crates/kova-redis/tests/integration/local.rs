@@ -172,3 +172,38 @@ async fn leasing_cuts_round_trips_on_a_hot_key() {
     assert!(ratio < 0.1, "{ratio} round trips per decision");
     assert_eq!(stats.round_trips + stats.local_decisions, 16_000);
 }
+
+/// A flood of hot keys keeps the local layer within its key bound, and entries past their use
+/// are purged to make room for new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_keys_stay_bounded() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(1_000_000_000);
+    const MAX: usize = 64;
+    let limiter = crate::deterministic(&clock)
+        .leasing(Leasing::new(10, Duration::from_millis(50)))
+        .cache_denials(true)
+        .local_max_keys(MAX)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = Limit::gcra(Quota::per_second(1000).unwrap()).unwrap();
+    for round in 0..3u64 {
+        for k in 0..500u64 {
+            // Twice each: the second check finds the key hot and leases.
+            for _ in 0..2 {
+                assert!(limiter.check(format!("flood:{round}:{k}"), &limit).await.unwrap().is_allowed());
+            }
+            assert!(limiter.local_keys() <= MAX, "{} local keys, bound {MAX}", limiter.local_keys());
+        }
+        // Past the lease ttl (and the purge interval) every entry is stale: new keys get room.
+        if round < 2 {
+            clock.advance(Duration::from_millis(200));
+        }
+    }
+    // The stale entries of earlier rounds were purged: the last round's first keys got room,
+    // and hold leases.
+    clock.advance(Duration::from_nanos(1));
+    let d = limiter.check("flood:2:0", &limit).await.unwrap();
+    assert_eq!(d.fallback(), Some(Fallback::LocalCache), "no lease after the purge: {d:?}");
+}

@@ -6,7 +6,10 @@ mod server;
 
 mod bad_input;
 mod cluster;
+mod degrade;
+mod failover;
 mod faults;
+mod integers;
 mod local;
 mod single;
 

@@ -19,6 +19,33 @@ async fn conformance_single_node() {
     eprintln!("conformance (single node): {compared} decisions identical");
 }
 
+/// The same suite with every case running at once on one limiter: checks that wait together go
+/// as one batch script call, and every decision must still be the in-memory one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_single_node_batched() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter = RedisLimiter::builder()
+        .client_clock(crate::conformance::TaskClock)
+        .timeout(Duration::from_secs(5))
+        .ttl_margin(Duration::from_secs(3600))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let compared = crate::conformance::run_suite_concurrently(&limiter, "batched", 300).await;
+    let stats = limiter.batch_stats();
+    eprintln!(
+        "conformance (single node, batched): {compared} decisions identical; {} batches, mean {:.1}, \
+         largest {}, {} sent alone",
+        stats.batches,
+        stats.mean_batch(),
+        stats.largest_batch,
+        stats.single_calls
+    );
+    assert!(compared > 8_000, "only {compared} decisions compared");
+    assert!(stats.batched_checks > compared as u64 / 4, "few checks were batched: {stats:?}");
+    assert!(stats.largest_batch >= 8, "{stats:?}");
+}
+
 /// Reads Redis TIME in microseconds.
 async fn redis_micros(url: &str) -> u64 {
     let client = redis::Client::open(url).unwrap();

@@ -1,0 +1,279 @@
+//! Batching on one connection: while `max_in_flight` script calls are in flight, the checks that
+//! arrive wait in a queue, and go together as one run of the batch script when a call returns.
+//! A check that finds a free flight goes at once as its own algorithm's script, so batching adds
+//! no wait where there is nothing to batch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use kova::AlgorithmKind;
+use redis::{RedisError, RedisResult};
+use tokio::sync::oneshot;
+
+use crate::scripts::{batch_script, batch_script_source, index, script};
+use crate::store::SingleNode;
+
+/// The most checks one batch script call decides.
+pub(crate) const MAX_BATCH: usize = 128;
+
+/// What batching did, since the limiter was built (single node only; a cluster connection sends
+/// every check as its own script call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchStats {
+    /// Checks sent alone (nothing else was waiting when they came).
+    pub single_calls: u64,
+    /// Batch script calls.
+    pub batches: u64,
+    /// Checks decided in batches.
+    pub batched_checks: u64,
+    /// The largest batch.
+    pub largest_batch: u64,
+    /// Total time checks waited in the queue before their batch was sent, in nanoseconds.
+    pub queued_nanos: u64,
+}
+
+impl BatchStats {
+    /// The mean batch size (0 when there was none).
+    pub fn mean_batch(&self) -> f64 {
+        if self.batches == 0 {
+            0.0
+        } else {
+            self.batched_checks as f64 / self.batches as f64
+        }
+    }
+
+    /// The mean time a batched check waited before it was sent, in nanoseconds.
+    pub fn mean_queued_nanos(&self) -> f64 {
+        if self.batched_checks == 0 {
+            0.0
+        } else {
+            self.queued_nanos as f64 / self.batched_checks as f64
+        }
+    }
+}
+
+/// One check for a script: its algorithm, key, time (`None`: Redis `TIME`) and `ARGV[2..]`.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub(crate) kind: AlgorithmKind,
+    pub(crate) key: Vec<u8>,
+    pub(crate) now: Option<u64>,
+    pub(crate) args: [u64; 5],
+}
+
+impl Call {
+    /// Its own algorithm's script, alone.
+    pub(crate) fn invocation(&self) -> redis::ScriptInvocation<'static> {
+        let mut invocation = script(self.kind).key(self.key.as_slice());
+        match self.now {
+            Some(micros) => invocation.arg(micros),
+            None => invocation.arg(""),
+        };
+        for arg in self.args {
+            invocation.arg(arg);
+        }
+        invocation
+    }
+}
+
+struct Waiting {
+    call: Call,
+    since: Instant,
+    reply: oneshot::Sender<RedisResult<Vec<i64>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    in_flight: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    single_calls: AtomicU64,
+    batches: AtomicU64,
+    batched_checks: AtomicU64,
+    largest_batch: AtomicU64,
+    queued_nanos: AtomicU64,
+}
+
+/// The queue of one connection.
+pub(crate) struct Batcher {
+    queue: Mutex<Queue>,
+    max_in_flight: usize,
+    counters: Counters,
+}
+
+impl Batcher {
+    pub(crate) fn new(max_in_flight: usize) -> Self {
+        Batcher {
+            queue: Mutex::default(),
+            max_in_flight: max_in_flight.max(1),
+            counters: Counters::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // Every update of the queue is complete before anything that could panic: a poisoned
+        // lock still guards a consistent queue.
+        self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `call` behind the call in flight (`Ok`: its reply comes there), or takes the
+    /// flight when there is none (`Err`: send it now).
+    fn enqueue_or_fly(&self, call: Call) -> Result<oneshot::Receiver<RedisResult<Vec<i64>>>, Call> {
+        let mut queue = self.lock();
+        if queue.in_flight >= self.max_in_flight {
+            let (reply, receiver) = oneshot::channel();
+            queue.waiting.push(Waiting { call, since: Instant::now(), reply });
+            Ok(receiver)
+        } else {
+            queue.in_flight += 1;
+            Err(call)
+        }
+    }
+
+    pub(crate) fn stats(&self) -> BatchStats {
+        let c = &self.counters;
+        // Relaxed: independent counters, read for reporting.
+        BatchStats {
+            single_calls: c.single_calls.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            batched_checks: c.batched_checks.load(Ordering::Relaxed),
+            largest_batch: c.largest_batch.load(Ordering::Relaxed),
+            queued_nanos: c.queued_nanos.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs `call` on `node`: alone when nothing is in flight, else in the next batch.
+pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<i64>> {
+    let waiting = node.batcher.enqueue_or_fly(call);
+    match waiting {
+        Ok(receiver) => receiver.await.unwrap_or_else(|_| Err(dropped())),
+        Err(call) => {
+            // Ends the flight when this call ends, answered or cancelled.
+            let _flight = Flight(Arc::clone(node));
+            node.batcher.counters.single_calls.fetch_add(1, Ordering::Relaxed);
+            node.run(call.invocation()).await
+        }
+    }
+}
+
+fn dropped() -> RedisError {
+    RedisError::from((redis::ErrorKind::IoError, "kova batch dropped before it was sent"))
+}
+
+/// The right to have a script call in flight on the connection; dropping it hands the flight
+/// to a task that sends what waits (or ends the flight when nothing does).
+struct Flight(Arc<SingleNode>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let node = &self.0;
+        let batch = take_batch(&mut node.batcher.lock());
+        if batch.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(send_batches(Arc::clone(node), batch));
+            }
+            Err(_) => {
+                // No runtime (it is shutting down): the waiting checks get an error.
+                node.batcher.lock().in_flight -= 1;
+            }
+        }
+    }
+}
+
+/// Takes up to [`MAX_BATCH`] waiting checks for the flight ending now, which goes on when there
+/// are any and ends otherwise.
+fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
+    if queue.waiting.is_empty() {
+        queue.in_flight -= 1;
+        return Vec::new();
+    }
+    let n = queue.waiting.len().min(MAX_BATCH);
+    queue.waiting.drain(..n).collect()
+}
+
+/// Sends batches until the queue is empty.
+async fn send_batches(node: Arc<SingleNode>, mut batch: Vec<Waiting>) {
+    while !batch.is_empty() {
+        send(&node, std::mem::take(&mut batch)).await;
+        batch = take_batch(&mut node.batcher.lock());
+    }
+}
+
+async fn send(node: &SingleNode, batch: Vec<Waiting>) {
+    let c = &node.batcher.counters;
+    let sent = Instant::now();
+    let n = batch.len() as u64;
+    let queued: u64 = batch.iter().map(|w| sent.duration_since(w.since).as_nanos() as u64).sum();
+    // Relaxed: independent counters, read for reporting.
+    c.queued_nanos.fetch_add(queued, Ordering::Relaxed);
+    if n == 1 {
+        // One is sent as itself: same script, same reply as a lone check.
+        c.single_calls.fetch_add(1, Ordering::Relaxed);
+        let Some(w) = batch.into_iter().next() else { return };
+        let result = node.run(w.call.invocation()).await;
+        let _ = w.reply.send(result);
+        return;
+    }
+    c.batches.fetch_add(1, Ordering::Relaxed);
+    c.batched_checks.fetch_add(n, Ordering::Relaxed);
+    c.largest_batch.fetch_max(n, Ordering::Relaxed);
+    // A plain EVALSHA command (one buffer for all arguments), loading the script on NOSCRIPT.
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(batch_script().get_hash()).arg(batch.len());
+    for w in &batch {
+        cmd.arg(&w.call.key);
+    }
+    for w in &batch {
+        let call = &w.call;
+        cmd.arg(index(call.kind) + 1);
+        match call.now {
+            Some(micros) => cmd.arg(micros),
+            None => cmd.arg(""),
+        };
+        cmd.arg(&call.args[..]);
+    }
+    let mut result: RedisResult<Vec<i64>> = node.query(&cmd).await;
+    if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(batch_script_source()).clone();
+        result = match node.query::<String>(&load).await {
+            Ok(_) => node.query(&cmd).await,
+            Err(e) => Err(e),
+        };
+    }
+    match result {
+        Ok(values) if values.len() == batch.len() * 5 => {
+            for (w, reply) in batch.into_iter().zip(values.chunks_exact(5)) {
+                let result = if reply[0] == -1 {
+                    Err(RedisError::from((
+                        redis::ErrorKind::ResponseError,
+                        "a kova script failed on this key in a batch (run it alone for the message)",
+                    )))
+                } else {
+                    Ok(reply.to_vec())
+                };
+                let _ = w.reply.send(result);
+            }
+        }
+        Ok(values) => {
+            let detail = format!("{} values for {} checks", values.len(), batch.len());
+            for w in batch {
+                let error = (redis::ErrorKind::ResponseError, "unexpected batch reply", detail.clone());
+                let _ = w.reply.send(Err(RedisError::from(error)));
+            }
+        }
+        Err(e) => {
+            for w in batch {
+                let error = (e.kind(), "kova batch failed", e.to_string());
+                let _ = w.reply.send(Err(RedisError::from(error)));
+            }
+        }
+    }
+}

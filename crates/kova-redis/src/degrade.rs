@@ -1,0 +1,176 @@
+//! The degrade failure policy: while Redis cannot answer, each key is decided by a local
+//! in-memory kova limiter at this server's share of its limit; when Redis answers again, the
+//! units the local limiter still counts as used are charged to Redis before the key's next
+//! check there.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use kova::{
+    AlgorithmKind, CheckError, Clock, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedError, PreciseClock,
+    Quota, SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
+};
+
+use crate::limit::Limit;
+
+/// The local tables' clock: the limiter's client clock when it has one (so tests are
+/// deterministic), else a monotonic one (Redis `TIME` cannot be read while Redis is down).
+#[derive(Clone)]
+pub(crate) enum LocalClock {
+    Client(Arc<dyn Clock>),
+    Precise(PreciseClock),
+}
+
+impl Clock for LocalClock {
+    fn now_nanos(&self) -> u64 {
+        match self {
+            LocalClock::Client(clock) => clock.now_nanos(),
+            LocalClock::Precise(clock) => clock.now_nanos(),
+        }
+    }
+}
+
+/// One keyed table per algorithm, keyed by the Redis key (which names the algorithm too).
+pub(crate) struct Degraded {
+    servers: u64,
+    token_bucket: Keyed<Vec<u8>, TokenBucket, LocalClock>,
+    gcra: Keyed<Vec<u8>, Gcra, LocalClock>,
+    fixed_window: Keyed<Vec<u8>, FixedWindow, LocalClock>,
+    sliding_window_counter: Keyed<Vec<u8>, SlidingWindowCounter, LocalClock>,
+    sliding_window_log: Keyed<Vec<u8>, SlidingWindowLog, LocalClock>,
+    /// Set by the first local decision: until then a check looks up no local state at all.
+    used: AtomicBool,
+}
+
+impl fmt::Debug for Degraded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Degraded").field("servers", &self.servers).finish_non_exhaustive()
+    }
+}
+
+/// Runs `$body` with `$table` bound to the table of `$kind`.
+macro_rules! on_table {
+    ($self:ident, $kind:expr, $table:ident => $body:expr) => {
+        match $kind {
+            AlgorithmKind::TokenBucket => {
+                let $table = &$self.token_bucket;
+                $body
+            }
+            AlgorithmKind::Gcra => {
+                let $table = &$self.gcra;
+                $body
+            }
+            AlgorithmKind::FixedWindow => {
+                let $table = &$self.fixed_window;
+                $body
+            }
+            AlgorithmKind::SlidingWindowCounter => {
+                let $table = &$self.sliding_window_counter;
+                $body
+            }
+            AlgorithmKind::SlidingWindowLog => {
+                let $table = &$self.sliding_window_log;
+                $body
+            }
+        }
+    };
+}
+
+fn table<A: kova::Algorithm>(clock: &LocalClock, max_keys: usize) -> Keyed<Vec<u8>, A, LocalClock> {
+    // Any quota the five algorithms accept: every check passes the limit's own share.
+    let default = Quota::per_second(1).expect("1 per second is a valid quota");
+    Keyed::builder_with_clock(default, clock.clone())
+        .max_keys(max_keys)
+        .table_full(TableFullPolicy::DenyNew)
+        .build()
+        .expect("1 per second is valid for every algorithm")
+}
+
+impl Degraded {
+    pub(crate) fn new(servers: NonZeroU32, clock: LocalClock, max_keys: usize) -> Self {
+        Degraded {
+            servers: u64::from(servers.get()),
+            token_bucket: table(&clock, max_keys),
+            gcra: table(&clock, max_keys),
+            fixed_window: table(&clock, max_keys),
+            sliding_window_counter: table(&clock, max_keys),
+            sliding_window_log: table(&clock, max_keys),
+            used: AtomicBool::new(false),
+        }
+    }
+
+    /// This server's share of `limit`: the limit's own local quota when it has one, else its
+    /// (effective) quota divided by the server count, at least one unit.
+    pub(crate) fn share(&self, limit: &Limit) -> Option<Quota> {
+        if let Some(quota) = limit.local_quota() {
+            return Some(quota);
+        }
+        let quota = limit.effective_quota();
+        let n = self.servers;
+        match limit.kind() {
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => {
+                // The rate over n (n times the interval), the burst over n.
+                let interval = limit.step_nanos().checked_mul(n)?;
+                Quota::from_nanos(1, interval).and_then(|q| q.with_burst((quota.burst() / n).max(1))).ok()
+            }
+            _ => Quota::from_nanos((quota.limit() / n).max(1), quota.period_nanos()).ok(),
+        }
+    }
+
+    /// Decides `cost` for `key` locally, marked [`Fallback::StoreUnavailableLocal`] (or the
+    /// table's own fallback when it is full of other keys). A cost above the share's capacity,
+    /// or a share kova cannot build, is denied for `retry_nanos`.
+    pub(crate) fn decide(&self, key: &[u8], limit: &Limit, cost: u64, retry_nanos: u64) -> Decision {
+        let denied = || {
+            Decision::denied(limit.capacity(), 0, retry_nanos, retry_nanos)
+                .with_fallback(Fallback::StoreUnavailableLocal)
+        };
+        let Some(share) = self.share(limit) else { return denied() };
+        // Relaxed: a hint that local state may exist; `settle` reads it before looking the key
+        // up, and a check that misses a state set concurrently only charges Redis less for it
+        // once (see `FailurePolicy::Degrade`).
+        self.used.store(true, Ordering::Relaxed);
+        let key = key.to_vec();
+        let decided = on_table!(self, limit.kind(), table => table.check_n_with_quota(&key, share, cost));
+        match decided {
+            Ok(decision) if decision.fallback().is_none() => {
+                decision.with_fallback(Fallback::StoreUnavailableLocal)
+            }
+            Ok(table_full) => table_full,
+            Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. })) | Err(_) => denied(),
+        }
+    }
+
+    /// The units `key` has used locally that its local limiter still counts (`capacity -
+    /// remaining`, as kova's `Keyed::set_quota` counts them), or `None` when it holds no local
+    /// state for `limit`.
+    pub(crate) fn owed(&self, key: &[u8], limit: &Limit) -> Option<u64> {
+        // Relaxed: see `decide`.
+        if !self.used.load(Ordering::Relaxed) {
+            return None;
+        }
+        let key = key.to_vec();
+        on_table!(self, limit.kind(), table => {
+            table.quota_of(&key)?;
+            let peek = table.peek(&key);
+            Some(peek.limit().saturating_sub(peek.remaining()))
+        })
+    }
+
+    /// Forgets `key`'s local state (once Redis holds what it used).
+    pub(crate) fn forget(&self, key: &[u8], limit: &Limit) {
+        let key = key.to_vec();
+        on_table!(self, limit.kind(), table => table.remove(&key));
+    }
+
+    /// Keys holding local state, over all algorithms.
+    pub(crate) fn len(&self) -> usize {
+        self.token_bucket.len()
+            + self.gcra.len()
+            + self.fixed_window.len()
+            + self.sliding_window_counter.len()
+            + self.sliding_window_log.len()
+    }
+}

@@ -1,0 +1,177 @@
+//! Integer safety: every script at the largest quotas it accepts and at the latest times it
+//! accepts (just below 2^52 µs), decision by decision against kova's exact reference models
+//! (`kova::model`, plain u128 arithmetic). Lua numbers are doubles, exact only below 2^53: a
+//! script that formed a larger intermediate would round and disagree with the model here.
+
+use std::time::Duration;
+
+use kova::model::{BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel};
+use kova::{AlgorithmKind, Decision, ManualClock, Quota};
+use kova_redis::{Error, Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
+
+use crate::conformance::{quantise_counter_retry, Rng};
+use crate::server::RedisServer;
+
+/// An exact model of one limit, in nanoseconds.
+enum Model {
+    Bucket(BucketModel),
+    Fixed(FixedWindowModel),
+    Counter(SlidingCounterModel),
+    Log(SlidingLogModel),
+}
+
+impl Model {
+    fn new(kind: AlgorithmKind, a: u64, b: u64) -> Self {
+        match kind {
+            // (interval µs, burst)
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => {
+                Model::Bucket(BucketModel::with_quantum(a * MICROS, b, MICROS))
+            }
+            // (limit, period µs)
+            AlgorithmKind::FixedWindow => Model::Fixed(FixedWindowModel::new(a, b * MICROS)),
+            AlgorithmKind::SlidingWindowCounter => Model::Counter(SlidingCounterModel::new(a, b * MICROS)),
+            AlgorithmKind::SlidingWindowLog => Model::Log(SlidingLogModel::new(a, b * MICROS)),
+        }
+    }
+
+    fn decide(&mut self, now_ns: u64, cost: u64) -> Decision {
+        match self {
+            Model::Bucket(m) => m.decide(now_ns, cost),
+            Model::Fixed(m) => m.decide(now_ns, cost),
+            Model::Counter(m) => quantise_counter_retry(m.decide(now_ns, cost)),
+            Model::Log(m) => m.decide(now_ns, cost),
+        }
+    }
+}
+
+/// The largest quotas each script accepts: (kind, a, b) as in [`Model::new`], with the quota
+/// that gives them.
+fn edge_limits() -> Vec<(AlgorithmKind, u64, u64, Quota)> {
+    let m = MAX_SPAN_MICROS;
+    let bucket = |interval_us: u64, burst: u64| {
+        Quota::from_nanos(1, interval_us * MICROS).unwrap().with_burst(burst).unwrap()
+    };
+    let window = |limit: u64, period_us: u64| Quota::from_nanos(limit, period_us * MICROS).unwrap();
+    let mut out = Vec::new();
+    for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
+        // burst * interval = 2^52 µs, at both ends and in the middle.
+        for (interval, burst) in [(1, m), (m, 1), (1 << 26, 1 << 26), (3, m / 3)] {
+            out.push((kind, interval, burst, bucket(interval, burst)));
+        }
+    }
+    // A quota admits at most one unit per nanosecond: limit <= period (µs) * 1000.
+    for (limit, period) in [(m, m), (1, m), (m, m.div_ceil(1000)), (1000, 1), (1 << 30, 1 << 40)] {
+        out.push((AlgorithmKind::FixedWindow, limit, period, window(limit, period)));
+    }
+    // limit * period = 2^52.
+    for (limit, period) in [(1 << 26, 1 << 26), (1, m), (1 << 30, 1 << 22), (1000, 1), (1 << 12, 1 << 40)] {
+        out.push((AlgorithmKind::SlidingWindowCounter, limit, period, window(limit, period)));
+    }
+    for (limit, period) in [(MAX_LOG_LIMIT, m), (MAX_LOG_LIMIT, 66), (1, m), (MAX_LOG_LIMIT, 1 << 20)] {
+        out.push((AlgorithmKind::SlidingWindowLog, limit, period, window(limit, period)));
+    }
+    out
+}
+
+/// Times (µs, non-decreasing, all below 2^52) and costs for one limit: starting `back` before
+/// the last accepted time, with steps from 0 to several spans, and costs up to the capacity.
+fn ops(rng: &mut Rng, capacity: u64, span_us: u64, back: u64, n: usize, big_costs: bool) -> Vec<(u64, u64)> {
+    let last = MAX_TIME_MICROS - 1;
+    let mut t = last - back;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let dt = match rng.upto(9) {
+            0..=2 => 0,
+            3..=4 => rng.upto(16),
+            5..=6 => rng.upto(span_us / 4),
+            7 => rng.upto(span_us),
+            _ => rng.upto(span_us.saturating_mul(2)),
+        };
+        t = t.saturating_add(dt).min(last);
+        let cost = match rng.upto(9) {
+            0..=4 => 1,
+            5..=6 => 1 + rng.upto(capacity.min(8) - 1),
+            7..=8 if big_costs => 1 + rng.upto(capacity - 1),
+            _ => capacity,
+        };
+        out.push((t, cost));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_stay_exact_at_the_largest_quotas_and_times() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::new();
+    // The largest TTL margin too: TTLs are clamped below 2^53 µs in the script, decisions
+    // unaffected.
+    let limiter = crate::deterministic(&clock)
+        .ttl_margin(Duration::MAX)
+        .timeout(Duration::from_secs(10))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let mut compared = 0;
+    for (i, (kind, a, b, quota)) in edge_limits().into_iter().enumerate() {
+        let limit = Limit::new(kind, quota).unwrap();
+        let (capacity, span_us) = match kind {
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => (b, a * b),
+            _ => (a, b),
+        };
+        assert_eq!(limit.capacity(), capacity, "{kind} case {i}");
+        // The log adds one sorted-set member per unit: keep its big costs rare.
+        let big_costs = kind != AlgorithmKind::SlidingWindowLog;
+        let n = if big_costs { 60 } else { 24 };
+        // From far back (a whole span before the last time) and from just before it.
+        for (j, back) in [span_us.min(MAX_TIME_MICROS - 1), 1_000].into_iter().enumerate() {
+            let key = format!("integers:{i}:{j}");
+            limiter.reset(&key, &limit).await.unwrap();
+            let mut model = Model::new(kind, a, b);
+            let mut rng = Rng::new(1000 + i as u64 * 2 + j as u64);
+            for (t, cost) in ops(&mut rng, capacity, span_us, back, n, big_costs) {
+                clock.set(t * MICROS);
+                let actual = limiter.check_n(&key, &limit, cost).await.unwrap();
+                let expected = model.decide(t * MICROS, cost);
+                assert_eq!(actual, expected, "{kind} case {i} ({a}, {b}) at {t} µs, cost {cost}");
+                compared += 1;
+            }
+        }
+    }
+    eprintln!("integer edges: {compared} decisions identical to the exact models");
+    assert!(compared > 1_500, "only {compared} decisions compared");
+
+    // One past each edge is a typed error, never a rounded decision.
+    let last = MAX_TIME_MICROS - 1;
+    let over = |kind, quota| Limit::new(kind, quota);
+    let m = MAX_SPAN_MICROS;
+    for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
+        let q = Quota::from_nanos(1, MICROS).unwrap().with_burst(m + 1).unwrap();
+        assert!(matches!(over(kind, q), Err(LimitError::OutOfRange { value, .. }) if value == m + 1));
+    }
+    let q = Quota::from_nanos(m + 1, m * MICROS).unwrap();
+    assert!(matches!(
+        over(AlgorithmKind::FixedWindow, q),
+        Err(LimitError::OutOfRange { field: "limit", .. })
+    ));
+    let q = Quota::from_nanos(1 << 26, ((1 << 26) + 1) * MICROS).unwrap();
+    assert!(matches!(
+        over(AlgorithmKind::SlidingWindowCounter, q),
+        Err(LimitError::OutOfRange { field: "limit * period (µs)", .. })
+    ));
+    let q = Quota::from_nanos(MAX_LOG_LIMIT + 1, 66 * MICROS).unwrap();
+    assert!(matches!(over(AlgorithmKind::SlidingWindowLog, q), Err(LimitError::OutOfRange { .. })));
+    let q = Quota::from_nanos(1, (m + 1) * MICROS).unwrap();
+    for kind in
+        [AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindowCounter, AlgorithmKind::SlidingWindowLog]
+    {
+        assert!(matches!(over(kind, q), Err(LimitError::OutOfRange { .. })), "{kind}");
+    }
+    let limit = Limit::gcra(Quota::per_second(1).unwrap()).unwrap();
+    clock.set((last + 1) * MICROS);
+    assert!(matches!(
+        limiter.check("integers:late", &limit).await,
+        Err(Error::TimeOutOfRange { micros, max }) if micros == last + 1 && max == last
+    ));
+    clock.set(u64::MAX);
+    assert!(matches!(limiter.check("integers:late", &limit).await, Err(Error::TimeOutOfRange { .. })));
+}
