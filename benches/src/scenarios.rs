@@ -2,7 +2,8 @@
 //!
 //! Every scenario runs kova's five algorithms, the peers and one floor, at every thread count,
 //! in rounds that interleave the subjects (so a slow moment of a shared machine hits them all),
-//! and keeps each subject's best round.
+//! and keeps each subject's best round on one thread and its median round on more
+//! ([`kept_round`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,9 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use crate::memory::measure_heap;
-use crate::peers::{GovernorDirect, GovernorKeyed, MutexBucket, MutexKeyed};
-use crate::report::{MemoryRecord, Record, SubjectKind, PINNED_FLOOR};
+use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
+use crate::pingora::PingoraRate;
+use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
 use crate::subject::{CasFloor, KovaDirect, KovaKeyed, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
 use crate::zipf::Zipf;
@@ -296,7 +298,7 @@ fn sequences(
 pub struct ThroughputConfig {
     /// Thread counts to measure.
     pub threads: Vec<usize>,
-    /// Rounds per measurement (best kept).
+    /// Rounds per measurement (best kept on one thread, median on more).
     pub rounds: usize,
     /// Measuring loop settings.
     pub plan: RunPlan,
@@ -317,10 +319,16 @@ pub struct ThroughputOutput {
 
 /// How many measurements `scenarios` take (for the progress bar).
 pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u64 {
-    // Five kova algorithms, governor, the Mutex bucket, one floor, and the pinned floor where
-    // there is one.
-    let subjects: usize = scenarios.iter().map(|&s| 8 + usize::from(has_pinned_floor(s))).sum();
+    let subjects: usize = scenarios.iter().map(|&s| subject_count(s)).sum();
     (subjects * config.threads.len() * config.rounds) as u64
+}
+
+/// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
+/// scenario's own peers (`ratelimit` and `leaky_bucket` direct, `pingora_rate` keyed), one floor,
+/// and the pinned floor where there is one.
+pub fn subject_count(scenario: Scenario) -> usize {
+    let own_peers = if scenario.is_direct() { 2 } else { 1 };
+    8 + own_peers + usize::from(has_pinned_floor(scenario))
 }
 
 /// Whether `scenario` also measures the CAS loop behind kova's pin
@@ -416,6 +424,14 @@ struct Built {
     floor_bytes: Option<usize>,
 }
 
+/// `subject` with its quota used up when `deny` (so that every measured check is a denial).
+fn exhausted<S: Subject>(subject: S, deny: bool) -> S {
+    if deny {
+        while subject.hit(0) {}
+    }
+    subject
+}
+
 /// Builds a scenario's subjects; `large_table_bytes` sizes the churn scenario's read floor when
 /// the 1M-key table was measured before.
 fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
@@ -425,18 +441,15 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     let word_quota = scenario.quota(AlgorithmKind::Gcra);
     if scenario.is_direct() {
         each_algorithm(&mut DirectBuilder { scenario, entries: &mut entries });
-        let gov = GovernorDirect::new(word_quota);
-        let mutex = MutexBucket::new(word_quota);
-        if scenario == Scenario::DirectDeny {
-            while gov.hit(0) {}
-            while mutex.hit(0) {}
-        }
-        entries.push(Entry { subject: "governor".into(), kind: SubjectKind::Peer, runner: shared(gov) });
-        entries.push(Entry {
-            subject: "mutex_bucket".into(),
-            kind: SubjectKind::Peer,
-            runner: shared(mutex),
-        });
+        // Each peer as its own type (a boxed `dyn Subject` would put a virtual call in the loop).
+        let deny = scenario == Scenario::DirectDeny;
+        let mut peer = |name: &str, runner: Runner| {
+            entries.push(Entry { subject: name.into(), kind: SubjectKind::Peer, runner });
+        };
+        peer("governor", shared(exhausted(GovernorDirect::new(word_quota), deny)));
+        peer("mutex_bucket", shared(exhausted(MutexBucket::new(word_quota), deny)));
+        peer("ratelimit", shared(exhausted(IopsRatelimit::new(word_quota), deny)));
+        peer("leaky_bucket", shared(exhausted(LeakyBucket::new(word_quota), deny)));
         entries.push(Entry {
             subject: "floor_cas".into(),
             kind: SubjectKind::Floor,
@@ -457,10 +470,16 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             kind: SubjectKind::Peer,
             runner: fresh(move || MutexKeyed::new(word_quota)),
         });
+        entries.push(Entry {
+            subject: PINGORA.into(),
+            kind: SubjectKind::Peer,
+            runner: fresh(move || PingoraRate::new(word_quota)),
+        });
     } else {
         for filled in [
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
             fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),
+            fill(PINGORA, SubjectKind::Peer, prefill, || PingoraRate::new(word_quota), None),
         ] {
             memory.push(filled.memory);
             entries.push(filled.entry);
@@ -556,21 +575,23 @@ pub fn run_scenarios(
                 .then_some(config.churn_ops),
             ..config.plan
         };
-        // best[entry][thread index]
-        let mut best: Vec<Vec<Option<RunResult>>> =
-            vec![vec![None; config.threads.len()]; built.entries.len()];
+        // rounds[entry][thread index]: every round's result, the kept one picked below.
+        let mut rounds: Vec<Vec<Vec<RunResult>>> =
+            vec![vec![Vec::with_capacity(config.rounds); config.threads.len()]; built.entries.len()];
         for _ in 0..config.rounds {
             for (ti, &threads) in config.threads.iter().enumerate() {
                 for (ei, entry) in built.entries.iter().enumerate() {
-                    let result = (entry.runner)(threads, &plan, &keys);
-                    let slot = &mut best[ei][ti];
-                    if slot.is_none_or(|b| result.ops_per_sec > b.ops_per_sec) {
-                        *slot = Some(result);
-                    }
+                    rounds[ei][ti].push((entry.runner)(threads, &plan, &keys));
                     tick(&format!("{} {} x{threads}", scenario.name(), entry.subject));
                 }
             }
         }
+        let best: Vec<Vec<Option<RunResult>>> = rounds
+            .into_iter()
+            .map(|per_threads| {
+                per_threads.into_iter().zip(&config.threads).map(|(r, &t)| kept_round(r, t)).collect()
+            })
+            .collect();
         for (ei, entry) in built.entries.iter().enumerate() {
             for (ti, &threads) in config.threads.iter().enumerate() {
                 let Some(r) = best[ei][ti] else { continue };
@@ -584,7 +605,9 @@ pub fn run_scenarios(
                     ns_p99: r.ns_p99.is_finite().then_some(r.ns_p99),
                     allowed_share: r.allowed_share,
                     vs_governor: None,
+                    vs_best_peer: None,
                     vs_floor: None,
+                    overlap: r.overlap,
                 });
             }
         }
@@ -596,6 +619,18 @@ pub fn run_scenarios(
         }
     }
     out
+}
+
+/// The round a record keeps: on one thread the best (the least disturbed by the rest of the
+/// machine); with several the median, since under contention the best round is the one where a
+/// thread was off the CPU and the others ran uncontended.
+pub fn kept_round(mut rounds: Vec<RunResult>, threads: usize) -> Option<RunResult> {
+    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    match threads {
+        0 | 1 => rounds.last().copied(),
+        // The lower median of an even count: a round that was measured, not an average.
+        _ => rounds.get(rounds.len().saturating_sub(1) / 2).copied(),
+    }
 }
 
 fn prefill_of(scenario: Scenario) -> usize {
@@ -634,8 +669,18 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (8 + 9));
+        assert_eq!(ticks, 2 * (10 + 10));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
+    }
+
+    #[test]
+    fn one_thread_keeps_the_best_round_more_keep_the_median() {
+        let round = |ops: f64| RunResult { ops_per_sec: ops, ..RunResult::default() };
+        let rounds = vec![round(5.0), round(1.0), round(9.0), round(3.0), round(7.0)];
+        assert_eq!(kept_round(rounds.clone(), 1).unwrap().ops_per_sec, 9.0);
+        assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
+        assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
+        assert!(kept_round(Vec::new(), 2).is_none());
     }
 
     #[test]
