@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::cores::ThreadPlacement;
+use crate::peer_tables::PEERS_LEFT_OUT;
 use crate::report::{
     subject_rank, Report, CLOUDFLARE_RATE_GAP_PCT, CLOUDFLARE_WRONG_PCT, PINGORA, PINNED_FLOOR,
 };
@@ -351,6 +352,11 @@ impl Report {
             self.targets_table(&mut out);
         }
         if !self.records.is_empty() {
+            out.push_str("\n## kova against the fastest peer of each scenario\n\n");
+            self.best_peer_table(&mut out);
+            let _ = writeln!(out, "\n{PEERS_LEFT_OUT}");
+        }
+        if !self.records.is_empty() {
             let _ = writeln!(
                 out,
                 "\n## Throughput\n\nDecisions per second, all threads together; best of {} round(s) of {} ms. \
@@ -392,6 +398,10 @@ impl Report {
             out.push('\n');
             self.accuracy_table(&mut out);
         }
+        if !self.accuracy.is_empty() || !self.memory.is_empty() {
+            out.push_str("\n## Speed beside accuracy and memory\n\n");
+            self.joined_table(&mut out);
+        }
         if !self.memory.is_empty() {
             out.push_str("\n## Memory per key (1,000,000 u64 keys)\n\n");
             self.memory_table(&mut out);
@@ -416,11 +426,20 @@ impl Report {
             out.push_str("\n**Targets**\n\n");
             self.targets_table(&mut out);
         }
+        if !self.records.is_empty() {
+            out.push_str("\n**kova against the fastest peer of each scenario**\n\n");
+            self.best_peer_table(&mut out);
+            let _ = writeln!(out, "\n{PEERS_LEFT_OUT}");
+        }
         if !self.accuracy.is_empty() {
             out.push_str("\n**Accuracy**\n\n");
             self.trace_text(&mut out);
             out.push('\n');
             self.accuracy_table(&mut out);
+        }
+        if !self.accuracy.is_empty() || !self.memory.is_empty() {
+            out.push_str("\n**Speed beside accuracy and memory**\n\n");
+            self.joined_table(&mut out);
         }
         if !self.rates.is_empty() {
             out.push_str("\n**Per-key rate** (quota = half the offered rate)\n\n");
