@@ -419,7 +419,7 @@ impl Report {
              (latency percentiles, ratios per scenario) is written to `target/kova-bench/report.md`.\n"
         );
         if !self.records.is_empty() {
-            let _ = writeln!(out, "![throughput against threads]({svg_link})\n");
+            let _ = writeln!(out, "![decisions per second, per scenario and thread count]({svg_link})\n");
             self.summary_table(&mut out);
         }
         if !self.targets.is_empty() {

@@ -315,7 +315,8 @@ mod tests {
             "{md}"
         );
         let summary = r.readme_summary("docs/bench/throughput.svg");
-        assert!(summary.contains("![throughput against threads](docs/bench/throughput.svg)"));
+        assert!(summary
+            .contains("![decisions per second, per scenario and thread count](docs/bench/throughput.svg)"));
         assert!(summary.contains("| gcra | 100.00M / 40.00M |"), "{summary}");
     }
 
