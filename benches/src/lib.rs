@@ -18,6 +18,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod accuracy;
+pub mod baseline;
 pub mod chart;
 pub mod cli;
 pub mod cores;
