@@ -13,8 +13,8 @@
 //! `<target-dir>/kova-bench/`. The criterion micro-benchmarks (`cargo bench -p kova-bench`) use the
 //! same subjects.
 //!
-//! The pure parts (percentiles, the Zipf sampler, trace replay, the README markers) are unit
-//! tested here; the measuring parts are exercised by `--quick` in CI.
+//! The pure parts (trace replay, the peers' replays, the tables and targets, the chart, the
+//! README markers) are unit tested here; the measuring parts are exercised by `--quick` in CI.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod accuracy;
@@ -38,4 +38,3 @@ pub mod subject;
 pub mod targets;
 pub mod throughput;
 pub mod trace;
-pub mod zipf;

@@ -14,6 +14,7 @@ use kova::{
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
 use rayon::prelude::*;
 
 use crate::memory::measure_heap;
@@ -22,7 +23,6 @@ use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
 use crate::subject::{CasFloor, KovaDirect, KovaKeyed, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
-use crate::zipf::Zipf;
 
 /// Keys in the large-table scenarios.
 pub const LARGE_KEYS: usize = 1_000_000;
@@ -539,11 +539,18 @@ fn keys_for(scenario: Scenario, threads: usize) -> Keys {
             Keys::Cycle(sequences(threads, 1 << 20, |r| r.random_range(0..LARGE_KEYS as u32), 12))
         }
         Scenario::Keyed1mZipf => {
-            let zipf = Zipf::new(LARGE_KEYS, ZIPF_EXPONENT);
-            Keys::Cycle(sequences(threads, 1 << 20, |r| zipf.sample(r) as u32, 13))
+            let zipf = zipf_keys(LARGE_KEYS, ZIPF_EXPONENT);
+            Keys::Cycle(sequences(threads, 1 << 20, zipf, 13))
         }
         Scenario::KeyedChurn | Scenario::KeyedFlood => Keys::Fresh,
     }
+}
+
+/// Draws key indices `0..n` with Zipf(`n`, `s`) probabilities, 0 the most frequent
+/// (`rand_distr::Zipf` draws ranks `1..=n` by rejection-inversion, exactly).
+pub fn zipf_keys(n: usize, s: f64) -> impl Fn(&mut SmallRng) -> u32 + Sync {
+    let zipf = Zipf::new(n as f64, s).expect("n >= 1 and s >= 0");
+    move |rng| zipf.sample(rng) as u32 - 1
 }
 
 /// Runs the throughput scenarios, calling `tick` after each measurement.
@@ -681,6 +688,25 @@ mod tests {
         assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
         assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
         assert!(kept_round(Vec::new(), 2).is_none());
+    }
+
+    #[test]
+    fn zipf_keys_start_at_zero_and_follow_the_power_law() {
+        let draw = zipf_keys(1_000, 1.0);
+        let mut rng = SmallRng::seed_from_u64(7);
+        let draws = 200_000;
+        let mut counts = vec![0u32; 1_000];
+        for _ in 0..draws {
+            counts[draw(&mut rng) as usize] += 1;
+        }
+        // p(rank k) = 1 / (k H(1000)), H(1000) = 7.4855: key 0 is rank 1, key 9 rank 10.
+        let expected = |k: f64| draws as f64 / (k * 7.485_471);
+        for (key, rank) in [(0, 1.0), (1, 2.0), (9, 10.0)] {
+            let got = f64::from(counts[key]);
+            assert!((got - expected(rank)).abs() / expected(rank) < 0.05, "key {key}: {got}");
+        }
+        // Every key can be drawn, the last included, and none beyond.
+        assert!(counts[999] > 0);
     }
 
     #[test]

@@ -139,14 +139,13 @@ fn latency_histogram() -> Histogram<u64> {
 /// Nanoseconds that two back-to-back raw TSC reads cost (the median of many).
 pub fn timer_overhead_ns() -> u64 {
     let clock = quanta::Clock::new();
-    let mut deltas: Vec<u64> = (0..20_000)
-        .map(|_| {
-            let start = clock.raw();
-            let end = clock.raw();
-            clock.delta_as_nanos(start, end)
-        })
-        .collect();
-    crate::stats::median_u64(&mut deltas).unwrap_or(0)
+    let mut deltas = latency_histogram();
+    for _ in 0..20_000 {
+        let start = clock.raw();
+        let end = clock.raw();
+        deltas.saturating_record(clock.delta_as_nanos(start, end));
+    }
+    deltas.value_at_quantile(0.5)
 }
 
 struct ThreadOutcome {
