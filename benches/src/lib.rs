@@ -19,6 +19,7 @@
 
 pub mod accuracy;
 pub mod baseline;
+pub mod catalog;
 pub mod chart;
 pub mod cli;
 pub mod cores;
