@@ -89,6 +89,9 @@ pub enum ThreadPlacement {
     /// The threads took turns on the CPUs (a CAS loop on one word per thread did not scale):
     /// the machine was busy.
     TookTurns,
+    /// One shared word ran faster on more threads than on one, which no placement explains: the
+    /// one-thread round was disturbed by other load, and the floors cannot tell.
+    Disturbed,
     /// The floors needed were not measured.
     Unknown,
 }
@@ -105,6 +108,11 @@ impl ThreadPlacement {
         let (Some(parallel), Some(shared)) = (parallel, shared) else { return ThreadPlacement::Unknown };
         if parallel < 0.6 * threads as f64 {
             return ThreadPlacement::TookTurns;
+        }
+        // Hyperthreads of one core keep a shared line at about one thread's rate; well above it,
+        // the one-thread figure is the odd one.
+        if shared > 1.25 {
+            return ThreadPlacement::Disturbed;
         }
         let enough_cores = topology.is_none_or(|t| t.physical_cores >= threads);
         // On separate cores a contended line moves between caches on every CAS: the aggregate
@@ -144,6 +152,10 @@ impl ThreadPlacement {
             ThreadPlacement::TookTurns => {
                 "the threads took turns on the CPUs (a CAS loop on one word per thread did not scale): \
                  the multi-thread rows say little"
+            }
+            ThreadPlacement::Disturbed => {
+                "the floors cannot tell whether the threads ran on separate cores (one shared word ran \
+                 faster on more threads than on one: the machine was busy during the one-thread round)"
             }
             ThreadPlacement::Unknown => "whether the threads ran on separate cores was not measured",
         };
@@ -197,6 +209,8 @@ mod tests {
         // Busy machine: per-thread words did not scale.
         assert_eq!(judge(Some(&two), Some(1.0), Some(0.2)), ThreadPlacement::TookTurns);
         assert_eq!(judge(Some(&two), None, Some(0.2)), ThreadPlacement::Unknown);
+        // A shared word faster on two threads than on one: the one-thread round was disturbed.
+        assert_eq!(judge(Some(&two), Some(1.9), Some(2.86)), ThreadPlacement::Disturbed);
         let text = ThreadPlacement::SharedCore.sentence(Some(&one), 2, Some(0.98));
         assert!(text.contains("did NOT run on separate physical cores") && text.contains("0.98x"), "{text}");
     }

@@ -227,6 +227,10 @@ impl Report {
                  threads: the cache line never crossed between cores, so this run cannot show what a hot \
                  key costs across cores"
             }
+            ThreadPlacement::Disturbed => {
+                "one shared word ran faster on more threads than on one: the one-thread round was \
+                 disturbed by other load, so these two floors cannot tell where the threads ran"
+            }
             _ => "the threads ran at once, and one shared word slows them down as cross-core contention does",
         };
         let pinned = match self.scaling("keyed_per_thread", PINNED_FLOOR, max) {
