@@ -46,7 +46,8 @@ struct Mode {
 const FULL: Mode = Mode {
     name: "full",
     // Five short rounds rather than one long one: on a shared machine the best round is the
-    // one least disturbed, and interleaving spreads disturbances over every subject.
+    // one least disturbed (on one thread; with more, the median is kept), and interleaving
+    // spreads disturbances over every subject.
     rounds: 5,
     measure: Duration::from_millis(300),
     churn_ops: 4_000_000,

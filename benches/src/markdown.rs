@@ -363,11 +363,12 @@ impl Report {
         if !self.records.is_empty() {
             let _ = writeln!(
                 out,
-                "\n## Throughput\n\nDecisions per second, all threads together; best of {} round(s) of {} ms. \
+                "\n## Throughput\n\nDecisions per second, all threads together; of {} round(s) of {} ms, the best on one thread and the median on more. \
                  Latency: one check in {} timed alone with the TSC; two back-to-back TSC reads are {} ns apart on \
                  this machine (their cost and, on this VM, the resolution), which is subtracted, so a check faster \
                  than that reads as 0. kova uses its default coarse clock, governor its default (quanta) clock, \
-                 the Mutex bucket `std::time::Instant`. `x governor` and `x floor` are throughput ratios (above 1: \
+                 the Mutex bucket, pingora's `Rate` and leaky-bucket `std::time::Instant`, ratelimit kova's coarse \
+                 clock. `x governor` and `x floor` are throughput ratios (above 1: \
                  faster).\n",
                 self.settings.rounds, self.settings.measure_ms, self.settings.sample_every, self.settings.timer_overhead_ns
             );

@@ -193,7 +193,7 @@ pub struct Settings {
     pub filter: Option<String>,
     /// Thread counts measured.
     pub threads: Vec<usize>,
-    /// Rounds per throughput measurement (best kept).
+    /// Rounds per throughput measurement (the best kept on one thread, the median on more).
     pub rounds: usize,
     /// Milliseconds per throughput measurement.
     pub measure_ms: u64,
