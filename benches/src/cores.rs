@@ -126,9 +126,9 @@ impl ThreadPlacement {
 
     /// A sentence for the report's header.
     pub fn sentence(self, topology: Option<&Topology>, threads: usize, shared: Option<f64>) -> String {
-        let topo = topology.map_or("the CPU topology could not be read".to_owned(), |t| {
+        let topo = topology.map_or("The CPU topology could not be read".to_owned(), |t| {
             format!(
-                "the topology gives this process {} logical CPUs on {} physical cores{}",
+                "The topology gives this process {} logical CPUs on {} physical cores{}",
                 t.logical,
                 t.physical_cores,
                 if t.shares_cores { " (some are hyperthreads of one core)" } else { "" }
@@ -159,7 +159,7 @@ impl ThreadPlacement {
             }
             ThreadPlacement::Unknown => "whether the threads ran on separate cores was not measured",
         };
-        format!("Threads: {verdict} ({topo}{cas}).")
+        format!("Threads: {verdict}. {topo}{cas}.")
     }
 }
 
