@@ -426,6 +426,8 @@ impl Report {
         if !self.records.is_empty() {
             let _ = writeln!(out, "![decisions per second, per scenario and thread count]({svg_link})\n");
             self.summary_table(&mut out);
+            out.push('\n');
+            self.overlap_note(&mut out);
         }
         if !self.targets.is_empty() {
             out.push_str("\n**Targets**\n\n");
@@ -482,6 +484,24 @@ fn percent(share: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::test_support::*;
+    use crate::report::SubjectKind;
+
+    #[test]
+    fn threads_that_did_not_measure_together_are_flagged() {
+        let mut late = record("gcra", SubjectKind::Kova, "direct", 2, 40e6);
+        late.overlap = Some(0.55);
+        let mut together = record("governor", SubjectKind::Peer, "direct", 2, 30e6);
+        together.overlap = Some(0.97);
+        let r = report(vec![record("gcra", SubjectKind::Kova, "direct", 1, 50e6), late, together.clone()]);
+        let summary = r.readme_summary("x.svg");
+        assert!(summary.contains("**Flagged**: in 1 of 2 multi-thread measurements"), "{summary}");
+        assert!(summary.contains("`direct` gcra x2 (55%)"), "{summary}");
+        let r = report(vec![together]);
+        let mut out = String::new();
+        r.overlap_note(&mut out);
+        assert!(out.starts_with("Every multi-thread measurement's threads were measuring together"), "{out}");
+    }
 
     #[test]
     fn a_share_under_one_never_reads_as_a_hundred_percent() {
