@@ -23,6 +23,7 @@ pub fn color_of(subject: &str) -> RGBColor {
         "governor" => RGBColor(230, 85, 13),
         "mutex_bucket" => RGBColor(140, 86, 75),
         "ratelimit" => RGBColor(44, 160, 44),
+        "ratelimit_std" => RGBColor(150, 215, 120),
         "leaky_bucket" => RGBColor(148, 103, 189),
         crate::report::PINGORA => RGBColor(214, 39, 40),
         // Floors: black and grey lines.
@@ -248,7 +249,14 @@ mod tests {
     fn kova_is_blue_and_every_peer_has_its_own_colour() {
         let kova: Vec<RGBColor> = kova::AlgorithmKind::ALL.iter().map(|k| color_of(k.as_str())).collect();
         assert!(kova.iter().all(|c| c.2 > c.0 && c.2 > c.1), "{kova:?}");
-        let peers = ["governor", "mutex_bucket", "ratelimit", "leaky_bucket", crate::report::PINGORA];
+        let peers = [
+            "governor",
+            "mutex_bucket",
+            "ratelimit",
+            "ratelimit_std",
+            "leaky_bucket",
+            crate::report::PINGORA,
+        ];
         let mut colours: Vec<RGBColor> = peers.iter().map(|p| color_of(p)).chain(kova).collect();
         let n = colours.len();
         colours.sort_by_key(|c| (c.0, c.1, c.2));

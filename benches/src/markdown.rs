@@ -368,7 +368,7 @@ impl Report {
                  this machine (their cost and, on this VM, the resolution), which is subtracted, so a check faster \
                  than that reads as 0. kova uses its default coarse clock, governor its default (quanta) clock, \
                  the Mutex bucket, pingora's `Rate` and leaky-bucket `std::time::Instant`, ratelimit kova's coarse \
-                 clock. `x governor` and `x floor` are throughput ratios (above 1: \
+                 clock (`ratelimit_std` its default, `std::time::Instant`). `x governor` and `x floor` are throughput ratios (above 1: \
                  faster).\n",
                 self.settings.rounds, self.settings.measure_ms, self.settings.sample_every, self.settings.timer_overhead_ns
             );

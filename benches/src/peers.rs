@@ -3,8 +3,9 @@
 //! - a plain `Mutex` token bucket, a line-by-line port of the seeds' Go `TokenBucket` (floating
 //!   point tokens, `time.Now()` on every call), and its keyed form, one `Mutex<HashMap>` for all
 //!   keys as in the seeds' Go `FixedWindow`;
-//! - iopsystems' `ratelimit` (a token bucket in atomics) and the `leaky-bucket` crate's async
-//!   token bucket through its non-waiting `try_acquire`, in the direct scenarios;
+//! - iopsystems' `ratelimit` (a token bucket in atomics; on kova's clock and on its own) and the
+//!   `leaky-bucket` crate's async token bucket through its non-waiting `try_acquire`, in the
+//!   direct scenarios;
 //! - Cloudflare's `pingora-limits` `Rate` in the keyed ones ([`crate::pingora`]).
 //!
 //! Each gets the kova quota's limit per period as its refill and its burst as its capacity, and
@@ -88,14 +89,31 @@ impl ratelimit::Clock for KovaCoarseClock {
 }
 
 /// iopsystems' `ratelimit::Ratelimiter`: tokens scaled by a million in one `AtomicU64`, a CAS to
-/// claim each refill, on kova's coarse clock ([`KovaCoarseClock`]).
+/// claim each refill. Measured twice: on kova's coarse clock ([`KovaCoarseClock`], row
+/// `ratelimit`), so that the row measures its bucket as kova's rows measure theirs, and on its
+/// default `StdClock` (row `ratelimit_std`), as a user who takes the default gets it: the gap
+/// between the two rows is what its clock read costs.
 #[derive(Debug)]
-pub struct IopsRatelimit(pub ratelimit::Ratelimiter<KovaCoarseClock>);
+pub struct IopsRatelimit<C: ratelimit::Clock = KovaCoarseClock>(pub ratelimit::Ratelimiter<C>);
 
 impl IopsRatelimit {
-    /// `limit` tokens per `period`, capacity `burst`, starting full.
+    /// `limit` tokens per `period`, capacity `burst`, starting full, on kova's coarse clock.
     pub fn new(quota: kova::Quota) -> Self {
-        let limiter = ratelimit::Builder::with_clock(quota.limit(), KovaCoarseClock::default())
+        Self::with_clock(quota, KovaCoarseClock::default())
+    }
+}
+
+impl IopsRatelimit<ratelimit::StdClock> {
+    /// The same on ratelimit's default clock (`std::time::Instant`).
+    pub fn with_std_clock(quota: kova::Quota) -> Self {
+        Self::with_clock(quota, ratelimit::StdClock::new())
+    }
+}
+
+impl<C: ratelimit::Clock> IopsRatelimit<C> {
+    /// `limit` tokens per `period`, capacity `burst`, starting full, on `clock`.
+    pub fn with_clock(quota: kova::Quota, clock: C) -> Self {
+        let limiter = ratelimit::Builder::with_clock(quota.limit(), clock)
             .period(quota.period())
             .max_tokens(quota.burst())
             .initial_available(quota.burst())
@@ -105,7 +123,7 @@ impl IopsRatelimit {
     }
 }
 
-impl Subject for IopsRatelimit {
+impl<C: ratelimit::Clock + Sync> Subject for IopsRatelimit<C> {
     #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
         self.0.try_wait().is_ok()
@@ -262,8 +280,11 @@ mod tests {
         // 10 per 20 ms, burst 10: drained, then about 10 more after 40 ms (20 at most).
         let quota = kova::Quota::from_nanos(10, 20_000_000).unwrap();
         // Each built just before it is drained, so that none refills while another is tested.
-        let makers: [fn(kova::Quota) -> Box<dyn Subject>; 2] =
-            [|q| Box::new(IopsRatelimit::new(q)), |q| Box::new(LeakyBucket::new(q))];
+        let makers: [fn(kova::Quota) -> Box<dyn Subject>; 3] = [
+            |q| Box::new(IopsRatelimit::new(q)),
+            |q| Box::new(IopsRatelimit::with_std_clock(q)),
+            |q| Box::new(LeakyBucket::new(q)),
+        ];
         for make in makers {
             let s = make(quota);
             assert_eq!((0..50).filter(|_| s.hit(0)).count(), 10);

@@ -255,7 +255,7 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 13] = [
+pub const SUBJECT_ORDER: [&str; 14] = [
     "token_bucket",
     "gcra",
     "fixed_window",
@@ -264,6 +264,7 @@ pub const SUBJECT_ORDER: [&str; 13] = [
     "governor",
     "mutex_bucket",
     "ratelimit",
+    "ratelimit_std",
     "leaky_bucket",
     PINGORA,
     "floor_cas",

@@ -163,10 +163,11 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 }
 
 /// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
-/// scenario's own peers (`ratelimit` and `leaky_bucket` direct, `pingora_rate` keyed), one floor,
+/// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
+/// keyed), one floor,
 /// and the pinned floor where there is one.
 pub fn subject_count(scenario: Scenario) -> usize {
-    let own_peers = if scenario.is_direct() { 2 } else { 1 };
+    let own_peers = if scenario.is_direct() { 3 } else { 1 };
     8 + own_peers + usize::from(has_pinned_floor(scenario))
 }
 
@@ -288,6 +289,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
         peer("governor", shared(exhausted(GovernorDirect::new(word_quota), deny)));
         peer("mutex_bucket", shared(exhausted(MutexBucket::new(word_quota), deny)));
         peer("ratelimit", shared(exhausted(IopsRatelimit::new(word_quota), deny)));
+        peer("ratelimit_std", shared(exhausted(IopsRatelimit::with_std_clock(word_quota), deny)));
         peer("leaky_bucket", shared(exhausted(LeakyBucket::new(word_quota), deny)));
         entries.push(Entry {
             subject: "floor_cas".into(),
@@ -505,7 +507,7 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (10 + 10));
+        assert_eq!(ticks, 2 * (11 + 10));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 
