@@ -60,6 +60,12 @@ impl Report {
                         );
                     } else if peer.subject == crate::report::PINGORA {
                         why += ": one 64 KiB sketch for every key stays in cache (see its accuracy)";
+                    } else if let Some(f) = peer.vs_floor.filter(|f| *f >= 0.9) {
+                        // The floor is the bare CAS loop: a peer this close to it does little else.
+                        let _ = write!(
+                            why,
+                            ": it ran at {f:.2}x the scenario's floor, as fast as a bare CAS loop"
+                        );
                     }
                     why
                 };
@@ -131,16 +137,31 @@ mod tests {
     fn a_peer_that_wins_is_named_with_its_reason() {
         let mut denying = record("leaky_bucket", SubjectKind::Peer, "direct", 1, 90e6);
         denying.allowed_share = 0.5;
-        let r = report(vec![
+        let mut at_floor = record("ratelimit", SubjectKind::Peer, "direct_deny", 1, 95e6);
+        at_floor.vs_floor = Some(0.95);
+        let mut r = report(vec![
             record("gcra", SubjectKind::Kova, "direct", 1, 60e6),
             record("token_bucket", SubjectKind::Kova, "direct", 1, 80e6),
             record("governor", SubjectKind::Peer, "direct", 1, 40e6),
             denying,
             record("gcra", SubjectKind::Kova, "direct", 2, 60e6),
             record("governor", SubjectKind::Peer, "direct", 2, 30e6),
+            record("gcra", SubjectKind::Kova, "direct_deny", 1, 80e6),
+            at_floor,
         ]);
+        r.scenarios.push(ScenarioInfo {
+            name: "direct_deny".into(),
+            description: "d".into(),
+            quota: "q".into(),
+        });
         let mut out = String::new();
         r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "**ratelimit wins**: it ran at 0.95x the scenario's floor, as fast as a bare CAS loop |"
+            ),
+            "{out}"
+        );
         assert!(
             out.contains(
                 "| `direct` | 1 | leaky_bucket 90.00M/s (50.0%) | token_bucket 80.00M/s (100.0%) | 0.89x | \
