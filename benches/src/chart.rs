@@ -1,26 +1,82 @@
-//! The SVG chart: throughput against threads, one panel per scenario, one line per algorithm,
-//! peer and floor, on a log scale (the floors run far above the limiters), one shared legend.
+//! The SVG chart: one panel per scenario, the subjects side by side as grouped bars at each
+//! measured thread count, on a log scale (the slowest and fastest subjects differ a hundredfold).
+//! kova's algorithms are shades of one blue, each peer has its own colour, and the floors are
+//! dashed lines across the bars of their group, not bars.
 
+use plotters::coord::combinators::BindKeyPoints;
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::report::{Report, SUBJECT_ORDER};
+use crate::report::{Record, Report, SubjectKind, PINNED_FLOOR, SUBJECT_ORDER};
 
-const COLORS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(255, 127, 14),
-    RGBColor(227, 119, 194),
-    RGBColor(90, 90, 90),
-    RGBColor(170, 170, 170),
-    RGBColor(60, 60, 60),
-];
+/// The colour of a subject's bars or line.
+pub fn color_of(subject: &str) -> RGBColor {
+    match subject {
+        // kova: one blue family, darkest first.
+        "token_bucket" => RGBColor(8, 48, 107),
+        "gcra" => RGBColor(8, 81, 156),
+        "fixed_window" => RGBColor(33, 113, 181),
+        "sliding_window_counter" => RGBColor(66, 146, 198),
+        "sliding_window_log" => RGBColor(120, 170, 215),
+        // Peers: warm and distinct colours, none blue.
+        "governor" => RGBColor(230, 85, 13),
+        "mutex_bucket" => RGBColor(140, 86, 75),
+        "ratelimit" => RGBColor(44, 160, 44),
+        "ratelimit_std" => RGBColor(150, 215, 120),
+        "leaky_bucket" => RGBColor(148, 103, 189),
+        crate::report::PINGORA => RGBColor(214, 39, 40),
+        // Floors: black and grey lines.
+        PINNED_FLOOR => RGBColor(130, 130, 130),
+        _ => RGBColor(20, 20, 20),
+    }
+}
 
-fn color_of(subject: &str) -> RGBColor {
-    let i = SUBJECT_ORDER.iter().position(|&s| s == subject).unwrap_or(0);
-    COLORS[i % COLORS.len()]
+/// A tick of the log axis in decisions per second: `500k`, `2M`, `150M`, `1.5G`.
+///
+/// ```
+/// use kova_bench::chart::tick_label;
+/// assert_eq!(tick_label(2e6), "2M");
+/// assert_eq!(tick_label(150e6), "150M");
+/// assert_eq!(tick_label(1.5e9), "1.5G");
+/// assert_eq!(tick_label(500e3), "500k");
+/// ```
+pub fn tick_label(value: f64) -> String {
+    let (scaled, suffix) = match value.abs() {
+        v if v >= 1e9 => (value / 1e9, "G"),
+        v if v >= 1e6 => (value / 1e6, "M"),
+        v if v >= 1e3 => (value / 1e3, "k"),
+        _ => (value, ""),
+    };
+    let text = format!("{scaled:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text}{suffix}")
+}
+
+/// Ticks at 1, 2 and 5 of every decade within `lo..=hi`.
+///
+/// ```
+/// assert_eq!(kova_bench::chart::log_ticks(3e6, 60e6), [5e6, 10e6, 20e6, 50e6]);
+/// ```
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo) {
+        return Vec::new();
+    }
+    let first = lo.log10().floor() as i32;
+    let last = hi.log10().ceil() as i32;
+    (first..=last)
+        .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+        .filter(|v| (lo..=hi).contains(v))
+        .collect()
+}
+
+/// The label under a group of bars.
+fn threads_label(threads: usize) -> String {
+    if threads == 1 {
+        "1 thread".to_owned()
+    } else {
+        format!("{threads} threads")
+    }
 }
 
 /// Renders the chart as an SVG document.
@@ -28,78 +84,217 @@ pub fn render_svg(report: &Report) -> Result<String, Box<dyn std::error::Error>>
     let panels = report.scenarios.len().max(1);
     let cols = 2;
     let rows = panels.div_ceil(cols);
-    let (w, h) = (1280u32, 320 * rows as u32 + 60);
+    let (w, h) = (1400u32, 360 * rows as u32 + 70);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
+        let (top, body) = root.split_vertically(70);
         let title = format!(
-            "kova-bench: decisions/s against threads ({}, {} cores, {}, {} run)",
+            "kova-bench: decisions/s (log scale) per scenario and thread count. {}, {} cores, {}, {} run",
             report.machine.cpu, report.machine.cores, report.machine.date, report.settings.mode
         );
-        let (top, body) = root.split_vertically(50);
-        top.titled(&title, ("sans-serif", 20))?;
-        let (grid, legend) = body.split_horizontally(w - 200);
+        top.draw(&Text::new(title, (20, 14), ("sans-serif", 20).into_font()))?;
+        let note = "Dashed lines: the floors (the least such a check can cost), across the bars of their \
+                    group. Higher is faster.";
+        top.draw(&Text::new(note, (20, 42), ("sans-serif", 14).into_font().color(&RGBColor(80, 80, 80))))?;
+        let (grid, legend) = body.split_horizontally(w - 230);
         draw_legend(&legend, report)?;
-        let max_threads = report.settings.threads.iter().copied().max().unwrap_or(1);
-        let (x_lo, x_hi) = if max_threads > 1 { (1.0, max_threads as f64) } else { (0.5, 1.5) };
         for (area, scenario) in grid.split_evenly((rows, cols)).iter().zip(&report.scenarios) {
-            let records: Vec<_> = report.records.iter().filter(|r| r.scenario == scenario.name).collect();
-            let values = records.iter().map(|r| r.ops_per_sec / 1e6).filter(|v| *v > 0.0);
-            let y_max = values.clone().fold(0.0, f64::max).max(1e-3) * 1.6;
-            let y_min = values.fold(f64::INFINITY, f64::min).min(y_max / 10.0) / 1.6;
-            let mut chart = ChartBuilder::on(area)
-                .caption(&scenario.name, ("sans-serif", 17))
-                .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(55)
-                .build_cartesian_2d(x_lo..x_hi, (y_min..y_max).log_scale())?;
-            chart
-                .configure_mesh()
-                .x_desc("threads")
-                .y_desc("M decisions/s (log)")
-                .x_labels(max_threads.min(16) + 1)
-                .y_labels(6)
-                .light_line_style(WHITE)
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| if *y >= 10.0 { format!("{y:.0}") } else { format!("{y:.1}") })
-                .draw()?;
-            for subject in SUBJECT_ORDER {
-                let mut points: Vec<(f64, f64)> = records
-                    .iter()
-                    .filter(|r| r.subject == subject && r.ops_per_sec > 0.0)
-                    .map(|r| (r.threads as f64, r.ops_per_sec / 1e6))
-                    .collect();
-                if points.is_empty() {
-                    continue;
-                }
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let color = color_of(subject);
-                let dashed = subject.starts_with("floor");
-                let style = ShapeStyle::from(&color).stroke_width(if dashed { 1 } else { 2 });
-                chart.draw_series(LineSeries::new(points.clone(), style))?;
-                chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-            }
+            let records: Vec<&Record> = report
+                .records
+                .iter()
+                .filter(|r| r.scenario == scenario.name && r.ops_per_sec > 0.0)
+                .collect();
+            draw_panel(area, &scenario.name, &records, &report.settings.threads)?;
         }
         root.present()?;
     }
     Ok(svg)
 }
 
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    name: &str,
+    records: &[&Record],
+    threads: &[usize],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let groups: Vec<usize> =
+        threads.iter().copied().filter(|t| records.iter().any(|r| r.threads == *t)).collect();
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let bars: Vec<&str> = SUBJECT_ORDER
+        .iter()
+        .copied()
+        .filter(|s| records.iter().any(|r| r.subject == *s && r.kind != SubjectKind::Floor))
+        .collect();
+    let values = records.iter().map(|r| r.ops_per_sec);
+    let y_max = values.clone().fold(0.0, f64::max) * 1.8;
+    // A decade under the slowest bar at least, so that the shortest bar is still visible.
+    let y_min = (values.fold(f64::INFINITY, f64::min) / 3.0).min(y_max / 20.0);
+    let n = groups.len() as f64;
+    // Ticks at 1, 2 and 5 of each decade; thread labels at the groups' centres (the half-unit
+    // key points: plotters places f64 labels itself, so the others are left blank).
+    let mut chart = ChartBuilder::on(area)
+        .caption(name, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(62)
+        .build_cartesian_2d(0.0..n, (y_min..y_max).log_scale().with_key_points(log_ticks(y_min, y_max)))?;
+    let label_of = |x: &f64| {
+        let g = x.floor();
+        let centre = (x - g - 0.5).abs() < 1e-6;
+        match groups.get(g as usize) {
+            Some(&t) if centre => threads_label(t),
+            _ => String::new(),
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups.len() * 2 + 1)
+        .x_label_formatter(&label_of)
+        .y_label_formatter(&|y| tick_label(*y))
+        .y_desc("decisions/s")
+        .label_style(("sans-serif", 13))
+        .light_line_style(RGBColor(238, 238, 238))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()?;
+    let slot = 0.84 / bars.len().max(1) as f64;
+    for (g, &t) in groups.iter().enumerate() {
+        let left = g as f64 + 0.08;
+        for (i, subject) in bars.iter().enumerate() {
+            let Some(r) = records.iter().find(|r| r.subject == *subject && r.threads == t) else { continue };
+            let x0 = left + i as f64 * slot;
+            let style = color_of(subject).filled();
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x0 + slot * 0.08, y_min), (x0 + slot * 0.92, r.ops_per_sec)],
+                style,
+            )))?;
+        }
+        for floor in records.iter().filter(|r| r.kind == SubjectKind::Floor && r.threads == t) {
+            let points = vec![(left - 0.03, floor.ops_per_sec), (left + 0.84 + 0.03, floor.ops_per_sec)];
+            let style = ShapeStyle::from(&color_of(&floor.subject)).stroke_width(2);
+            chart.draw_series(std::iter::once(DashedPathElement::new(points, 7, 4, style)))?;
+        }
+    }
+    Ok(())
+}
+
 fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    area: &DrawingArea<DB, Shift>,
     report: &Report,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {
-    let present: Vec<&str> =
-        SUBJECT_ORDER.iter().copied().filter(|s| report.records.iter().any(|r| r.subject == *s)).collect();
-    for (i, subject) in present.iter().enumerate() {
-        let y = 40 + 24 * i as i32;
-        let color = color_of(subject);
-        area.draw(&PathElement::new(vec![(10, y), (36, y)], ShapeStyle::from(&color).stroke_width(3)))?;
-        area.draw(&Text::new(subject.to_string(), (44, y - 7), ("sans-serif", 14)))?;
+    let present = |kind: SubjectKind| -> Vec<&str> {
+        SUBJECT_ORDER
+            .iter()
+            .copied()
+            .filter(|s| report.records.iter().any(|r| r.subject == *s && r.kind == kind))
+            .collect()
+    };
+    let mut y = 30;
+    for (heading, kind) in
+        [("kova", SubjectKind::Kova), ("peers", SubjectKind::Peer), ("floors", SubjectKind::Floor)]
+    {
+        let subjects = present(kind);
+        if subjects.is_empty() {
+            continue;
+        }
+        area.draw(&Text::new(heading, (10, y), ("sans-serif", 15).into_font().style(FontStyle::Bold)))?;
+        y += 24;
+        for subject in subjects {
+            let color = color_of(subject);
+            if kind == SubjectKind::Floor {
+                let style = ShapeStyle::from(&color).stroke_width(2);
+                area.draw(&DashedPathElement::new(vec![(12, y + 7), (40, y + 7)], 7, 4, style))?;
+            } else {
+                area.draw(&Rectangle::new([(12, y), (40, y + 14)], color.filled()))?;
+            }
+            let label = match subject {
+                "floor_cas" => "bare CAS loop",
+                "floor_read" => "bare random read",
+                PINNED_FLOOR => "CAS behind kova's pin",
+                other => other,
+            };
+            area.draw(&Text::new(label.to_owned(), (48, y), ("sans-serif", 14)))?;
+            y += 22;
+        }
+        y += 12;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::*;
+
+    #[test]
+    fn ticks_read_as_rates() {
+        assert_eq!(tick_label(1e6), "1M");
+        assert_eq!(tick_label(20e6), "20M");
+        assert_eq!(tick_label(2.5e6), "2.5M");
+        assert_eq!(tick_label(3e9), "3G");
+        assert_eq!(tick_label(900.0), "900");
+    }
+
+    #[test]
+    fn kova_is_blue_and_every_peer_has_its_own_colour() {
+        let kova: Vec<RGBColor> = kova::AlgorithmKind::ALL.iter().map(|k| color_of(k.as_str())).collect();
+        assert!(kova.iter().all(|c| c.2 > c.0 && c.2 > c.1), "{kova:?}");
+        let peers = [
+            "governor",
+            "mutex_bucket",
+            "ratelimit",
+            "ratelimit_std",
+            "leaky_bucket",
+            crate::report::PINGORA,
+        ];
+        let mut colours: Vec<RGBColor> = peers.iter().map(|p| color_of(p)).chain(kova).collect();
+        let n = colours.len();
+        colours.sort_by_key(|c| (c.0, c.1, c.2));
+        colours.dedup();
+        assert_eq!(colours.len(), n);
+    }
+
+    #[test]
+    fn the_svg_has_a_bar_per_subject_and_thread_count_and_floors_as_lines() {
+        let r = report(vec![
+            record("gcra", SubjectKind::Kova, "direct", 1, 100e6),
+            record("gcra", SubjectKind::Kova, "direct", 2, 40e6),
+            record("governor", SubjectKind::Peer, "direct", 1, 50e6),
+            record("governor", SubjectKind::Peer, "direct", 2, 20e6),
+            record("floor_cas", SubjectKind::Floor, "direct", 1, 150e6),
+            record("floor_cas", SubjectKind::Floor, "direct", 2, 30e6),
+        ]);
+        let svg = render_svg(&r).unwrap();
+        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        // Two bars each plus one legend swatch.
+        assert_eq!(svg.matches(&fill(color_of("gcra"))).count(), 3, "{svg}");
+        assert_eq!(svg.matches(&fill(color_of("governor"))).count(), 3);
+        // The floor is no bar.
+        assert_eq!(svg.matches(&fill(color_of("floor_cas"))).count(), 0);
+        assert!(svg.contains("1 thread") && svg.contains("2 threads"));
+    }
+
+    #[test]
+    fn every_measured_thread_count_gets_its_group_label() {
+        let counts = [1, 2, 4, 8, 16];
+        let records =
+            counts.iter().map(|&t| record("gcra", SubjectKind::Kova, "direct", t, 10e6 * t as f64)).collect();
+        let mut r = report(records);
+        r.settings.threads = counts.to_vec();
+        let svg = render_svg(&r).unwrap();
+        for t in &counts[1..] {
+            assert_eq!(svg.matches(&format!("\n{t} threads\n")).count(), 1, "{t}: {svg}");
+        }
+        assert_eq!(svg.matches("\n1 thread\n").count(), 1);
+    }
 }

@@ -19,13 +19,15 @@ pub struct Options {
     pub from_json: Option<PathBuf>,
     /// `--out <dir>`: where report.json/.md/.svg go (default `<target-dir>/kova-bench`).
     pub out: Option<PathBuf>,
+    /// `--compare <report.json>`: print each ratio's change against that earlier run.
+    pub compare: Option<PathBuf>,
     /// `--help`.
     pub help: bool,
 }
 
 /// The usage text.
 pub const USAGE: &str = "\
-kova-bench: throughput, per-key rate, accuracy and memory of kova's algorithms beside governor
+kova-bench: throughput, per-key rate, accuracy and memory of kova's algorithms beside its peers
 
 USAGE: cargo run --release -p kova-bench -- [OPTIONS]
 
@@ -41,6 +43,9 @@ OPTIONS:
   --svg <path>            where --write-readme writes the chart
   --from-json <path>      render a saved report.json (with --write-readme: no new measurement)
   --out <dir>             output directory (default: <target-dir>/kova-bench)
+  --compare <report.json> after the report, each ratio's change against that earlier run
+                          (written to compare.md too); --write-readme keeps its run as
+                          docs/bench/report.json, the baseline for the next comparison
   -h, --help              this text
 
 Writes report.json, report.md and throughput.svg to the output directory and prints the
@@ -65,6 +70,7 @@ impl Options {
                 "--svg" => o.svg = Some(value("--svg")?.into()),
                 "--from-json" => o.from_json = Some(value("--from-json")?.into()),
                 "--out" => o.out = Some(value("--out")?.into()),
+                "--compare" => o.compare = Some(value("--compare")?.into()),
                 "-h" | "--help" => o.help = true,
                 // `cargo bench` passes --bench to every target; harmless here.
                 "--bench" => {}
@@ -93,8 +99,11 @@ mod tests {
 
     #[test]
     fn parses_flags_and_values() {
-        let o = parse(&["--quick", "--filter", "keyed_1m", "--write-readme=README.md"]).unwrap();
+        let o =
+            parse(&["--quick", "--filter", "keyed_1m", "--write-readme=README.md", "--compare", "a.json"])
+                .unwrap();
         assert!(o.quick);
+        assert_eq!(o.compare, Some(PathBuf::from("a.json")));
         assert_eq!(o.filter.as_deref(), Some("keyed_1m"));
         assert_eq!(o.write_readme, Some(PathBuf::from("README.md")));
         assert!(parse(&["--filter"]).is_err());

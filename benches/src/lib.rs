@@ -2,7 +2,8 @@
 //!
 //! The report binary (`cargo run --release -p kova-bench`) measures, in one run:
 //! - **throughput** of every kova algorithm, of governor (direct and keyed), of a plain `Mutex`
-//!   token bucket, and of floors (a bare `AtomicU64` CAS loop, a bare random read over an array
+//!   token bucket, of iopsystems' `ratelimit` and `leaky-bucket` (direct), of pingora's `Rate`
+//!   (keyed), and of floors (a bare `AtomicU64` CAS loop, a bare random read over an array
 //!   as large as the 1M-key table, and the CAS loop behind kova's pin), per scenario
 //!   and thread count, with sampled latency;
 //! - the **admitted rate** of one key offered 10k, 100k and 1M requests per second;
@@ -12,21 +13,29 @@
 //! `<target-dir>/kova-bench/`. The criterion micro-benchmarks (`cargo bench -p kova-bench`) use the
 //! same subjects.
 //!
-//! The pure parts (percentiles, the Zipf sampler, trace replay, the README markers) are unit
-//! tested here; the measuring parts are exercised by `--quick` in CI.
+//! The pure parts (trace replay, the peers' replays, the tables and targets, the chart, the
+//! README markers) are unit tested here; the measuring parts are exercised by `--quick` in CI.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod accuracy;
+pub mod baseline;
+pub mod catalog;
 pub mod chart;
 pub mod cli;
+pub mod cores;
 pub mod machine;
+pub mod markdown;
 pub mod memory;
+pub mod peer_accuracy;
+pub mod peer_tables;
 pub mod peers;
+pub mod pingora;
 pub mod rate;
 pub mod readme;
 pub mod report;
 pub mod scenarios;
 pub mod stats;
 pub mod subject;
+pub mod targets;
 pub mod throughput;
-pub mod zipf;
+pub mod trace;

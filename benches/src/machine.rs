@@ -6,6 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cores::Topology;
+
 /// What the report says about where and when it was measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
@@ -26,6 +28,9 @@ pub struct Machine {
     /// Whether the quanta TSC clock is in use (governor's default clock and kova's precise clock
     /// read the TSC; otherwise they fall back to the OS monotonic clock).
     pub clocksource: String,
+    /// The CPUs this process may run on: logical and physical cores ([`Topology`]).
+    #[serde(default)]
+    pub topology: Option<Topology>,
 }
 
 impl Machine {
@@ -43,6 +48,7 @@ impl Machine {
             )
             .map(|s| s.trim().to_owned())
             .unwrap_or_else(|_| "unknown".to_owned()),
+            topology: Topology::detect(),
         }
     }
 }

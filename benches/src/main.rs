@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kova_bench::accuracy::{run_accuracy, AccuracyConfig, TraceConfig};
+use kova_bench::baseline::{compare_markdown, BASELINE_FILE};
 use kova_bench::cli::{Options, USAGE};
 use kova_bench::machine::{cores, report_dir, Machine};
 use kova_bench::memory::{counting_installed, CountingAlloc};
@@ -45,7 +46,8 @@ struct Mode {
 const FULL: Mode = Mode {
     name: "full",
     // Five short rounds rather than one long one: on a shared machine the best round is the
-    // one least disturbed, and interleaving spreads disturbances over every subject.
+    // one least disturbed (on one thread; with more, the median is kept), and interleaving
+    // spreads disturbances over every subject.
     rounds: 5,
     measure: Duration::from_millis(300),
     churn_ops: 4_000_000,
@@ -199,14 +201,16 @@ fn relative_link(readme: &Path, target: &Path) -> String {
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
+fn read_report(path: &Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a kova-bench report: {e}", path.display()))
+}
+
 fn run(options: &Options) -> Result<(), String> {
+    // Read before measuring: a bad path fails at once, and --write-readme may replace the file.
+    let baseline = options.compare.as_deref().map(read_report).transpose()?;
     let report = match &options.from_json {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            serde_json::from_str(&text)
-                .map_err(|e| format!("{} is not a kova-bench report: {e}", path.display()))?
-        }
+        Some(path) => read_report(path)?,
         None => {
             if !counting_installed() {
                 eprintln!("warning: the counting allocator is not active; heap per key will be missing");
@@ -225,6 +229,12 @@ fn run(options: &Options) -> Result<(), String> {
     write(&dir.join("throughput.svg"), &svg)?;
     println!("{markdown}");
     eprintln!("wrote {}/report.{{json,md}} and throughput.svg", dir.display());
+    if let Some(before) = &baseline {
+        let comparison = compare_markdown(before, &report);
+        write(&dir.join("compare.md"), &comparison)?;
+        println!("\n{comparison}");
+        eprintln!("wrote {}/compare.md", dir.display());
+    }
 
     if let Some(readme) = &options.write_readme {
         let svg_path = options.svg.clone().unwrap_or_else(|| {
@@ -235,9 +245,17 @@ fn run(options: &Options) -> Result<(), String> {
         let summary = report.readme_summary(&relative_link(readme, &svg_path));
         let updated =
             replace_between_markers(&text, &summary).map_err(|e| format!("{}: {e}", readme.display()))?;
+        // The run's JSON beside the chart: the baseline of the next `--compare`.
+        let json_path = svg_path.with_file_name(BASELINE_FILE);
         write(&svg_path, &svg)?;
+        write(&json_path, &json)?;
         write(readme, &updated)?;
-        eprintln!("updated {} and wrote the chart to {} (commit both)", readme.display(), svg_path.display());
+        eprintln!(
+            "updated {}, wrote the chart to {} and the run to {} (commit all three)",
+            readme.display(),
+            svg_path.display(),
+            json_path.display()
+        );
     }
     Ok(())
 }

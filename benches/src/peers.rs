@@ -2,7 +2,14 @@
 //! - governor's direct and keyed (DashMap) limiters, on governor's default clock;
 //! - a plain `Mutex` token bucket, a line-by-line port of the seeds' Go `TokenBucket` (floating
 //!   point tokens, `time.Now()` on every call), and its keyed form, one `Mutex<HashMap>` for all
-//!   keys as in the seeds' Go `FixedWindow`.
+//!   keys as in the seeds' Go `FixedWindow`;
+//! - iopsystems' `ratelimit` (a token bucket in atomics; on kova's clock and on its own) and the
+//!   `leaky-bucket` crate's async token bucket through its non-waiting `try_acquire`, in the
+//!   direct scenarios;
+//! - Cloudflare's `pingora-limits` `Rate` in the keyed ones ([`crate::pingora`]).
+//!
+//! Each gets the kova quota's limit per period as its refill and its burst as its capacity, and
+//! starts full, as kova's limiters do.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -10,6 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter};
+use kova::Clock as _;
 
 use crate::subject::Subject;
 
@@ -64,6 +72,97 @@ impl Subject for GovernorKeyed {
 
     fn keys(&self) -> Option<usize> {
         Some(self.0.len())
+    }
+}
+
+/// kova's default clock for `ratelimit`, which takes any clock: so that its row measures its
+/// token bucket, not a clock read kova's rows do not pay (its default, `std::time::Instant`,
+/// costs a `clock_gettime` per check).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KovaCoarseClock(kova::CoarseClock);
+
+impl ratelimit::Clock for KovaCoarseClock {
+    #[inline(always)]
+    fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.0.now_nanos())
+    }
+}
+
+/// iopsystems' `ratelimit::Ratelimiter`: tokens scaled by a million in one `AtomicU64`, a CAS to
+/// claim each refill. Measured twice: on kova's coarse clock ([`KovaCoarseClock`], row
+/// `ratelimit`), so that the row measures its bucket as kova's rows measure theirs, and on its
+/// default `StdClock` (row `ratelimit_std`), as a user who takes the default gets it: the gap
+/// between the two rows is what its clock read costs.
+#[derive(Debug)]
+pub struct IopsRatelimit<C: ratelimit::Clock = KovaCoarseClock>(pub ratelimit::Ratelimiter<C>);
+
+impl IopsRatelimit {
+    /// `limit` tokens per `period`, capacity `burst`, starting full, on kova's coarse clock.
+    pub fn new(quota: kova::Quota) -> Self {
+        Self::with_clock(quota, KovaCoarseClock::default())
+    }
+}
+
+impl IopsRatelimit<ratelimit::StdClock> {
+    /// The same on ratelimit's default clock (`std::time::Instant`).
+    pub fn with_std_clock(quota: kova::Quota) -> Self {
+        Self::with_clock(quota, ratelimit::StdClock::new())
+    }
+}
+
+impl<C: ratelimit::Clock> IopsRatelimit<C> {
+    /// `limit` tokens per `period`, capacity `burst`, starting full, on `clock`.
+    pub fn with_clock(quota: kova::Quota, clock: C) -> Self {
+        let limiter = ratelimit::Builder::with_clock(quota.limit(), clock)
+            .period(quota.period())
+            .max_tokens(quota.burst())
+            .initial_available(quota.burst())
+            .build()
+            .expect("a valid ratelimit configuration");
+        IopsRatelimit(limiter)
+    }
+}
+
+impl<C: ratelimit::Clock + Sync> Subject for IopsRatelimit<C> {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.try_wait().is_ok()
+    }
+}
+
+/// The `leaky-bucket` crate's `RateLimiter` through `try_acquire(1)`, its call that never waits.
+/// `fair(false)`: fairness orders waiting acquirers, of which a non-waiting caller has none, and
+/// the fair default sends every `try_acquire` through its lock instead of its atomic fast path.
+/// Refill `limit` every `period` (its interval is whole milliseconds, as every direct scenario's
+/// period is), capacity `burst`, starting full; its clock is tokio's `Instant` (std's), read only
+/// when the fast path finds the balance empty.
+pub struct LeakyBucket(pub leaky_bucket::RateLimiter);
+
+impl std::fmt::Debug for LeakyBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeakyBucket").field("max", &self.0.max()).finish()
+    }
+}
+
+impl LeakyBucket {
+    /// A bucket for the kova quota.
+    pub fn new(quota: kova::Quota) -> Self {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let limiter = leaky_bucket::RateLimiter::builder()
+            .refill(size(quota.limit()))
+            .interval(quota.period().max(Duration::from_millis(1)))
+            .max(size(quota.burst()))
+            .initial(size(quota.burst()))
+            .fair(false)
+            .build();
+        LeakyBucket(limiter)
+    }
+}
+
+impl Subject for LeakyBucket {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.try_acquire(1)
     }
 }
 
@@ -170,6 +269,29 @@ mod tests {
         assert_eq!((0..5).filter(|_| gov.hit(0)).count(), 3);
         let gov_keyed = GovernorKeyed::new(quota);
         assert_eq!((0..5).filter(|_| gov_keyed.hit(9)).count(), 3);
+        let iops = IopsRatelimit::new(quota);
+        assert_eq!((0..5).filter(|_| iops.hit(0)).count(), 3);
+        let leaky = LeakyBucket::new(quota);
+        assert_eq!((0..5).filter(|_| leaky.hit(0)).count(), 3);
+    }
+
+    #[test]
+    fn the_atomic_buckets_refill_at_the_quota() {
+        // 10 per 20 ms, burst 10: drained, then about 10 more after 40 ms (20 at most).
+        let quota = kova::Quota::from_nanos(10, 20_000_000).unwrap();
+        // Each built just before it is drained, so that none refills while another is tested.
+        let makers: [fn(kova::Quota) -> Box<dyn Subject>; 3] = [
+            |q| Box::new(IopsRatelimit::new(q)),
+            |q| Box::new(IopsRatelimit::with_std_clock(q)),
+            |q| Box::new(LeakyBucket::new(q)),
+        ];
+        for make in makers {
+            let s = make(quota);
+            assert_eq!((0..50).filter(|_| s.hit(0)).count(), 10);
+            std::thread::sleep(Duration::from_millis(40));
+            let refilled = (0..50).filter(|_| s.hit(0)).count();
+            assert!((5..=10).contains(&refilled), "{refilled}");
+        }
     }
 
     #[test]

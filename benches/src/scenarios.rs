@@ -1,11 +1,12 @@
-//! The throughput scenarios: which subjects, which keys, which quotas.
+//! Running the throughput scenarios ([`crate::catalog`] defines them): which subjects, which
+//! keys.
 //!
 //! Every scenario runs kova's five algorithms, the peers and one floor, at every thread count,
 //! in rounds that interleave the subjects (so a slow moment of a shared machine hits them all),
-//! and keeps each subject's best round.
+//! and keeps each subject's best round on one thread and its median round on more
+//! ([`kept_round`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kova::{
     Algorithm, AlgorithmKind, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindowCounter,
@@ -13,176 +14,16 @@ use kova::{
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
 use rayon::prelude::*;
 
+pub use crate::catalog::{quota_words, Scenario, LARGE_KEYS, SMALL_KEYS, ZIPF_EXPONENT};
 use crate::memory::measure_heap;
-use crate::peers::{GovernorDirect, GovernorKeyed, MutexBucket, MutexKeyed};
-use crate::report::{MemoryRecord, Record, SubjectKind, PINNED_FLOOR};
+use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
+use crate::pingora::PingoraRate;
+use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
 use crate::subject::{CasFloor, KovaDirect, KovaKeyed, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
-use crate::zipf::Zipf;
-
-/// Keys in the large-table scenarios.
-pub const LARGE_KEYS: usize = 1_000_000;
-/// Keys in the small-table scenario.
-pub const SMALL_KEYS: usize = 1_000;
-/// The Zipf exponent of the skewed scenario.
-pub const ZIPF_EXPONENT: f64 = 1.0;
-
-/// A throughput scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scenario {
-    /// Direct limiter shared by all threads (one hot key), every check admitted.
-    Direct,
-    /// Direct limiter shared by all threads, quota exhausted: every check denied.
-    DirectDeny,
-    /// Keyed table, all threads on one key.
-    KeyedHot,
-    /// Keyed table, one key per thread.
-    KeyedPerThread,
-    /// Keyed table of 1,000 keys, uniform access.
-    Keyed1k,
-    /// Keyed table of 1,000,000 live keys, uniform access.
-    Keyed1mUniform,
-    /// Keyed table of 1,000,000 live keys, Zipf access.
-    Keyed1mZipf,
-    /// A key never seen before on every check.
-    KeyedChurn,
-    /// A key never seen before on every check, into a kova table held at its key bound.
-    KeyedFlood,
-}
-
-impl Scenario {
-    /// All of them, in report order.
-    pub const ALL: [Scenario; 9] = [
-        Scenario::Direct,
-        Scenario::DirectDeny,
-        Scenario::KeyedHot,
-        Scenario::KeyedPerThread,
-        Scenario::Keyed1k,
-        Scenario::Keyed1mUniform,
-        Scenario::Keyed1mZipf,
-        Scenario::KeyedChurn,
-        Scenario::KeyedFlood,
-    ];
-
-    /// The name used by `--filter`, the JSON and the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Direct => "direct",
-            Scenario::DirectDeny => "direct_deny",
-            Scenario::KeyedHot => "keyed_hot",
-            Scenario::KeyedPerThread => "keyed_per_thread",
-            Scenario::Keyed1k => "keyed_1k",
-            Scenario::Keyed1mUniform => "keyed_1m_uniform",
-            Scenario::Keyed1mZipf => "keyed_1m_zipf",
-            Scenario::KeyedChurn => "keyed_churn",
-            Scenario::KeyedFlood => "keyed_flood",
-        }
-    }
-
-    /// One line for the report.
-    pub fn description(self) -> &'static str {
-        match self {
-            Scenario::Direct => {
-                "one hot key: a direct limiter shared by every thread, quota never reached (every check \
-                 admitted, so every check writes)"
-            }
-            Scenario::DirectDeny => {
-                "one hot key, quota exhausted: every check denied (a denial writes nothing)"
-            }
-            Scenario::KeyedHot => "keyed table, every thread on the same key, every check admitted",
-            Scenario::KeyedPerThread => "keyed table, one key per thread (no sharing), every check admitted",
-            Scenario::Keyed1k => "keyed table of 1,000 keys, uniform random access (fits in cache)",
-            Scenario::Keyed1mUniform => {
-                "keyed table of 1,000,000 live keys, uniform random access (misses the cache)"
-            }
-            Scenario::Keyed1mZipf => {
-                "keyed table of 1,000,000 live keys, Zipf (s = 1) access: a few hot keys, a long tail"
-            }
-            Scenario::KeyedChurn => {
-                "a key never seen before on every check (a flood of new clients): each check inserts"
-            }
-            Scenario::KeyedFlood => {
-                "a key never seen before on every check, kova's tables bounded at 65,536 keys and kept \
-                 full: inserts reclaim keys idle again (1 ms after their check) to make room; the peers \
-                 have no bound and grow"
-            }
-        }
-    }
-
-    /// Whether the scenario uses direct limiters (else keyed tables).
-    pub fn is_direct(self) -> bool {
-        matches!(self, Scenario::Direct | Scenario::DirectDeny)
-    }
-
-    /// The floor measured beside it.
-    pub fn floor_name(self) -> &'static str {
-        match self {
-            Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot | Scenario::KeyedPerThread => {
-                "floor_cas"
-            }
-            _ => "floor_read",
-        }
-    }
-
-    /// The quota for `kind` (the peers get the single-word algorithms' quota).
-    pub fn quota(self, kind: AlgorithmKind) -> Quota {
-        let log = kind == AlgorithmKind::SlidingWindowLog;
-        let q = match self {
-            // One unit per nanosecond, 1M burst: no thread can reach it. The log's ring grows
-            // with its limit, so it gets 65,536 per ms (1 MiB ring), still out of reach.
-            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread if log => {
-                Quota::from_nanos(65_536, 1_000_000)
-            }
-            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread => {
-                Quota::from_nanos(1_000_000, 1_000_000)
-            }
-            Scenario::DirectDeny => Quota::per_hour(1),
-            // 1,000 keys: 4,096 per ms each for the log (64 KiB per key).
-            Scenario::Keyed1k if log => Quota::from_nanos(4_096, 1_000_000),
-            Scenario::Keyed1k => Quota::from_nanos(1_000_000, 1_000_000),
-            // Live keys: a key stays non-idle for the whole run (1M burst, one unit per ms back),
-            // so a table that reclaims idle keys keeps all million. The log keeps 16 per second
-            // (320 B per key), so its hottest keys are denied: see the allowed column.
-            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf if log => Quota::per_second(16),
-            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => {
-                Quota::new(1_000_000, Duration::from_secs(1_000))
-            }
-            // New keys admitted and idle again within a clock tick: reclaimable at once.
-            Scenario::KeyedChurn if log => Quota::from_nanos(16, 1_000_000),
-            Scenario::KeyedChurn => Quota::from_nanos(1_000_000, 1_000_000),
-            // One a millisecond: a key stays live for 1 ms after its check (thousands of keys at
-            // these rates), so the reclaiming scan must pass over the newest keys to find idle ones.
-            Scenario::KeyedFlood => Quota::from_nanos(1, 1_000_000),
-        };
-        q.expect("benchmark quotas are valid")
-    }
-
-    /// The quotas in words, for the report.
-    pub fn quota_text(self) -> String {
-        let word = self.quota(AlgorithmKind::Gcra);
-        let log = self.quota(AlgorithmKind::SlidingWindowLog);
-        format!("{}; sliding_window_log {}", quota_words(word), quota_words(log))
-    }
-}
-
-/// "1000000 per 1 ms, burst 1000000".
-pub fn quota_words(q: Quota) -> String {
-    let period = q.period();
-    let p = if period.as_secs() >= 1 && period.subsec_nanos() == 0 {
-        format!("{} s", period.as_secs())
-    } else if period.as_nanos() % 1_000_000 == 0 {
-        format!("{} ms", period.as_millis())
-    } else {
-        format!("{} ns", period.as_nanos())
-    };
-    if q.burst() == q.limit() {
-        format!("{} per {p}", q.limit())
-    } else {
-        format!("{} per {p}, burst {}", q.limit(), q.burst())
-    }
-}
 
 /// Where a scenario's keys come from.
 #[derive(Debug, Clone)]
@@ -296,7 +137,7 @@ fn sequences(
 pub struct ThroughputConfig {
     /// Thread counts to measure.
     pub threads: Vec<usize>,
-    /// Rounds per measurement (best kept).
+    /// Rounds per measurement (best kept on one thread, median on more).
     pub rounds: usize,
     /// Measuring loop settings.
     pub plan: RunPlan,
@@ -317,10 +158,17 @@ pub struct ThroughputOutput {
 
 /// How many measurements `scenarios` take (for the progress bar).
 pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u64 {
-    // Five kova algorithms, governor, the Mutex bucket, one floor, and the pinned floor where
-    // there is one.
-    let subjects: usize = scenarios.iter().map(|&s| 8 + usize::from(has_pinned_floor(s))).sum();
+    let subjects: usize = scenarios.iter().map(|&s| subject_count(s)).sum();
     (subjects * config.threads.len() * config.rounds) as u64
+}
+
+/// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
+/// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
+/// keyed), one floor,
+/// and the pinned floor where there is one.
+pub fn subject_count(scenario: Scenario) -> usize {
+    let own_peers = if scenario.is_direct() { 3 } else { 1 };
+    8 + own_peers + usize::from(has_pinned_floor(scenario))
 }
 
 /// Whether `scenario` also measures the CAS loop behind kova's pin
@@ -416,6 +264,14 @@ struct Built {
     floor_bytes: Option<usize>,
 }
 
+/// `subject` with its quota used up when `deny` (so that every measured check is a denial).
+fn exhausted<S: Subject>(subject: S, deny: bool) -> S {
+    if deny {
+        while subject.hit(0) {}
+    }
+    subject
+}
+
 /// Builds a scenario's subjects; `large_table_bytes` sizes the churn scenario's read floor when
 /// the 1M-key table was measured before.
 fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
@@ -425,18 +281,16 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     let word_quota = scenario.quota(AlgorithmKind::Gcra);
     if scenario.is_direct() {
         each_algorithm(&mut DirectBuilder { scenario, entries: &mut entries });
-        let gov = GovernorDirect::new(word_quota);
-        let mutex = MutexBucket::new(word_quota);
-        if scenario == Scenario::DirectDeny {
-            while gov.hit(0) {}
-            while mutex.hit(0) {}
-        }
-        entries.push(Entry { subject: "governor".into(), kind: SubjectKind::Peer, runner: shared(gov) });
-        entries.push(Entry {
-            subject: "mutex_bucket".into(),
-            kind: SubjectKind::Peer,
-            runner: shared(mutex),
-        });
+        // Each peer as its own type (a boxed `dyn Subject` would put a virtual call in the loop).
+        let deny = scenario == Scenario::DirectDeny;
+        let mut peer = |name: &str, runner: Runner| {
+            entries.push(Entry { subject: name.into(), kind: SubjectKind::Peer, runner });
+        };
+        peer("governor", shared(exhausted(GovernorDirect::new(word_quota), deny)));
+        peer("mutex_bucket", shared(exhausted(MutexBucket::new(word_quota), deny)));
+        peer("ratelimit", shared(exhausted(IopsRatelimit::new(word_quota), deny)));
+        peer("ratelimit_std", shared(exhausted(IopsRatelimit::with_std_clock(word_quota), deny)));
+        peer("leaky_bucket", shared(exhausted(LeakyBucket::new(word_quota), deny)));
         entries.push(Entry {
             subject: "floor_cas".into(),
             kind: SubjectKind::Floor,
@@ -457,10 +311,16 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             kind: SubjectKind::Peer,
             runner: fresh(move || MutexKeyed::new(word_quota)),
         });
+        entries.push(Entry {
+            subject: PINGORA.into(),
+            kind: SubjectKind::Peer,
+            runner: fresh(move || PingoraRate::new(word_quota)),
+        });
     } else {
         for filled in [
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
             fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),
+            fill(PINGORA, SubjectKind::Peer, prefill, || PingoraRate::new(word_quota), None),
         ] {
             memory.push(filled.memory);
             entries.push(filled.entry);
@@ -520,11 +380,18 @@ fn keys_for(scenario: Scenario, threads: usize) -> Keys {
             Keys::Cycle(sequences(threads, 1 << 20, |r| r.random_range(0..LARGE_KEYS as u32), 12))
         }
         Scenario::Keyed1mZipf => {
-            let zipf = Zipf::new(LARGE_KEYS, ZIPF_EXPONENT);
-            Keys::Cycle(sequences(threads, 1 << 20, |r| zipf.sample(r) as u32, 13))
+            let zipf = zipf_keys(LARGE_KEYS, ZIPF_EXPONENT);
+            Keys::Cycle(sequences(threads, 1 << 20, zipf, 13))
         }
         Scenario::KeyedChurn | Scenario::KeyedFlood => Keys::Fresh,
     }
+}
+
+/// Draws key indices `0..n` with Zipf(`n`, `s`) probabilities, 0 the most frequent
+/// (`rand_distr::Zipf` draws ranks `1..=n` by rejection-inversion, exactly).
+pub fn zipf_keys(n: usize, s: f64) -> impl Fn(&mut SmallRng) -> u32 + Sync {
+    let zipf = Zipf::new(n as f64, s).expect("n >= 1 and s >= 0");
+    move |rng| zipf.sample(rng) as u32 - 1
 }
 
 /// Runs the throughput scenarios, calling `tick` after each measurement.
@@ -556,21 +423,23 @@ pub fn run_scenarios(
                 .then_some(config.churn_ops),
             ..config.plan
         };
-        // best[entry][thread index]
-        let mut best: Vec<Vec<Option<RunResult>>> =
-            vec![vec![None; config.threads.len()]; built.entries.len()];
+        // rounds[entry][thread index]: every round's result, the kept one picked below.
+        let mut rounds: Vec<Vec<Vec<RunResult>>> =
+            vec![vec![Vec::with_capacity(config.rounds); config.threads.len()]; built.entries.len()];
         for _ in 0..config.rounds {
             for (ti, &threads) in config.threads.iter().enumerate() {
                 for (ei, entry) in built.entries.iter().enumerate() {
-                    let result = (entry.runner)(threads, &plan, &keys);
-                    let slot = &mut best[ei][ti];
-                    if slot.is_none_or(|b| result.ops_per_sec > b.ops_per_sec) {
-                        *slot = Some(result);
-                    }
+                    rounds[ei][ti].push((entry.runner)(threads, &plan, &keys));
                     tick(&format!("{} {} x{threads}", scenario.name(), entry.subject));
                 }
             }
         }
+        let best: Vec<Vec<Option<RunResult>>> = rounds
+            .into_iter()
+            .map(|per_threads| {
+                per_threads.into_iter().zip(&config.threads).map(|(r, &t)| kept_round(r, t)).collect()
+            })
+            .collect();
         for (ei, entry) in built.entries.iter().enumerate() {
             for (ti, &threads) in config.threads.iter().enumerate() {
                 let Some(r) = best[ei][ti] else { continue };
@@ -584,7 +453,9 @@ pub fn run_scenarios(
                     ns_p99: r.ns_p99.is_finite().then_some(r.ns_p99),
                     allowed_share: r.allowed_share,
                     vs_governor: None,
+                    vs_best_peer: None,
                     vs_floor: None,
+                    overlap: r.overlap,
                 });
             }
         }
@@ -598,6 +469,18 @@ pub fn run_scenarios(
     out
 }
 
+/// The round a record keeps: on one thread the best (the least disturbed by the rest of the
+/// machine); with several the median, since under contention the best round is the one where a
+/// thread was off the CPU and the others ran uncontended.
+pub fn kept_round(mut rounds: Vec<RunResult>, threads: usize) -> Option<RunResult> {
+    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    match threads {
+        0 | 1 => rounds.last().copied(),
+        // The lower median of an even count: a round that was measured, not an average.
+        _ => rounds.get(rounds.len().saturating_sub(1) / 2).copied(),
+    }
+}
+
 fn prefill_of(scenario: Scenario) -> usize {
     match scenario {
         Scenario::Keyed1k => SMALL_KEYS,
@@ -609,17 +492,7 @@ fn prefill_of(scenario: Scenario) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_quota_is_representable_by_every_algorithm() {
-        for scenario in Scenario::ALL {
-            for kind in AlgorithmKind::ALL {
-                let quota = scenario.quota(kind);
-                assert!(kova::AnyAlgorithm::new(kind, quota).is_ok(), "{} {kind}", scenario.name());
-            }
-            assert!(crate::peers::governor_quota(scenario.quota(AlgorithmKind::Gcra)).is_some());
-        }
-    }
+    use std::time::Duration;
 
     #[test]
     fn the_progress_total_counts_every_measurement() {
@@ -634,17 +507,36 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (8 + 9));
+        assert_eq!(ticks, 2 * (11 + 10));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 
     #[test]
-    fn quota_words_read_well() {
-        assert_eq!(quota_words(Quota::per_second(16).unwrap()), "16 per 1 s");
-        assert_eq!(quota_words(Quota::from_nanos(1_000_000, 1_000_000).unwrap()), "1000000 per 1 ms");
-        assert_eq!(
-            quota_words(Quota::per_second(10).unwrap().with_burst(50).unwrap()),
-            "10 per 1 s, burst 50"
-        );
+    fn one_thread_keeps_the_best_round_more_keep_the_median() {
+        let round = |ops: f64| RunResult { ops_per_sec: ops, ..RunResult::default() };
+        let rounds = vec![round(5.0), round(1.0), round(9.0), round(3.0), round(7.0)];
+        assert_eq!(kept_round(rounds.clone(), 1).unwrap().ops_per_sec, 9.0);
+        assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
+        assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
+        assert!(kept_round(Vec::new(), 2).is_none());
+    }
+
+    #[test]
+    fn zipf_keys_start_at_zero_and_follow_the_power_law() {
+        let draw = zipf_keys(1_000, 1.0);
+        let mut rng = SmallRng::seed_from_u64(7);
+        let draws = 200_000;
+        let mut counts = vec![0u32; 1_000];
+        for _ in 0..draws {
+            counts[draw(&mut rng) as usize] += 1;
+        }
+        // p(rank k) = 1 / (k H(1000)), H(1000) = 7.4855: key 0 is rank 1, key 9 rank 10.
+        let expected = |k: f64| draws as f64 / (k * 7.485_471);
+        for (key, rank) in [(0, 1.0), (1, 2.0), (9, 10.0)] {
+            let got = f64::from(counts[key]);
+            assert!((got - expected(rank)).abs() / expected(rank) < 0.05, "key {key}: {got}");
+        }
+        // Every key can be drawn, the last included, and none beyond.
+        assert!(counts[999] > 0);
     }
 }

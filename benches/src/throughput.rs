@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use crate::stats::percentile;
+use hdrhistogram::Histogram;
+
 use crate::subject::Subject;
 
 /// One operation in this many is timed on its own (two TSC reads), so sampling adds about
@@ -102,26 +103,58 @@ pub struct RunResult {
     pub allowed_share: f64,
     /// Operations done.
     pub ops: u64,
+    /// With several threads, the share of the union of the threads' measuring spans during
+    /// which all of them were measuring ([`overlap`]); `None` for one thread.
+    pub overlap: Option<f64>,
+}
+
+/// The share of the union of `spans` (start, end) covered by all of them at once: 1 when they
+/// coincide, 0 when some two do not meet. Threads released by one barrier should overlap almost
+/// entirely; a thread that started late (descheduled) or ran alone shows here.
+///
+/// ```
+/// use kova_bench::throughput::overlap;
+/// assert_eq!(overlap(&[(0, 10), (0, 10)]), 1.0);
+/// assert_eq!(overlap(&[(0, 10), (5, 15)]), 5.0 / 15.0);
+/// assert_eq!(overlap(&[(0, 10), (20, 30)]), 0.0);
+/// ```
+pub fn overlap(spans: &[(u64, u64)]) -> f64 {
+    let (Some(first), Some(last)) = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max()) else {
+        return 0.0;
+    };
+    let (latest_start, earliest_end) =
+        (spans.iter().map(|s| s.0).max().unwrap_or(first), spans.iter().map(|s| s.1).min().unwrap_or(last));
+    let union = last.saturating_sub(first);
+    if union == 0 {
+        return 1.0;
+    }
+    earliest_end.saturating_sub(latest_start) as f64 / union as f64
+}
+
+/// A latency histogram: nanoseconds up to `u32::MAX`, three significant digits.
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_max(u64::from(u32::MAX), 3).expect("valid histogram bounds")
 }
 
 /// Nanoseconds that two back-to-back raw TSC reads cost (the median of many).
 pub fn timer_overhead_ns() -> u64 {
     let clock = quanta::Clock::new();
-    let mut deltas: Vec<u64> = (0..20_000)
-        .map(|_| {
-            let start = clock.raw();
-            let end = clock.raw();
-            clock.delta_as_nanos(start, end)
-        })
-        .collect();
-    crate::stats::median_u64(&mut deltas).unwrap_or(0)
+    let mut deltas = latency_histogram();
+    for _ in 0..20_000 {
+        let start = clock.raw();
+        let end = clock.raw();
+        deltas.saturating_record(clock.delta_as_nanos(start, end));
+    }
+    deltas.value_at_quantile(0.5)
 }
 
 struct ThreadOutcome {
     ops: u64,
     allowed: u64,
     elapsed_ns: u64,
-    samples: Vec<u32>,
+    /// The measuring span on the process's shared timeline (nanoseconds since `origin`).
+    span: (u64, u64),
+    samples: Histogram<u64>,
 }
 
 /// Runs `subject` on `threads` threads, thread `i` drawing its keys from `keys(i)`, and measures
@@ -137,11 +170,7 @@ where
     let finished = AtomicUsize::new(0);
     let barrier = Barrier::new(threads + 1);
     let per_thread_cap = plan.max_ops.map(|m| (m / threads as u64).max(SAMPLE_EVERY));
-    // Enough room for the expected samples at up to ~100M ops/s per thread, so the vector
-    // rarely grows during the run.
-    let expected_samples = (plan.duration.as_secs_f64() * 100e6 / SAMPLE_EVERY as f64) as usize;
-    let sample_capacity = per_thread_cap.map_or(expected_samples, |c| (c / SAMPLE_EVERY) as usize + 1);
-    let sample_capacity = sample_capacity.clamp(1024, 4 << 20);
+    let origin = Instant::now();
 
     let outcomes: Vec<ThreadOutcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -150,10 +179,12 @@ where
                 scope.spawn(move || {
                     let clock = quanta::Clock::new();
                     let mut stream = keys(t);
-                    let mut samples = Vec::with_capacity(sample_capacity);
+                    // Allocated in full up front (a fixed range), so recording never allocates.
+                    let mut samples = latency_histogram();
                     let (mut ops, mut allowed) = (0u64, 0u64);
                     let cap = per_thread_cap.unwrap_or(u64::MAX);
                     barrier.wait();
+                    let span_start = origin.elapsed().as_nanos() as u64;
                     let start = clock.raw();
                     loop {
                         for _ in 0..SAMPLE_EVERY - 1 {
@@ -166,7 +197,7 @@ where
                         let t1 = clock.raw();
                         allowed += u64::from(ok);
                         let ns = clock.delta_as_nanos(t0, t1).saturating_sub(plan.timer_overhead_ns);
-                        samples.push(u32::try_from(ns).unwrap_or(u32::MAX));
+                        samples.saturating_record(ns);
                         ops += SAMPLE_EVERY;
                         // Relaxed: a plain stop flag; nothing is published through it.
                         if ops >= cap || stop.load(Ordering::Relaxed) {
@@ -174,11 +205,13 @@ where
                         }
                     }
                     let end = clock.raw();
+                    let span_end = origin.elapsed().as_nanos() as u64;
                     finished.fetch_add(1, Ordering::Relaxed);
                     ThreadOutcome {
                         ops,
                         allowed,
                         elapsed_ns: clock.delta_as_nanos(start, end).max(1),
+                        span: (span_start, span_end),
                         samples,
                     }
                 })
@@ -198,14 +231,19 @@ where
     let ops_per_sec = outcomes.iter().map(|o| o.ops as f64 * 1e9 / o.elapsed_ns as f64).sum();
     let ops: u64 = outcomes.iter().map(|o| o.ops).sum();
     let allowed: u64 = outcomes.iter().map(|o| o.allowed).sum();
-    let mut samples: Vec<u32> = outcomes.into_iter().flat_map(|o| o.samples).collect();
-    samples.sort_unstable();
+    let spans: Vec<(u64, u64)> = outcomes.iter().map(|o| o.span).collect();
+    let mut samples = latency_histogram();
+    for o in &outcomes {
+        samples.add(&o.samples).expect("histograms of one range");
+    }
+    let quantile = |q: f64| if samples.is_empty() { f64::NAN } else { samples.value_at_quantile(q) as f64 };
     RunResult {
         ops_per_sec,
-        ns_p50: percentile(&samples, 50.0).map_or(f64::NAN, f64::from),
-        ns_p99: percentile(&samples, 99.0).map_or(f64::NAN, f64::from),
+        ns_p50: quantile(0.50),
+        ns_p99: quantile(0.99),
         allowed_share: if ops == 0 { 0.0 } else { allowed as f64 / ops as f64 },
         ops,
+        overlap: (threads > 1).then(|| overlap(&spans)),
     }
 }
 
@@ -223,6 +261,19 @@ mod tests {
         assert!(result.ops_per_sec > 0.0);
         assert_eq!(result.allowed_share, 1.0);
         assert!(result.ns_p50 <= result.ns_p99);
+        // Two threads released by one barrier for 30 ms measure together nearly all the time.
+        let overlap = result.overlap.expect("two threads");
+        assert!(overlap > 0.2 && overlap <= 1.0, "{overlap}");
+        assert_eq!(measure(&floor, 1, &plan, |_| FixedKey(0)).overlap, None);
+    }
+
+    #[test]
+    fn overlap_of_spans() {
+        assert_eq!(overlap(&[(3, 9)]), 1.0);
+        assert_eq!(overlap(&[(0, 100), (10, 100), (0, 90)]), 0.8);
+        assert_eq!(overlap(&[]), 0.0);
+        // A thread that ran entirely after the others: nothing measured together.
+        assert_eq!(overlap(&[(0, 10), (10, 20)]), 0.0);
     }
 
     #[test]

@@ -1,0 +1,193 @@
+//! The throughput scenarios: their names, what each does, and the quotas every subject gets.
+
+use std::time::Duration;
+
+use kova::{AlgorithmKind, Quota};
+
+/// Keys in the large-table scenarios.
+pub const LARGE_KEYS: usize = 1_000_000;
+/// Keys in the small-table scenario.
+pub const SMALL_KEYS: usize = 1_000;
+/// The Zipf exponent of the skewed scenario.
+pub const ZIPF_EXPONENT: f64 = 1.0;
+
+/// A throughput scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Direct limiter shared by all threads (one hot key), every check admitted.
+    Direct,
+    /// Direct limiter shared by all threads, quota exhausted: every check denied.
+    DirectDeny,
+    /// Keyed table, all threads on one key.
+    KeyedHot,
+    /// Keyed table, one key per thread.
+    KeyedPerThread,
+    /// Keyed table of 1,000 keys, uniform access.
+    Keyed1k,
+    /// Keyed table of 1,000,000 live keys, uniform access.
+    Keyed1mUniform,
+    /// Keyed table of 1,000,000 live keys, Zipf access.
+    Keyed1mZipf,
+    /// A key never seen before on every check.
+    KeyedChurn,
+    /// A key never seen before on every check, into a kova table held at its key bound.
+    KeyedFlood,
+}
+
+impl Scenario {
+    /// All of them, in report order.
+    pub const ALL: [Scenario; 9] = [
+        Scenario::Direct,
+        Scenario::DirectDeny,
+        Scenario::KeyedHot,
+        Scenario::KeyedPerThread,
+        Scenario::Keyed1k,
+        Scenario::Keyed1mUniform,
+        Scenario::Keyed1mZipf,
+        Scenario::KeyedChurn,
+        Scenario::KeyedFlood,
+    ];
+
+    /// The name used by `--filter`, the JSON and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Direct => "direct",
+            Scenario::DirectDeny => "direct_deny",
+            Scenario::KeyedHot => "keyed_hot",
+            Scenario::KeyedPerThread => "keyed_per_thread",
+            Scenario::Keyed1k => "keyed_1k",
+            Scenario::Keyed1mUniform => "keyed_1m_uniform",
+            Scenario::Keyed1mZipf => "keyed_1m_zipf",
+            Scenario::KeyedChurn => "keyed_churn",
+            Scenario::KeyedFlood => "keyed_flood",
+        }
+    }
+
+    /// One line for the report.
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::Direct => {
+                "one hot key: a direct limiter shared by every thread, quota never reached (every check \
+                 admitted, so every check writes)"
+            }
+            Scenario::DirectDeny => {
+                "one hot key, quota exhausted: every check denied (a denial writes nothing)"
+            }
+            Scenario::KeyedHot => "keyed table, every thread on the same key, every check admitted",
+            Scenario::KeyedPerThread => "keyed table, one key per thread (no sharing), every check admitted",
+            Scenario::Keyed1k => "keyed table of 1,000 keys, uniform random access (fits in cache)",
+            Scenario::Keyed1mUniform => {
+                "keyed table of 1,000,000 live keys, uniform random access (misses the cache)"
+            }
+            Scenario::Keyed1mZipf => {
+                "keyed table of 1,000,000 live keys, Zipf (s = 1) access: a few hot keys, a long tail"
+            }
+            Scenario::KeyedChurn => {
+                "a key never seen before on every check (a flood of new clients): each check inserts"
+            }
+            Scenario::KeyedFlood => {
+                "a key never seen before on every check, kova's tables bounded at 65,536 keys and kept \
+                 full: inserts reclaim keys idle again (1 ms after their check) to make room; the peers \
+                 have no bound and grow"
+            }
+        }
+    }
+
+    /// Whether the scenario uses direct limiters (else keyed tables).
+    pub fn is_direct(self) -> bool {
+        matches!(self, Scenario::Direct | Scenario::DirectDeny)
+    }
+
+    /// The floor measured beside it.
+    pub fn floor_name(self) -> &'static str {
+        match self {
+            Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot | Scenario::KeyedPerThread => {
+                "floor_cas"
+            }
+            _ => "floor_read",
+        }
+    }
+
+    /// The quota for `kind` (the peers get the single-word algorithms' quota).
+    pub fn quota(self, kind: AlgorithmKind) -> Quota {
+        let log = kind == AlgorithmKind::SlidingWindowLog;
+        let q = match self {
+            // One unit per nanosecond, 1M burst: no thread can reach it. The log's ring grows
+            // with its limit, so it gets 65,536 per ms (1 MiB ring), still out of reach.
+            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread if log => {
+                Quota::from_nanos(65_536, 1_000_000)
+            }
+            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread => {
+                Quota::from_nanos(1_000_000, 1_000_000)
+            }
+            Scenario::DirectDeny => Quota::per_hour(1),
+            // 1,000 keys: 4,096 per ms each for the log (64 KiB per key).
+            Scenario::Keyed1k if log => Quota::from_nanos(4_096, 1_000_000),
+            Scenario::Keyed1k => Quota::from_nanos(1_000_000, 1_000_000),
+            // Live keys: a key stays non-idle for the whole run (1M burst, one unit per ms back),
+            // so a table that reclaims idle keys keeps all million. The log keeps 16 per second
+            // (320 B per key), so its hottest keys are denied: see the allowed column.
+            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf if log => Quota::per_second(16),
+            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => {
+                Quota::new(1_000_000, Duration::from_secs(1_000))
+            }
+            // New keys admitted and idle again within a clock tick: reclaimable at once.
+            Scenario::KeyedChurn if log => Quota::from_nanos(16, 1_000_000),
+            Scenario::KeyedChurn => Quota::from_nanos(1_000_000, 1_000_000),
+            // One a millisecond: a key stays live for 1 ms after its check (thousands of keys at
+            // these rates), so the reclaiming scan must pass over the newest keys to find idle ones.
+            Scenario::KeyedFlood => Quota::from_nanos(1, 1_000_000),
+        };
+        q.expect("benchmark quotas are valid")
+    }
+
+    /// The quotas in words, for the report.
+    pub fn quota_text(self) -> String {
+        let word = self.quota(AlgorithmKind::Gcra);
+        let log = self.quota(AlgorithmKind::SlidingWindowLog);
+        format!("{}; sliding_window_log {}", quota_words(word), quota_words(log))
+    }
+}
+
+/// "1000000 per 1 ms, burst 1000000".
+pub fn quota_words(q: Quota) -> String {
+    let period = q.period();
+    let p = if period.as_secs() >= 1 && period.subsec_nanos() == 0 {
+        format!("{} s", period.as_secs())
+    } else if period.as_nanos() % 1_000_000 == 0 {
+        format!("{} ms", period.as_millis())
+    } else {
+        format!("{} ns", period.as_nanos())
+    };
+    if q.burst() == q.limit() {
+        format!("{} per {p}", q.limit())
+    } else {
+        format!("{} per {p}, burst {}", q.limit(), q.burst())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_quota_is_representable_by_every_algorithm() {
+        for scenario in Scenario::ALL {
+            for kind in AlgorithmKind::ALL {
+                let quota = scenario.quota(kind);
+                assert!(kova::AnyAlgorithm::new(kind, quota).is_ok(), "{} {kind}", scenario.name());
+            }
+            assert!(crate::peers::governor_quota(scenario.quota(AlgorithmKind::Gcra)).is_some());
+        }
+    }
+
+    #[test]
+    fn quota_words_read_well() {
+        assert_eq!(quota_words(Quota::per_second(16).unwrap()), "16 per 1 s");
+        assert_eq!(quota_words(Quota::from_nanos(1_000_000, 1_000_000).unwrap()), "1000000 per 1 ms");
+        assert_eq!(
+            quota_words(Quota::per_second(10).unwrap().with_burst(50).unwrap()),
+            "10 per 1 s, burst 50"
+        );
+    }
+}

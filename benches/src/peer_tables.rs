@@ -1,0 +1,210 @@
+//! kova beside its peers, in two tables: the fastest peer of each scenario against kova (where a
+//! peer wins, the table says so), and speed beside accuracy and memory per subject, so that an
+//! approximate peer's speed is read with what it costs in accuracy.
+
+use std::fmt::Write as _;
+
+use crate::report::{subject_rank, Record, Report, SubjectKind};
+use crate::stats::si;
+
+/// The peers that were tried and are not measured, and why: for the README.
+pub const PEERS_LEFT_OUT: &str = "Peers tried and not measured here: limitador 0.14's in-memory \
+     storage (`RateLimiter::new`, one `Limit` whose variable is the key) builds without its default \
+     features, but each check builds a CEL context from a `HashMap` of strings and evaluates the \
+     limit's expression, and its dependencies (a CEL interpreter, moka, metrics) took 14 minutes of \
+     cold release build on the 2-core machine beside other builds: more CI time than this harness \
+     may add, for a peer tens of microseconds a check (13-29 us there, 1 to 100,000 keys); tower's own \
+     `RateLimit` layer belongs beside kova-tower in its middleware example, not in this per-check \
+     loop.";
+
+/// The scenario and thread count where kova's 1M-key speed is read for the joined table.
+pub const JOINED_SCENARIO: &str = "keyed_1m_uniform";
+
+impl Report {
+    fn fastest(&self, scenario: &str, threads: usize, kind: SubjectKind) -> Option<&Record> {
+        self.records
+            .iter()
+            .filter(|r| r.scenario == scenario && r.threads == threads && r.kind == kind)
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+    }
+
+    /// Per scenario and thread count: the fastest peer, kova's fastest algorithm and kova's gcra
+    /// against it, and who wins.
+    pub(crate) fn best_peer_table(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "| scenario | threads | fastest peer (admitted) | kova's fastest (admitted) | kova fastest / peer | \
+             gcra / peer | |\n|---|---:|---|---|---:|---:|---|"
+        );
+        for s in &self.scenarios {
+            for &threads in &self.settings.threads {
+                let (Some(peer), Some(kova)) = (
+                    self.fastest(&s.name, threads, SubjectKind::Peer),
+                    self.fastest(&s.name, threads, SubjectKind::Kova),
+                ) else {
+                    continue;
+                };
+                let gcra = self.find(&s.name, "gcra", threads);
+                let lead = kova.ops_per_sec / peer.ops_per_sec;
+                let verdict = if lead >= 1.0 {
+                    "kova ahead".to_owned()
+                } else {
+                    let mut why = format!("**{} wins**", peer.subject);
+                    if peer.allowed_share + 0.01 < kova.allowed_share {
+                        // A denial writes nothing, so a peer that denies more does less work.
+                        let _ = write!(
+                            why,
+                            ": it admitted {:.1}% against kova's {:.1}%",
+                            peer.allowed_share * 100.0,
+                            kova.allowed_share * 100.0
+                        );
+                    } else if peer.subject == crate::report::PINGORA {
+                        why += ": one 64 KiB sketch for every key stays in cache (see its accuracy)";
+                    } else if let Some(f) = peer.vs_floor.filter(|f| *f >= 0.9) {
+                        // The floor is the bare CAS loop: a peer this close to it does little else.
+                        let _ = write!(
+                            why,
+                            ": it ran at {f:.2}x the scenario's floor, as fast as a bare CAS loop"
+                        );
+                    }
+                    why
+                };
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {threads} | {} {}/s ({:.1}%) | {} {}/s ({:.1}%) | {lead:.2}x | {} | {verdict} |",
+                    s.name,
+                    peer.subject,
+                    si(peer.ops_per_sec),
+                    peer.allowed_share * 100.0,
+                    kova.subject,
+                    si(kova.ops_per_sec),
+                    kova.allowed_share * 100.0,
+                    gcra.map_or("-".to_owned(), |g| format!("{:.2}x", g.ops_per_sec / peer.ops_per_sec)),
+                );
+            }
+        }
+    }
+
+    /// One row per subject: decisions/s at 1M keys on one thread, bytes per key, and the trace's
+    /// wrongly allowed / denied.
+    pub(crate) fn joined_table(&self, out: &mut String) {
+        let mut subjects: Vec<&str> = self
+            .records
+            .iter()
+            .filter(|r| r.scenario == JOINED_SCENARIO && r.kind != SubjectKind::Floor)
+            .map(|r| r.subject.as_str())
+            .chain(self.accuracy.iter().map(|a| a.algorithm.as_str()))
+            .collect();
+        subjects.sort_by_key(|s| subject_rank(s));
+        subjects.dedup();
+        if subjects.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "| subject | decisions/s, 1M keys, 1 thread | bytes per key (1M keys) | wrongly allowed | \
+             wrongly denied |\n|---|---:|---:|---:|---:|"
+        );
+        for subject in subjects {
+            let speed = self.find(JOINED_SCENARIO, subject, 1).map_or("-".to_owned(), |r| si(r.ops_per_sec));
+            let bytes = self
+                .memory
+                .iter()
+                .find(|m| m.subject == subject)
+                .and_then(|m| m.table_bytes_per_key.or(m.heap_bytes_per_key))
+                .map_or("-".to_owned(), |b| format!("{b:.1} B"));
+            let acc = self.accuracy.iter().find(|a| a.algorithm == subject);
+            let (allowed, denied) = acc.map_or(("-".to_owned(), "-".to_owned()), |a| {
+                (format!("{:.4}%", a.wrongly_allowed_pct), format!("{:.4}%", a.wrongly_denied_pct))
+            });
+            let _ = writeln!(out, "| {subject} | {speed} | {bytes} | {allowed} | {denied} |");
+        }
+        let _ = writeln!(
+            out,
+            "\nThe Mutex bucket, `ratelimit` and `leaky-bucket` read their own clocks and cannot replay \
+             the simulated trace (no accuracy row); governor replays it on its `FakeRelativeClock`, \
+             pingora's `Rate` through its window logic over its own sketch."
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::test_support::*;
+    use crate::report::*;
+
+    #[test]
+    fn a_peer_that_wins_is_named_with_its_reason() {
+        let mut denying = record("leaky_bucket", SubjectKind::Peer, "direct", 1, 90e6);
+        denying.allowed_share = 0.5;
+        let mut at_floor = record("ratelimit", SubjectKind::Peer, "direct_deny", 1, 95e6);
+        at_floor.vs_floor = Some(0.95);
+        let mut r = report(vec![
+            record("gcra", SubjectKind::Kova, "direct", 1, 60e6),
+            record("token_bucket", SubjectKind::Kova, "direct", 1, 80e6),
+            record("governor", SubjectKind::Peer, "direct", 1, 40e6),
+            denying,
+            record("gcra", SubjectKind::Kova, "direct", 2, 60e6),
+            record("governor", SubjectKind::Peer, "direct", 2, 30e6),
+            record("gcra", SubjectKind::Kova, "direct_deny", 1, 80e6),
+            at_floor,
+        ]);
+        r.scenarios.push(ScenarioInfo {
+            name: "direct_deny".into(),
+            description: "d".into(),
+            quota: "q".into(),
+        });
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "**ratelimit wins**: it ran at 0.95x the scenario's floor, as fast as a bare CAS loop |"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "| `direct` | 1 | leaky_bucket 90.00M/s (50.0%) | token_bucket 80.00M/s (100.0%) | 0.89x | \
+                 0.67x | **leaky_bucket wins**: it admitted 50.0% against kova's 100.0% |"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("| `direct` | 2 | governor 30.00M/s (100.0%) | gcra 60.00M/s (100.0%) | 2.00x | 2.00x | kova ahead |"), "{out}");
+    }
+
+    #[test]
+    fn the_joined_table_puts_speed_beside_accuracy_and_memory() {
+        let mut r = report(vec![
+            record("gcra", SubjectKind::Kova, "keyed_1m_uniform", 1, 11e6),
+            record(PINGORA, SubjectKind::Peer, "keyed_1m_uniform", 1, 12e6),
+            record("governor", SubjectKind::Peer, "keyed_1m_uniform", 1, 4e6),
+            record("floor_read", SubjectKind::Floor, "keyed_1m_uniform", 1, 50e6),
+        ]);
+        r.memory.push(MemoryRecord {
+            subject: "gcra".into(),
+            keys: 1_000_000,
+            heap_bytes_per_key: Some(30.0),
+            table_bytes_per_key: Some(28.5),
+            cell_bytes: Some(8),
+        });
+        r.accuracy.push(AccuracyRecord {
+            algorithm: PINGORA.into(),
+            limit: 60,
+            boundary_max: 120,
+            flood_max: 60,
+            requests: 100,
+            wrongly_allowed_pct: 5.0,
+            wrongly_denied_pct: 4.5,
+            rate_gap_limited_pct: 1.0,
+            rate_gap_all_pct: 1.0,
+            cell_bytes: 0,
+            fixed_bytes: Some(65_536),
+        });
+        let mut out = String::new();
+        r.joined_table(&mut out);
+        assert!(out.contains("| gcra | 11.00M | 28.5 B | - | - |"), "{out}");
+        assert!(out.contains("| pingora_rate | 12.00M | - | 5.0000% | 4.5000% |"), "{out}");
+        assert!(out.contains("| governor | 4.00M | - |"), "{out}");
+        assert!(!out.contains("floor_read"), "{out}");
+    }
+}
