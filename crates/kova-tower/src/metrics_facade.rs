@@ -93,3 +93,20 @@ pub(crate) fn record(event: &Event<'_>) {
 pub(crate) fn record_decision_time(limit: &str, elapsed: Duration) {
     metrics::histogram!(DECISION_SECONDS, "limit" => limit.to_owned()).record(elapsed.as_secs_f64());
 }
+
+/// Registers the help text and unit of every metric with the installed recorder (call it once,
+/// after installing one), so an exporter can print `# HELP` lines.
+///
+/// ```
+/// kova_tower::metrics_facade::describe();
+/// ```
+pub fn describe() {
+    use metrics::{describe_counter, describe_histogram, Unit};
+    describe_counter!(ALLOWED, Unit::Count, "Requests a kova limit admitted.");
+    describe_counter!(DENIED, Unit::Count, "Requests a kova limit denied (mode: enforced or shadow).");
+    describe_counter!(FALLBACK, Unit::Count, "Decisions a failure policy or local cache made.");
+    describe_counter!(KEY_ERRORS, Unit::Count, "Requests whose limit key could not be found.");
+    describe_counter!(BACKEND_ERRORS, Unit::Count, "Errors a kova limiter returned.");
+    describe_counter!(MISCONFIGURED, Unit::Count, "Requests costing more than their limit's capacity.");
+    describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Time from a limit check's start to its decision.");
+}
