@@ -63,6 +63,8 @@
 //! - `axum` (default): read the peer address from axum's `ConnectInfo<SocketAddr>`.
 //! - `metrics`: every decision reported through the `metrics` crate (see `metrics_facade` for
 //!   the names), to whatever recorder the application installs.
+//! - `grpc`: `RateLimitLayer::grpc` answers denials as gRPC status `RESOURCE_EXHAUSTED` with
+//!   `google.rpc.RetryInfo` (for a tonic server's `Server::builder().layer(..)`).
 //! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
 //!   by every server), with `Limit::redis` to build a limit from it.
 #![forbid(unsafe_code)]
