@@ -65,6 +65,8 @@
 //!   the names), to whatever recorder the application installs.
 //! - `grpc`: `RateLimitLayer::grpc` answers denials as gRPC status `RESOURCE_EXHAUSTED` with
 //!   `google.rpc.RetryInfo` (for a tonic server's `Server::builder().layer(..)`).
+//! - `client`: `PacingLayer`, for outgoing requests: waits on a local kova limit, and holds
+//!   requests until the server's `Retry-After` / `RateLimit` say it would admit them.
 //! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
 //!   by every server), with `Limit::redis` to build a limit from it.
 #![forbid(unsafe_code)]
@@ -86,10 +88,14 @@ mod limiter;
 mod metrics;
 #[cfg(feature = "metrics")]
 pub mod metrics_facade;
+#[cfg(feature = "client")]
+mod pacing;
 mod partition;
 #[cfg(feature = "redis")]
 mod redis;
 mod response;
+#[cfg(feature = "client")]
+pub mod server_hints;
 mod service;
 mod stopwatch;
 
@@ -102,6 +108,8 @@ pub use layer::RateLimitLayer;
 pub use limit::{ConfigError, Limit, OnMissingKey};
 pub use limiter::{CheckFuture, KeyedLimiter, LimiterError};
 pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
+#[cfg(feature = "client")]
+pub use pacing::{Pacing, PacingLayer};
 pub use partition::{PartitionKeys, PARTITION_KEY_LEN};
 #[cfg(feature = "redis")]
 pub use redis::RedisBackend;
