@@ -81,7 +81,8 @@ impl Shared {
 /// use kova::{Quota, RateLimiter};
 /// use kova_tower::PacingLayer;
 /// // At most 10 requests a second of our own, and whatever the server says on top.
-/// let layer = PacingLayer::new().local_limit(RateLimiter::new(Quota::per_second(10)?)?);
+/// let own: RateLimiter = RateLimiter::new(Quota::per_second(10)?)?;
+/// let layer = PacingLayer::new().local_limit(own);
 /// // tower::ServiceBuilder::new().layer(layer).service(hyper_client)
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
