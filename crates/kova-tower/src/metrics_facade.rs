@@ -15,6 +15,8 @@
 //! | `kova_misconfigured_total` | counter | `limit` | requests costing more than the limit's capacity |
 //! | `kova_decision_seconds` | histogram | `limit` | time from a check's start to its decision |
 //!
+//! A limit's check that allowed a request later denied by another limit counts as allowed (its
+//! units were given back); the request's outcome is the denying limit's `kova_denied_total`.
 //! The [`Metrics`](crate::Metrics) hook still sees the same events, and more detail.
 
 use std::time::Duration;

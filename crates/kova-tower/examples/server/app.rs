@@ -3,19 +3,22 @@
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use kova::Quota;
 use kova_tower::client_ip::TrustedProxies;
-use kova_tower::{Key, Limit, RateLimitLayer};
+use kova_tower::headers::QuotaUnit;
+use kova_tower::{Key, Limit, PartitionKeys, RateLimitLayer};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 const KNOWN_KEYS: [&str; 2] = ["demo-key-1", "demo-key-2"];
+/// axum's default body limit: no upload is larger.
+const MAX_UPLOAD: u64 = 2 * 1024 * 1024;
 
 /// What the server enforces.
 pub struct Settings {
@@ -86,14 +89,34 @@ pub fn app(settings: Settings, metrics: PrometheusHandle) -> Result<Router, Box<
         .route("/search", get(|| async { "results\n" }))
         .layer(RateLimitLayer::new(per_ip));
 
-    // Authenticated: per API key, 100 a minute; reports have their own quota of 2 a minute.
+    // Authenticated: per API key, 100 a minute; reports have their own quota of 2 a minute, and
+    // uploads one of 10 MB a minute, counted in bytes (`qu="content-bytes"`). Responses name
+    // each key's partition by a digest (`pk`), never by the key itself.
     let per_key = Limit::in_memory("key", Quota::per_minute(100)?, Key::header(API_KEY))?;
     let reports = Limit::in_memory("report", Quota::per_minute(2)?, Key::header(API_KEY))?
         .when(|parts| parts.uri.path() == "/api/report");
+    let upload_bytes = Limit::in_memory("upload", Quota::per_minute(10_000_000)?, Key::header(API_KEY))?
+        .when(|parts| parts.uri.path() == "/api/upload")
+        .cost_fn(|parts| {
+            let length = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+            // Without a length (a chunked body), count the most a request may send.
+            length.unwrap_or(MAX_UPLOAD)
+        })
+        .quota_unit(QuotaUnit::ContentBytes);
     let api = Router::new()
         .route("/api/items", get(|| async { "[\"apple\",\"pear\"]\n" }))
         .route("/api/report", get(|| async { "report\n" }))
-        .layer(RateLimitLayer::new(per_key).limit(reports).legacy_headers(true))
+        .route(
+            "/api/upload",
+            post(|body: axum::body::Bytes| async move { format!("stored {} bytes\n", body.len()) }),
+        )
+        .layer(
+            RateLimitLayer::new(per_key)
+                .limit(reports)
+                .limit(upload_bytes)
+                .legacy_headers(true)
+                .partition_keys(PartitionKeys::random()?),
+        )
         .layer(middleware::from_fn(require_api_key));
 
     let scrape = Router::new().route(

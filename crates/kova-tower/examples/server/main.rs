@@ -3,13 +3,15 @@
 //! - anonymous routes (`/`, `/search`) limited per client IP, 10 units a minute; a search is
 //!   expensive and costs 5;
 //! - authenticated routes (`/api/...`, header `x-api-key: demo-key-1` or `demo-key-2`) limited
-//!   per API key, 100 a minute, and `/api/report` has its own quota of 2 a minute per key;
+//!   per API key, 100 a minute; `/api/report` has its own quota of 2 a minute per key, and
+//!   `POST /api/upload` one of 10 MB a minute counted in bytes;
 //! - `/metrics`: every decision, in Prometheus text format (the `metrics` feature).
 //!
 //! ```text
 //! cargo run -p kova-tower --features metrics --example server   # PORT=8080 to change the port
 //! curl -i http://127.0.0.1:3000/search
 //! curl -i -H 'x-api-key: demo-key-1' http://127.0.0.1:3000/api/report
+//! curl -i -H 'x-api-key: demo-key-1' --data-binary @somefile http://127.0.0.1:3000/api/upload
 //! curl http://127.0.0.1:3000/metrics
 //! ```
 //!
