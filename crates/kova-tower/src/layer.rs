@@ -178,7 +178,8 @@ impl RateLimitLayer {
     /// `google.rpc.RetryInfo` in `grpc-status-details-bin`, and the `RateLimit` and
     /// `Retry-After` headers as response metadata. Other rejections map to `INVALID_ARGUMENT`,
     /// `INTERNAL` and `UNAVAILABLE`. Keys come from metadata with [`Key::header`](crate::Key::header)
-    /// (gRPC metadata are HTTP/2 headers).
+    /// (gRPC metadata are HTTP/2 headers). An [`on_rejection`](Self::on_rejection) hook then
+    /// receives the gRPC response.
     #[cfg(feature = "grpc")]
     pub fn grpc(mut self, grpc: bool) -> Self {
         Arc::make_mut(&mut self.config).grpc = grpc;
