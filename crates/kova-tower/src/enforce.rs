@@ -173,6 +173,8 @@ impl Run {
         started: Stopwatch,
         result: Result<Decision, LimiterError>,
     ) -> Option<Verdict> {
+        // The decision's time ends here: what follows is the layer's own bookkeeping.
+        let decision_time = started.elapsed();
         let limit = &config.limits[index];
         let name = limit.name();
         let decision = match result {
@@ -217,9 +219,9 @@ impl Run {
         };
         config.record(name, Some(key), kind);
         #[cfg(feature = "metrics")]
-        crate::metrics_facade::record_decision_time(name, started.elapsed());
+        crate::metrics_facade::record_decision_time(name, decision_time);
         #[cfg(not(feature = "metrics"))]
-        let _ = started;
+        let _ = decision_time;
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
         self.entries.push(Entry { index, decision, partition_key });
         // A real (not fallback) admission, with limits still to come that could reject the

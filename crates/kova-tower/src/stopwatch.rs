@@ -18,7 +18,6 @@ impl Stopwatch {
     }
 
     /// The time since [`start`](Self::start); zero without the `metrics` feature.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn elapsed(&self) -> Duration {
         #[cfg(feature = "metrics")]
         return self.started.elapsed();
