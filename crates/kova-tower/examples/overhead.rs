@@ -2,7 +2,7 @@
 //! rounds without and with the layer and quoting medians:
 //!
 //! 1. **In process**: the axum router is called directly (`Service::call`), without and with
-//!    the layer: the added latency per request at p50 and p99, and calls per second on one
+//!    each layer: the added latency per request at p50 and p99, and calls per second on one
 //!    thread. Requests come from 4096 client addresses (a realistic table, not one hot key).
 //! 2. **Over HTTP**: the same router served on a loopback port and loaded by an in-process
 //!    HTTP/1 client: the round-trip latency on one keep-alive connection (requests one after
@@ -11,6 +11,12 @@
 //!
 //! The limit is one per-IP GCRA limit with a quota no client reaches (every request is allowed
 //! and gets its `RateLimit-Policy` and `RateLimit` headers: the common path).
+//!
+//! Beside it, tower's own `tower::limit::RateLimit`, also with a rate no run reaches: one rate
+//! for the whole service (no keys, no headers, no 429: it makes callers wait). In process it
+//! wraps the router directly; over HTTP it sits behind `tower::buffer::Buffer`, because its
+//! service cannot be cloned and axum needs one per connection (the setup axum's docs show), so
+//! that row measures the buffer's channel too.
 //!
 //! ```text
 //! cargo run --release -p kova-tower --example overhead            # both
@@ -22,25 +28,59 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::Request;
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use kova::Quota;
 use kova_tower::{Key, Limit, PeerAddr, RateLimitLayer};
-use tower::{Service, ServiceExt};
+use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
 const ROUNDS: usize = 5;
 const CALLS_PER_ROUND: usize = 200_000;
 const HTTP_SECS_PER_ROUND: f64 = 1.5;
 const CONNECTIONS: usize = 16;
 
-fn router(limited: bool) -> Router {
+/// What wraps the router.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Subject {
+    Bare,
+    Kova,
+    Tower,
+}
+
+const SUBJECTS: [Subject; 3] = [Subject::Bare, Subject::Kova, Subject::Tower];
+
+impl Subject {
+    fn label(self) -> &'static str {
+        match self {
+            Subject::Bare => "without layer",
+            Subject::Kova => "kova-tower",
+            Subject::Tower => "tower RateLimit",
+        }
+    }
+}
+
+/// tower's rate limit with a rate no run reaches.
+fn tower_limit() -> tower::limit::RateLimitLayer {
+    tower::limit::RateLimitLayer::new(1_000_000_000, Duration::from_secs(1))
+}
+
+fn router(subject: Subject) -> Router {
     let app =
         Router::new().route("/", get(|| async { "hello\n" })).route("/search", get(|| async { "results\n" }));
-    if !limited {
-        return app;
+    match subject {
+        Subject::Bare => return app,
+        Subject::Tower => {
+            let buffered = ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: BoxError| async { StatusCode::SERVICE_UNAVAILABLE }))
+                .layer(tower::buffer::BufferLayer::new(1024))
+                .layer(tower_limit());
+            return app.layer(buffered);
+        }
+        Subject::Kova => {}
     }
     // A quota no client reaches: every request takes the allowed path.
     let quota = Quota::per_second(1_000_000_000).expect("quota");
@@ -69,9 +109,19 @@ struct Round {
     per_sec: f64,
 }
 
-/// Calls the router directly, one request at a time.
-async fn in_process_round(limited: bool) -> Round {
-    let mut app = router(limited);
+/// Calls the router directly (tower's limit: wrapping it, unbuffered), one request at a time.
+async fn in_process_round(subject: Subject) -> Round {
+    match subject {
+        Subject::Tower => calls_round(tower_limit().layer(router(Subject::Bare))).await,
+        _ => calls_round(router(subject)).await,
+    }
+}
+
+async fn calls_round<S>(mut app: S) -> Round
+where
+    S: Service<Request<Body>, Response = Response<Body>>,
+    S::Error: std::fmt::Debug,
+{
     let peers: Vec<PeerAddr> = (0..4096u32)
         .map(|i| PeerAddr(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
         .collect();
@@ -81,7 +131,7 @@ async fn in_process_round(limited: bool) -> Round {
         let request =
             Request::get("/").extension(peers[i % peers.len()]).body(Body::empty()).expect("request");
         let t = Instant::now();
-        let service = ServiceExt::<Request<Body>>::ready(&mut app).await.expect("ready");
+        let service = app.ready().await.expect("ready");
         let response = service.call(request).await.expect("response");
         latencies.push(t.elapsed().as_nanos() as u64);
         assert!(response.status().is_success());
@@ -97,12 +147,12 @@ async fn in_process_round(limited: bool) -> Round {
 }
 
 /// Serves the router on a loopback port and loads it over keep-alive connections.
-async fn http_round(limited: bool, connections: usize) -> Round {
+async fn http_round(subject: Subject, connections: usize) -> Round {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
     let server = tokio::spawn(async move {
         let _ =
-            axum::serve(listener, router(limited).into_make_service_with_connect_info::<SocketAddr>()).await;
+            axum::serve(listener, router(subject).into_make_service_with_connect_info::<SocketAddr>()).await;
     });
     let deadline = Instant::now() + Duration::from_secs_f64(HTTP_SECS_PER_ROUND);
     let mut workers = Vec::new();
@@ -142,7 +192,8 @@ async fn http_round(limited: bool, connections: usize) -> Round {
     }
 }
 
-fn report(title: &str, without: Vec<Round>, with: Vec<Round>) {
+/// Prints each subject's medians, and what each layer adds to the bare router's.
+fn report(title: &str, rounds: &[Vec<Round>; 3]) {
     let summarize = |rounds: &[Round]| {
         (
             median(rounds.iter().map(|r| r.p50_ns).collect()),
@@ -150,17 +201,24 @@ fn report(title: &str, without: Vec<Round>, with: Vec<Round>) {
             median(rounds.iter().map(|r| r.per_sec).collect()),
         )
     };
-    let (p50_a, p99_a, rate_a) = summarize(&without);
-    let (p50_b, p99_b, rate_b) = summarize(&with);
     println!("{title} (median of {ROUNDS} rounds)");
-    println!("  {:<14} {:>12} {:>12} {:>14}", "", "p50", "p99", "requests/s");
-    println!("  {:<14} {:>9.2} us {:>9.2} us {:>14.0}", "without layer", p50_a / 1e3, p99_a / 1e3, rate_a);
-    println!("  {:<14} {:>9.2} us {:>9.2} us {:>14.0}", "with layer", p50_b / 1e3, p99_b / 1e3, rate_b);
-    println!(
-        "  added at p50: {:.2} us per request; throughput {:+.1}%",
-        (p50_b - p50_a) / 1e3,
-        (rate_b / rate_a - 1.0) * 100.0
-    );
+    println!("  {:<16} {:>12} {:>12} {:>14} {:>14}", "", "p50", "p99", "requests/s", "added at p50");
+    let (bare_p50, _, bare_rate) = summarize(&rounds[0]);
+    for (subject, rounds) in SUBJECTS.iter().zip(rounds) {
+        let (p50, p99, rate) = summarize(rounds);
+        let added = if *subject == Subject::Bare {
+            String::new()
+        } else {
+            format!("{:+.2} us ({:+.1}% req/s)", (p50 - bare_p50) / 1e3, (rate / bare_rate - 1.0) * 100.0)
+        };
+        println!(
+            "  {:<16} {:>9.2} us {:>9.2} us {:>14.0}   {added}",
+            subject.label(),
+            p50 / 1e3,
+            p99 / 1e3,
+            rate
+        );
+    }
 }
 
 fn main() {
@@ -182,14 +240,17 @@ fn main() {
 fn in_process() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        in_process_round(true).await; // warm up (allocator, kova's clock thread, caches)
-        in_process_round(false).await;
-        let (mut without, mut with) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
-            without.push(in_process_round(false).await);
-            with.push(in_process_round(true).await);
+        // Warm up (allocator, kova's clock thread, caches).
+        for subject in SUBJECTS {
+            in_process_round(subject).await;
         }
-        report(&format!("in process, {CALLS_PER_ROUND} calls per round, one thread"), without, with);
+        let mut rounds: [Vec<Round>; 3] = Default::default();
+        for _ in 0..ROUNDS {
+            for (n, subject) in SUBJECTS.into_iter().enumerate() {
+                rounds[n].push(in_process_round(subject).await);
+            }
+        }
+        report(&format!("in process, {CALLS_PER_ROUND} calls per round, one thread"), &rounds);
     });
 }
 
@@ -197,17 +258,18 @@ fn over_http() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         for connections in [1, CONNECTIONS] {
-            let (mut without, mut with) = (Vec::new(), Vec::new());
+            let mut rounds: [Vec<Round>; 3] = Default::default();
             for _ in 0..ROUNDS {
-                without.push(http_round(false, connections).await);
-                with.push(http_round(true, connections).await);
+                for (n, subject) in SUBJECTS.into_iter().enumerate() {
+                    rounds[n].push(http_round(subject, connections).await);
+                }
             }
             report(
                 &format!(
-                    "over HTTP/1 on loopback, {connections} connection(s), {HTTP_SECS_PER_ROUND} s per round"
+                    "over HTTP/1 on loopback, {connections} connection(s), {HTTP_SECS_PER_ROUND} s per round \
+                     (tower RateLimit behind Buffer)"
                 ),
-                without,
-                with,
+                &rounds,
             );
         }
     });

@@ -13,15 +13,26 @@ use crate::headers::{
     self, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 use crate::layer::Config;
+use crate::partition::PARTITION_KEY_LEN;
+use crate::stopwatch::Stopwatch;
 use crate::{CheckFuture, Event, EventKind, LimitKey, LimiterError, OnMissingKey, Rejection};
+
+/// One limit checked: its index in the layer, its decision, and its `pk` when the layer
+/// publishes partition keys.
+#[derive(Debug)]
+struct Entry {
+    index: usize,
+    decision: Decision,
+    partition_key: Option<[u8; PARTITION_KEY_LEN]>,
+}
 
 /// The checks of one request so far.
 #[derive(Debug, Default)]
 pub(crate) struct Run {
     /// The next limit to look at.
     next: usize,
-    /// (limit index, decision) of every limit checked, in order.
-    entries: Vec<(usize, Decision)>,
+    /// Every limit checked, in order.
+    entries: Vec<Entry>,
     /// What allowed checks took, while a later limit could still reject the request: given
     /// back if one does, so that a rejected request consumes no quota.
     charged: Vec<(usize, LimitKey, u64)>,
@@ -29,10 +40,16 @@ pub(crate) struct Run {
 
 /// A check that has to be awaited.
 pub(crate) struct Pending {
-    pub(crate) index: usize,
-    pub(crate) key: LimitKey,
-    pub(crate) cost: u64,
+    pub(crate) check: Check,
     pub(crate) future: CheckFuture,
+}
+
+/// Which check a pending future answers.
+pub(crate) struct Check {
+    index: usize,
+    key: LimitKey,
+    cost: u64,
+    started: Stopwatch,
 }
 
 pub(crate) enum Progress {
@@ -93,13 +110,17 @@ impl Run {
                 }
             };
             let cost = limit.cost_of(parts);
+            let started = Stopwatch::start();
             match limit.limiter().check(&key, cost).into_ready() {
                 Ok(result) => {
-                    if let Some(verdict) = self.settle(config, index, &key, cost, result) {
+                    if let Some(verdict) = self.settle(config, index, &key, cost, started, result) {
                         return Progress::Done(verdict);
                     }
                 }
-                Err(future) => return Progress::Pending(Pending { index, key, cost, future }),
+                Err(future) => {
+                    let check = Check { index, key, cost, started };
+                    return Progress::Pending(Pending { check, future });
+                }
             }
         }
         Progress::Done(Verdict::Pass(self.pass_headers(config)))
@@ -110,12 +131,10 @@ impl Run {
         &mut self,
         config: &Config,
         parts: &Parts,
-        index: usize,
-        key: &LimitKey,
-        cost: u64,
+        check: &Check,
         result: Result<Decision, LimiterError>,
     ) -> Progress {
-        match self.settle(config, index, key, cost, result) {
+        match self.settle(config, check.index, &check.key, check.cost, check.started, result) {
             Some(verdict) => Progress::Done(verdict),
             None => self.drive(config, parts),
         }
@@ -128,9 +147,10 @@ impl Run {
         index: usize,
         key: &LimitKey,
         cost: u64,
+        started: Stopwatch,
         result: Result<Decision, LimiterError>,
     ) -> Option<Verdict> {
-        let verdict = self.record_result(config, index, key, cost, result);
+        let verdict = self.record_result(config, index, key, cost, started, result);
         if verdict.is_some() {
             self.refund_charged(config);
         }
@@ -150,8 +170,11 @@ impl Run {
         index: usize,
         key: &LimitKey,
         cost: u64,
+        started: Stopwatch,
         result: Result<Decision, LimiterError>,
     ) -> Option<Verdict> {
+        // The decision's time ends here: what follows is the layer's own bookkeeping.
+        let decision_time = started.elapsed();
         let limit = &config.limits[index];
         let name = limit.name();
         let decision = match result {
@@ -195,7 +218,12 @@ impl Run {
             EventKind::Allowed(&decision)
         };
         config.record(name, Some(key), kind);
-        self.entries.push((index, decision));
+        #[cfg(feature = "metrics")]
+        crate::metrics_facade::record_decision_time(name, decision_time);
+        #[cfg(not(feature = "metrics"))]
+        let _ = decision_time;
+        let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
+        self.entries.push(Entry { index, decision, partition_key });
         // A real (not fallback) admission, with limits still to come that could reject the
         // request: remember it, to give it back if one does.
         let more_to_come = index + 1 < config.limits.len();
@@ -215,9 +243,13 @@ impl Run {
         let mut response = rejection.default_response();
         if let Rejection::Limited { .. } = rejection {
             // The denying limit is the last entry: it is the one the legacy headers describe.
-            if let Some(headers) = self.headers(config, self.entries.last().map(|(_, d)| d)) {
+            if let Some(headers) = self.headers(config, self.entries.last().map(|e| &e.decision)) {
                 headers.apply(response.headers_mut());
             }
+        }
+        #[cfg(feature = "grpc")]
+        if config.grpc {
+            response = crate::grpc::response(rejection, &response);
         }
         match &config.responder {
             Some(responder) => responder(rejection, response),
@@ -232,7 +264,7 @@ impl Run {
         let tightest = self
             .entries
             .iter()
-            .map(|(_, d)| d)
+            .map(|e| &e.decision)
             .filter(|d| headers::is_measurement(d))
             .min_by_key(|d| d.remaining());
         self.headers(config, tightest)
@@ -243,24 +275,30 @@ impl Run {
         if self.entries.is_empty() {
             return None;
         }
-        let policy = if self.entries.len() == config.limits.len() {
+        let policy = if self.entries.len() == config.limits.len() && config.partition_keys.is_none() {
             config.all_policies.clone()
         } else {
-            let mut text = String::with_capacity(32 * self.entries.len());
-            for (n, (index, _)) in self.entries.iter().enumerate() {
+            let mut text = String::with_capacity(48 * self.entries.len());
+            for (n, entry) in self.entries.iter().enumerate() {
                 if n > 0 {
                     text.push_str(", ");
                 }
-                text.push_str(config.limits[*index].policy_item());
+                text.push_str(config.limits[entry.index].policy_item());
+                if let Some(pk) = &entry.partition_key {
+                    headers::write_partition_key(&mut text, pk);
+                }
             }
             header_value(text)?
         };
-        let mut text = String::with_capacity(32 * self.entries.len());
-        for (index, decision) in self.entries.iter().filter(|(_, d)| headers::is_measurement(d)) {
+        let mut text = String::with_capacity(48 * self.entries.len());
+        for entry in self.entries.iter().filter(|e| headers::is_measurement(&e.decision)) {
             if !text.is_empty() {
                 text.push_str(", ");
             }
-            headers::write_state_item(&mut text, config.limits[*index].name(), decision);
+            headers::write_state_item(&mut text, config.limits[entry.index].name(), &entry.decision);
+            if let Some(pk) = &entry.partition_key {
+                headers::write_partition_key(&mut text, pk);
+            }
         }
         let state = if text.is_empty() { None } else { header_value(text) };
         let legacy = match legacy {
@@ -283,8 +321,11 @@ pub(crate) fn header_value(text: String) -> Option<HeaderValue> {
 
 impl Config {
     fn record(&self, limit: &str, key: Option<&LimitKey>, kind: EventKind<'_>) {
+        let event = Event { limit, key, shadow: self.shadow, kind };
+        #[cfg(feature = "metrics")]
+        crate::metrics_facade::record(&event);
         if let Some(metrics) = &self.metrics {
-            metrics.record(&Event { limit, key, shadow: self.shadow, kind });
+            metrics.record(&event);
         }
     }
 

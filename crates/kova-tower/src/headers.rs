@@ -1,5 +1,5 @@
 //! The rate-limit response headers: `RateLimit-Policy` and `RateLimit` in the syntax of
-//! draft-ietf-httpapi-ratelimit-headers-10, `Retry-After`, and the legacy `X-RateLimit-*`.
+//! draft-ietf-httpapi-ratelimit-headers-11, `Retry-After`, and the legacy `X-RateLimit-*`.
 //!
 //! Pure formatting over a [`Quota`] and a [`Decision`], public so that a custom response or
 //! another framework can write the same values.
@@ -8,8 +8,17 @@
 //!   burst), `W` = the seconds it takes to earn them all back (`period x burst / limit`, rounded
 //!   up; for a window algorithm, the window). "100 per minute" is `q=100;w=60`; "10 per second,
 //!   bursts of 50" is `q=50;w=5`.
+//! - `qu="content-bytes"` (or `"concurrent-requests"`) follows `q` when the limit counts
+//!   something other than requests ([`QuotaUnit`], set with
+//!   [`Limit::quota_unit`](crate::Limit::quota_unit)); the draft's default, `"requests"`, is not
+//!   written.
 //! - `RateLimit: "name";r=R;t=T`: `R` units remain, the quota is whole again in `T` seconds
-//!   (rounded up).
+//!   (rounded up). On a denial, the denying limit's `T` is the `Retry-After` value instead: the
+//!   draft asks that both name the same moment, and the moment the denied request would be
+//!   admitted is the one a client can use (`Retry-After` is then never earlier than `T`).
+//! - `pk=:...:` (opt-in, [`RateLimitLayer::partition_keys`](crate::RateLimitLayer::partition_keys)):
+//!   the partition key, on both fields, as a keyed digest of the client's key
+//!   ([`PartitionKeys`](crate::PartitionKeys)), never the key itself.
 //! - `Retry-After: S`: seconds until the denied request would be admitted, rounded UP and at
 //!   least 1, so a client that waits exactly that long is never early.
 //!
@@ -18,6 +27,7 @@
 
 use std::fmt::Write as _;
 
+use base64::Engine as _;
 use http::header::HeaderName;
 use kova::{Decision, Fallback, Quota};
 
@@ -84,7 +94,7 @@ pub fn is_valid_policy_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// Appends one `RateLimit-Policy` member: `"name";q=Q;w=W`.
+/// Appends one `RateLimit-Policy` member counting requests: `"name";q=Q;w=W`.
 ///
 /// ```
 /// use kova::Quota;
@@ -94,11 +104,72 @@ pub fn is_valid_policy_name(name: &str) -> bool {
 /// # Ok::<(), kova::QuotaError>(())
 /// ```
 pub fn write_policy_item(out: &mut String, name: &str, quota: &Quota) {
-    // Writing to a String cannot fail.
-    let _ = write!(out, "\"{name}\";q={};w={}", quota.burst(), window_secs(quota));
+    write_policy_item_in(out, name, quota, QuotaUnit::Requests);
 }
 
-/// Appends one `RateLimit` member: `"name";r=R;t=T`.
+/// What a limit's quota counts: the `qu` parameter of `RateLimit-Policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// Requests (the draft's default; not written).
+    #[default]
+    Requests,
+    /// Bytes of content (a cost function counting bytes).
+    ContentBytes,
+    /// Requests in flight at once.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// The registered name: `requests`, `content-bytes`, `concurrent-requests`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaUnit::Requests => "requests",
+            QuotaUnit::ContentBytes => "content-bytes",
+            QuotaUnit::ConcurrentRequests => "concurrent-requests",
+        }
+    }
+}
+
+/// Appends one `RateLimit-Policy` member with its unit: `"name";q=Q;qu="unit";w=W`, the `qu`
+/// left out for [`QuotaUnit::Requests`].
+///
+/// ```
+/// use kova::Quota;
+/// use kova_tower::headers::{write_policy_item_in, QuotaUnit};
+/// let mut out = String::new();
+/// write_policy_item_in(&mut out, "bandwidth", &Quota::per_hour(65_535)?, QuotaUnit::ContentBytes);
+/// assert_eq!(out, r#""bandwidth";q=65535;qu="content-bytes";w=3600"#);
+/// # Ok::<(), kova::QuotaError>(())
+/// ```
+pub fn write_policy_item_in(out: &mut String, name: &str, quota: &Quota, unit: QuotaUnit) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "\"{name}\";q={}", quota.burst());
+    if unit != QuotaUnit::Requests {
+        let _ = write!(out, ";qu=\"{}\"", unit.as_str());
+    }
+    let _ = write!(out, ";w={}", window_secs(quota));
+}
+
+/// The `t` of a decision's `RateLimit` member: seconds until the quota is whole again, or, for a
+/// denial, its `Retry-After` (the moment the denied request would be admitted).
+///
+/// ```
+/// use kova::Decision;
+/// use kova_tower::headers::reset_secs;
+/// assert_eq!(reset_secs(&Decision::allowed(10, 4, 36_000_000_000)), 36);
+/// // Denied: admitted again in 6 s, whole again in 60 s: `t` says 6, like `Retry-After`.
+/// assert_eq!(reset_secs(&Decision::denied(10, 0, 6_000_000_000, 60_000_000_000)), 6);
+/// ```
+pub fn reset_secs(decision: &Decision) -> u64 {
+    if decision.is_allowed() {
+        ceil_secs(decision.reset_after_nanos())
+    } else {
+        retry_after_secs(decision)
+    }
+}
+
+/// Appends one `RateLimit` member: `"name";r=R;t=T` (`T` from [`reset_secs`]).
 ///
 /// ```
 /// use kova::Decision;
@@ -107,8 +178,20 @@ pub fn write_policy_item(out: &mut String, name: &str, quota: &Quota) {
 /// assert_eq!(out, r#""default";r=42;t=30"#);
 /// ```
 pub fn write_state_item(out: &mut String, name: &str, decision: &Decision) {
-    let _ =
-        write!(out, "\"{name}\";r={};t={}", decision.remaining(), ceil_secs(decision.reset_after_nanos()));
+    let _ = write!(out, "\"{name}\";r={};t={}", decision.remaining(), reset_secs(decision));
+}
+
+/// Appends a `pk` parameter: `;pk=:BASE64:` (a structured-field byte sequence).
+///
+/// ```
+/// let mut out = String::from(r#""user";r=5;t=10"#);
+/// kova_tower::headers::write_partition_key(&mut out, b"project123");
+/// assert_eq!(out, r#""user";r=5;t=10;pk=:cHJvamVjdDEyMw==:"#);
+/// ```
+pub fn write_partition_key(out: &mut String, digest: &[u8]) {
+    out.push_str(";pk=:");
+    base64::engine::general_purpose::STANDARD.encode_string(digest, out);
+    out.push(':');
 }
 
 /// Whether a decision measured the client's usage, so its remaining count is worth publishing:

@@ -8,7 +8,7 @@ use http::{HeaderValue, Response};
 use tower_layer::Layer;
 
 use crate::enforce;
-use crate::{Limit, Metrics, OnBackendError, RateLimit, Rejection};
+use crate::{Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
 
 type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
 
@@ -22,6 +22,11 @@ pub(crate) struct Config {
     pub(crate) metrics: Option<Arc<dyn Metrics>>,
     pub(crate) on_backend_error: OnBackendError,
     pub(crate) responder: Option<Arc<Responder>>,
+    /// Publishes each limit's `pk` when set.
+    pub(crate) partition_keys: Option<PartitionKeys>,
+    /// Answers denials the gRPC way (status in headers, HTTP 200).
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc: bool,
     /// `RateLimit-Policy` when every limit applied (the common case), written once.
     pub(crate) all_policies: HeaderValue,
 }
@@ -76,6 +81,9 @@ impl RateLimitLayer {
             metrics: None,
             on_backend_error: OnBackendError::default(),
             responder: None,
+            partition_keys: None,
+            #[cfg(feature = "grpc")]
+            grpc: false,
             all_policies: HeaderValue::from_static(""),
         };
         config.push(limit);
@@ -146,6 +154,35 @@ impl RateLimitLayer {
         F: Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync + 'static,
     {
         Arc::make_mut(&mut self.config).responder = Some(Arc::new(f));
+        self
+    }
+
+    /// Adds the partition key (`pk`) of each limit to `RateLimit-Policy` and `RateLimit`: a
+    /// digest of the client's key under `keys`' secret (see [`PartitionKeys`]), so a client can
+    /// tell which partition counted it while its IP or API key never appears. Off by default.
+    ///
+    /// ```
+    /// use kova::Quota;
+    /// use kova_tower::{Key, Limit, PartitionKeys, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(Limit::in_memory("ip", Quota::per_minute(60)?, Key::peer_ip())?)
+    ///     .partition_keys(PartitionKeys::random()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn partition_keys(mut self, keys: PartitionKeys) -> Self {
+        Arc::make_mut(&mut self.config).partition_keys = Some(keys);
+        self
+    }
+
+    /// Answers the layer's rejections as gRPC does (for a tonic server): HTTP 200 with
+    /// `grpc-status` `RESOURCE_EXHAUSTED` (8) for a denial, carrying the retry delay as
+    /// `google.rpc.RetryInfo` in `grpc-status-details-bin`, and the `RateLimit` and
+    /// `Retry-After` headers as response metadata. Other rejections map to `INVALID_ARGUMENT`,
+    /// `INTERNAL` and `UNAVAILABLE`. Keys come from metadata with [`Key::header`](crate::Key::header)
+    /// (gRPC metadata are HTTP/2 headers). An [`on_rejection`](Self::on_rejection) hook then
+    /// receives the gRPC response.
+    #[cfg(feature = "grpc")]
+    pub fn grpc(mut self, grpc: bool) -> Self {
+        Arc::make_mut(&mut self.config).grpc = grpc;
         self
     }
 

@@ -7,11 +7,13 @@
 //! global, or a pair).
 //!
 //! - Allowed requests go on; their responses carry `RateLimit-Policy: "ip";q=60;w=60` and
-//!   `RateLimit: "ip";r=59;t=1` (draft-ietf-httpapi-ratelimit-headers-10; see [`headers`]),
-//!   optionally the legacy `X-RateLimit-*`.
-//! - Denied requests get `429 Too Many Requests`, `Retry-After` in whole seconds rounded up,
-//!   `Cache-Control: no-store`, the `RateLimit` headers and an `application/problem+json` body
-//!   saying when to retry ([`Rejection`]; customisable with
+//!   `RateLimit: "ip";r=59;t=1` (draft-ietf-httpapi-ratelimit-headers-11; see [`headers`]),
+//!   with `qu` for limits not counted in requests, an opt-in partition key `pk` that is a keyed
+//!   digest of the client's key ([`PartitionKeys`]), and optionally the legacy `X-RateLimit-*`.
+//! - Denied requests get `429 Too Many Requests`, `Retry-After` in whole seconds rounded up
+//!   (never earlier than the denying policy's `t`), `Cache-Control: no-store`, the `RateLimit`
+//!   headers and an `application/problem+json` body of the draft's `quota-exceeded` type naming
+//!   the `violated-policies` ([`Rejection`]; customisable with
 //!   [`RateLimitLayer::on_rejection`]).
 //! - A request whose key cannot be found is answered with a clear error (or, where configured,
 //!   skipped or given a fallback key): never one shared bucket for every unknown client.
@@ -59,6 +61,12 @@
 //!
 //! ## Features
 //! - `axum` (default): read the peer address from axum's `ConnectInfo<SocketAddr>`.
+//! - `metrics`: every decision reported through the `metrics` crate (see `metrics_facade` for
+//!   the names), to whatever recorder the application installs.
+//! - `grpc`: `RateLimitLayer::grpc` answers denials as gRPC status `RESOURCE_EXHAUSTED` with
+//!   `google.rpc.RetryInfo` (for a tonic server's `Server::builder().layer(..)`).
+//! - `client`: `PacingLayer`, for outgoing requests: waits on a local kova limit, and holds
+//!   requests until the server's `Retry-After` / `RateLimit` say it would admit them.
 //! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
 //!   by every server), with `Limit::redis` to build a limit from it.
 #![forbid(unsafe_code)]
@@ -70,16 +78,26 @@ mod enforce;
 mod extract;
 mod failure;
 mod future;
+#[cfg(feature = "grpc")]
+mod grpc;
 pub mod headers;
 mod key;
 mod layer;
 mod limit;
 mod limiter;
 mod metrics;
+#[cfg(feature = "metrics")]
+pub mod metrics_facade;
+#[cfg(feature = "client")]
+mod pacing;
+mod partition;
 #[cfg(feature = "redis")]
 mod redis;
 mod response;
+#[cfg(feature = "client")]
+pub mod server_hints;
 mod service;
+mod stopwatch;
 
 pub use body::ResponseBody;
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
@@ -90,7 +108,10 @@ pub use layer::RateLimitLayer;
 pub use limit::{ConfigError, Limit, OnMissingKey};
 pub use limiter::{CheckFuture, KeyedLimiter, LimiterError};
 pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
+#[cfg(feature = "client")]
+pub use pacing::{Pacing, PacingLayer};
+pub use partition::{PartitionKeys, PARTITION_KEY_LEN};
 #[cfg(feature = "redis")]
 pub use redis::RedisBackend;
-pub use response::Rejection;
+pub use response::{Rejection, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY};
 pub use service::RateLimit;

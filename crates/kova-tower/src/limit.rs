@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use kova::{Algorithm, Clock, CoarseClock, Gcra, Keyed, Quota, QuotaError};
 
-use crate::headers;
+use crate::headers::{self, QuotaUnit};
 use crate::{Key, KeyedLimiter, LimitKey};
 
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
@@ -95,6 +95,7 @@ pub struct Limit {
     cost: Cost,
     filter: Option<Arc<Filter>>,
     on_missing_key: OnMissingKey,
+    unit: QuotaUnit,
     policy_item: Arc<str>,
 }
 
@@ -166,8 +167,34 @@ impl Limit {
             cost: Cost::Fixed(1),
             filter: None,
             on_missing_key: OnMissingKey::Reject,
+            unit: QuotaUnit::Requests,
             policy_item: item.into(),
         })
+    }
+
+    /// What the quota counts, announced as `qu` in `RateLimit-Policy` (default
+    /// [`QuotaUnit::Requests`], which the draft leaves unwritten). Set it wherever the cost of a
+    /// request is not one request: a cost function counting bytes is
+    /// [`QuotaUnit::ContentBytes`].
+    ///
+    /// ```
+    /// use kova::Quota;
+    /// use kova_tower::{headers::QuotaUnit, Key, Limit};
+    /// let upload = Limit::in_memory("upload", Quota::per_minute(1 << 20)?, Key::peer_ip())?
+    ///     .cost_fn(|parts| {
+    ///         let length = parts.headers.get(http::header::CONTENT_LENGTH);
+    ///         length.and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(1)
+    ///     })
+    ///     .quota_unit(QuotaUnit::ContentBytes);
+    /// assert_eq!(upload.unit(), QuotaUnit::ContentBytes);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn quota_unit(mut self, unit: QuotaUnit) -> Self {
+        let mut item = String::new();
+        headers::write_policy_item_in(&mut item, &self.name, &self.quota, unit);
+        self.unit = unit;
+        self.policy_item = item.into();
+        self
     }
 
     /// Every request costs `cost` units (default 1). A cost above the quota's burst can never be
@@ -199,6 +226,11 @@ impl Limit {
     /// The quota announced.
     pub fn quota(&self) -> Quota {
         self.quota
+    }
+
+    /// What the quota counts (see [`quota_unit`](Self::quota_unit)).
+    pub fn unit(&self) -> QuotaUnit {
+        self.unit
     }
 
     pub(crate) fn limiter(&self) -> &dyn KeyedLimiter {

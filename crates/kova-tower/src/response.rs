@@ -1,15 +1,22 @@
 //! Rejections and their default responses: `application/problem+json` (RFC 9457) with a human
-//! message saying when to retry.
+//! message saying when to retry, of the ratelimit-headers draft's problem types where one fits.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use kova::{Decision, Fallback, Quota};
+use serde_json::{json, Value};
 
 use crate::headers;
 use crate::{KeyError, Limit, LimiterError};
+
+/// The draft's problem type for a request over its quota.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+/// The draft's problem type for a server refusing requests while it cannot count them.
+pub const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
 /// Why the layer answered a request itself instead of passing it on.
 #[derive(Debug, Clone, Copy)]
@@ -110,24 +117,51 @@ impl Rejection<'_> {
         }
     }
 
+    /// The problem body (RFC 9457) of the default response.
+    ///
+    /// A denial is the draft's `quota-exceeded` problem type ([`QUOTA_EXCEEDED`]) with
+    /// `violated-policies` naming the limit that denied (the layer stops at the first denial,
+    /// so one name); a denial by a failure policy (the store is down, the table full) is
+    /// `temporary-reduced-capacity` ([`TEMPORARY_REDUCED_CAPACITY`]): the client did not exceed
+    /// anything. Other rejections are `about:blank` with the limit's name as `policy`. Every
+    /// body has `title`, `status` and `detail`, and `retry_after` (seconds) where the client
+    /// should wait.
+    pub fn problem(&self) -> Value {
+        let status = self.status();
+        let mut problem = match self {
+            Rejection::Limited { limit, decision } => match decision.fallback() {
+                Some(Fallback::StoreUnavailableDenied | Fallback::TableFullDenied) => json!({
+                    "type": TEMPORARY_REDUCED_CAPACITY,
+                    "title": "Request cannot be satisfied due to temporary reduced capacity",
+                }),
+                _ => json!({
+                    "type": QUOTA_EXCEEDED,
+                    "title": "Request cannot be satisfied as assigned quota has been exceeded",
+                    "violated-policies": [limit.name()],
+                }),
+            },
+            _ => json!({
+                "type": "about:blank",
+                "title": status.canonical_reason().unwrap_or("Error"),
+                "policy": self.limit().name(),
+            }),
+        };
+        problem["status"] = status.as_u16().into();
+        problem["detail"] = self.detail().into();
+        if let Some(secs) = self.retry_after_secs() {
+            problem["retry_after"] = secs.into();
+        }
+        problem
+    }
+
     /// The default response: the status, `Content-Type: application/problem+json`,
-    /// `Cache-Control: no-store`, `Retry-After` where the client should wait, and a body with
-    /// `type`, `title`, `status`, `detail`, the limit's name as `policy`, and `retry_after`.
-    /// (The layer then adds the `RateLimit` headers of a 429.)
+    /// `Cache-Control: no-store`, `Retry-After` where the client should wait, and the
+    /// [`problem`](Self::problem) body. (The layer then adds the `RateLimit` headers of a 429.)
     pub fn default_response(&self) -> Response<Bytes> {
         let status = self.status();
         let retry_after = self.retry_after_secs();
-        let mut body = String::with_capacity(256);
-        body.push_str("{\"type\":\"about:blank\",\"title\":");
-        write_json_string(&mut body, status.canonical_reason().unwrap_or("Error"));
-        let _ = write!(body, ",\"status\":{},\"detail\":", status.as_u16());
-        write_json_string(&mut body, &self.detail());
-        body.push_str(",\"policy\":");
-        write_json_string(&mut body, self.limit().name());
-        if let Some(secs) = retry_after {
-            let _ = write!(body, ",\"retry_after\":{secs}");
-        }
-        body.push_str("}\n");
+        let mut body = self.problem().to_string();
+        body.push('\n');
 
         let mut response = Response::new(Bytes::from(body));
         *response.status_mut() = status;
@@ -165,36 +199,10 @@ impl fmt::Display for QuotaText<'_> {
     }
 }
 
-/// Appends `text` as a JSON string (quotes, backslashes and control characters escaped).
-fn write_json_string(out: &mut String, text: &str) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Key;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        let mut out = String::new();
-        write_json_string(&mut out, "a\"b\\c\nd\u{1}é");
-        assert_eq!(out, r#""a\"b\\c\nd\u0001é""#);
-    }
 
     #[test]
     fn quota_texts() {
@@ -214,12 +222,19 @@ mod tests {
         let error = KeyError::Other("bad \"thing\"".into());
         let response = Rejection::KeyError { limit: &limit, error: &error }.default_response();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
         assert_eq!(
-            response.body(),
-            &Bytes::from_static(
-                b"{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":400,\"detail\":\"Cannot apply rate limit x: bad \\\"thing\\\".\",\"policy\":\"x\"}\n"
-            )
+            body,
+            json!({
+                "type": "about:blank",
+                "title": "Bad Request",
+                "status": 400,
+                "detail": "Cannot apply rate limit x: bad \"thing\".",
+                "policy": "x",
+            })
         );
+        // Escaped on the wire, not just in the parsed value.
+        assert!(std::str::from_utf8(response.body()).unwrap().contains(r#"bad \"thing\"."#));
         assert!(response.headers().get(RETRY_AFTER).is_none());
     }
 }

@@ -73,7 +73,7 @@ where
                     let mut pending: Pending = pending;
                     let verdict = loop {
                         let result = pending.future.await;
-                        match run.resume(&config, &parts, pending.index, &pending.key, pending.cost, result) {
+                        match run.resume(&config, &parts, &pending.check, result) {
                             Progress::Done(verdict) => break verdict,
                             Progress::Pending(next) => pending = next,
                         }

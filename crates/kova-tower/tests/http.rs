@@ -63,26 +63,33 @@ async fn allowed_and_denied_headers_are_exact_and_retry_after_rounds_up() {
     assert_eq!(denied.header("cache-control"), Some("no-store"));
     assert_eq!(denied.header("content-type"), Some("application/problem+json"));
     assert_eq!(denied.header("ratelimit-policy"), Some(r#""ip";q=3;w=60"#));
-    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=60"#));
+    // On a denial, `t` names the moment of `Retry-After`; the legacy reset stays the full refill.
+    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=20"#));
     assert_eq!(denied.header("x-ratelimit-remaining"), Some("0"));
     assert_eq!(denied.header("x-ratelimit-reset"), Some("60"));
+    let body: serde_json::Value = serde_json::from_str(&denied.body).unwrap();
     assert_eq!(
-        denied.body,
-        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
-         \"detail\":\"Too many requests (limit ip: 3 per minute). Try again in 20 seconds.\",\
-         \"policy\":\"ip\",\"retry_after\":20}\n"
+        body,
+        serde_json::json!({
+            "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+            "title": "Request cannot be satisfied as assigned quota has been exceeded",
+            "status": 429,
+            "detail": "Too many requests (limit ip: 3 per minute). Try again in 20 seconds.",
+            "violated-policies": ["ip"],
+            "retry_after": 20,
+        })
     );
 
     // 19.000000001 s to wait: rounded up to 20, never down to 19.
     clock.advance_nanos(999_999_999);
     let denied = client.get("/", &[]).await;
     assert_eq!(denied.header("retry-after"), Some("20"));
-    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=60"#));
+    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=20"#));
     // Exactly 19 s to wait.
     clock.advance_nanos(1);
     let denied = client.get("/", &[]).await;
     assert_eq!(denied.header("retry-after"), Some("19"));
-    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=59"#));
+    assert_eq!(denied.header("ratelimit"), Some(r#""ip";r=0;t=19"#));
     // Half a second to wait: 1, never 0.
     clock.set(19_500_000_000);
     let denied = client.get("/", &[]).await;
@@ -132,7 +139,7 @@ async fn routes_have_their_own_costs_and_quotas() {
     let search = client.get("/search", &[]).await;
     assert_eq!(search.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(search.header("retry-after"), Some("24"));
-    assert_eq!(search.header("ratelimit"), Some(r#""ip";r=1;t=48"#));
+    assert_eq!(search.header("ratelimit"), Some(r#""ip";r=1;t=24"#));
     // A cheap request still fits, and /report has a quota of its own on top.
     let report = client.get("/report", &[]).await;
     assert_eq!(report.status, StatusCode::OK);
@@ -255,7 +262,7 @@ async fn layered_policy_ip_for_anonymous_user_for_authenticated_ip_and_username_
     assert_eq!(limited.header("retry-after"), Some("20"));
     // The IP check passed (its member shows what it said), but the user limit denied the
     // request, so the IP limit's unit is refunded: a rejected request consumes no quota.
-    assert_eq!(limited.header("ratelimit"), Some(r#""ip";r=95;t=3, "client";r=0;t=60"#));
+    assert_eq!(limited.header("ratelimit"), Some(r#""ip";r=95;t=3, "client";r=0;t=20"#));
     assert!(limited.body.contains("limit client: 3 per minute"), "{}", limited.body);
     // Another user on the same IP, and the anonymous IP bucket, are untouched by alice.
     // Bob's request is the IP's fifth charged unit (alice's denied one was given back).
@@ -414,7 +421,7 @@ async fn asynchronous_limiters_give_the_same_answers_and_chain_with_others() {
     assert_eq!(denied.header("retry-after"), Some("30"));
     // The denial came from the first limit: the second was not charged.
     assert_eq!(denied.header("ratelimit-policy"), Some(r#""shared";q=2;w=60"#));
-    assert_eq!(denied.header("ratelimit"), Some(r#""shared";r=0;t=60"#));
+    assert_eq!(denied.header("ratelimit"), Some(r#""shared";r=0;t=30"#));
 }
 
 #[tokio::test]

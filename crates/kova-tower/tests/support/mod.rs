@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod sf;
+
 use std::net::{IpAddr, SocketAddr};
 
 use axum::Router;

@@ -1,0 +1,205 @@
+//! PacingLayer: a tower layer for outgoing requests (a hyper client, any tower HTTP client)
+//! that holds each request until it would be admitted: by a local kova limit, and by what the
+//! server's last responses said ([`server_hints`](crate::server_hints)).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use kova::{Algorithm, Clock, Decision, RateLimiter};
+use tokio::time::Instant;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::server_hints;
+
+type LocalCheck = dyn Fn() -> Decision + Send + Sync;
+
+/// What every [`Pacing`] service of one layer shares.
+struct Shared {
+    local: Option<Arc<LocalCheck>>,
+    /// The server's own hold: no request starts before it.
+    hold_until: Mutex<Option<Instant>>,
+    max_hold: Duration,
+    margin: Duration,
+}
+
+impl Shared {
+    /// Waits until a request may start: the local limit admits it, then the server's hold is
+    /// over.
+    async fn wait_turn(&self) {
+        if let Some(check) = &self.local {
+            // A denial consumes nothing: ask again once its retry time has passed.
+            loop {
+                let decision = check();
+                if decision.is_allowed() {
+                    break;
+                }
+                tokio::time::sleep(decision.retry_after()).await;
+            }
+        }
+        let hold = *self.hold_until.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(until) = hold {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    /// Notes what a response asked for, measured from when it arrived (after the server
+    /// decided: never earlier than the server meant).
+    fn observe<B>(&self, response: &Response<B>, arrived: Instant) {
+        let Some(hold) = server_hints::hold_after(response.status(), response.headers()) else {
+            return;
+        };
+        let until = arrived + (hold + self.margin).min(self.max_hold);
+        let mut current = self.hold_until.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.is_none_or(|c| c < until) {
+            *current = Some(until);
+        }
+    }
+}
+
+/// A tower [`Layer`] for clients: each request waits for its turn before it is sent.
+///
+/// - With [`local_limit`](Self::local_limit), a request first waits until a kova limiter
+///   admits it (check, sleep its retry time, check again: a denial consumes nothing).
+/// - After each response, the layer reads `Retry-After` (on a 429 or 503) and the `RateLimit`
+///   field (a policy with `r=0` is back whole after its `t`, or the `w` of its
+///   `RateLimit-Policy`), and holds every later request until then, at most
+///   [`max_hold`](Self::max_hold) (default 10 minutes), plus a small
+///   [`margin`](Self::margin) for the server's clock.
+///
+/// Holding after `r=0` until the quota is whole again admits a burst of `q` every `w`: the
+/// quota's own rate, for any algorithm. The fields describe the requests one client sends
+/// one after another; clients sending many at once should add a local limit.
+/// A denied request is returned to the caller as it came (the layer does not retry).
+///
+/// ```
+/// use kova::{Quota, RateLimiter};
+/// use kova_tower::PacingLayer;
+/// // At most 10 requests a second of our own, and whatever the server says on top.
+/// let own: RateLimiter = RateLimiter::new(Quota::per_second(10)?)?;
+/// let layer = PacingLayer::new().local_limit(own);
+/// // tower::ServiceBuilder::new().layer(layer).service(hyper_client)
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct PacingLayer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for PacingLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacingLayer")
+            .field("local_limit", &self.shared.local.is_some())
+            .field("max_hold", &self.shared.max_hold)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for PacingLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PacingLayer {
+    /// A layer that follows the server's fields only.
+    pub fn new() -> Self {
+        let shared = Shared {
+            local: None,
+            hold_until: Mutex::new(None),
+            max_hold: Duration::from_secs(600),
+            margin: Duration::from_millis(25),
+        };
+        PacingLayer { shared: Arc::new(shared) }
+    }
+
+    /// Also waits on `limiter` before each request (the client's own quota). Call it before the
+    /// layer makes services: they share what the layer holds then.
+    pub fn local_limit<A: Algorithm, C: Clock + 'static>(self, limiter: RateLimiter<A, C>) -> Self {
+        self.with_shared(|shared| shared.local = Some(Arc::new(move || limiter.check())))
+    }
+
+    /// The longest the layer holds requests for a server's fields (a server announcing an hour
+    /// is waited on for at most this, so that one wrong field cannot stall the client forever).
+    pub fn max_hold(self, max: Duration) -> Self {
+        self.with_shared(|shared| shared.max_hold = max)
+    }
+
+    /// Added to every hold the server asks for (default 25 ms): the server's clock may run a
+    /// little late at one moment and less at the next (a coarse clock under load), and a request
+    /// sent exactly when the quota is back would then arrive a moment before it, by the
+    /// server's clock. The server's fields are whole seconds rounded up, so most holds have
+    /// room to spare already; this covers the ones that land exactly on the second.
+    pub fn margin(self, margin: Duration) -> Self {
+        self.with_shared(|shared| shared.margin = margin)
+    }
+
+    fn with_shared(self, f: impl FnOnce(&mut Shared)) -> Self {
+        let mut shared = match Arc::try_unwrap(self.shared) {
+            Ok(shared) => shared,
+            // A clone of the layer exists: configure a copy (the clone keeps the original).
+            Err(arc) => Shared {
+                local: arc.local.clone(),
+                hold_until: Mutex::new(*arc.hold_until.lock().unwrap_or_else(PoisonError::into_inner)),
+                max_hold: arc.max_hold,
+                margin: arc.margin,
+            },
+        };
+        f(&mut shared);
+        PacingLayer { shared: Arc::new(shared) }
+    }
+}
+
+impl<S> Layer<S> for PacingLayer {
+    type Service = Pacing<S>;
+
+    fn layer(&self, inner: S) -> Pacing<S> {
+        Pacing { inner, shared: self.shared.clone() }
+    }
+}
+
+/// A client service that paces its requests; made by [`PacingLayer`].
+#[derive(Clone)]
+pub struct Pacing<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Pacing<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pacing").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Pacing<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // `self.inner` was polled ready: the request takes it, a clone stays behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            shared.wait_turn().await;
+            let response = inner.call(request).await?;
+            shared.observe(&response, Instant::now());
+            Ok(response)
+        })
+    }
+}
