@@ -53,7 +53,10 @@ mod keyed;
 mod limiter;
 pub mod model;
 mod quota;
+mod reservation;
+mod settle;
 mod sync;
+mod wait;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -70,6 +73,11 @@ pub use error::CheckError;
 pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
+pub use reservation::{Reservation, ReserveError};
+pub use settle::Settlement;
+#[cfg(feature = "tokio")]
+pub use wait::TokioTimer;
+pub use wait::{Pacer, ThreadTimer, Timer};
 
 /// Not part of the API: pins the thread as every keyed check does (the keyed table's own epoch),
 /// until the returned guard drops. For the benchmarks' pinned floors (`kova-bench`'s
