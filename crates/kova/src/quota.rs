@@ -156,6 +156,16 @@ impl Quota {
         Self::new(limit, Duration::from_secs(3600))
     }
 
+    /// `limit` per day (24 hours).
+    ///
+    /// ```
+    /// assert_eq!(kova::Quota::per_day(10_000)?.period().as_secs(), 86_400);
+    /// # Ok::<(), kova::QuotaError>(())
+    /// ```
+    pub fn per_day(limit: u64) -> Result<Self, QuotaError> {
+        Self::new(limit, Duration::from_secs(86_400))
+    }
+
     /// The same rate with a different burst (bucket capacity).
     ///
     /// ```
