@@ -64,6 +64,12 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// log, whose units are timestamps already written); the state is then unchanged.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
 
+    /// The same kind of algorithm for another quota. By default [`from_quota`](Self::from_quota);
+    /// [`AnyAlgorithm`] keeps its kind.
+    fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
+        Self::from_quota(quota)
+    }
+
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
     fn check_cell<C: Clock + ?Sized>(
         &self,

@@ -54,6 +54,7 @@ mod limiter;
 mod limits;
 pub mod model;
 mod quota;
+mod quota_change;
 mod reservation;
 mod settle;
 mod sync;

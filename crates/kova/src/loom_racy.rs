@@ -328,3 +328,14 @@ pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
         total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
     });
 }
+
+/// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) whose limits are checked
+/// one by one and refunded on a denial (the protocol it uses for three or four limits) even when
+/// there are two, instead of one 128-bit CAS: a concurrent check can be denied by units a check
+/// that is itself denied holds for a moment, which the sequential composite would admit.
+pub fn limits_chained<W: WordAlgorithm, C: Clock>(
+    quotas: impl IntoIterator<Item = crate::Quota>,
+    clock: C,
+) -> Result<crate::Limits<W, C>, crate::LimitsError> {
+    crate::Limits::build(quotas, clock, true)
+}
