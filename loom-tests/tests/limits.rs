@@ -42,7 +42,7 @@ fn race(limits: Limits<Gcra, ManualClock>) -> (LimitsDecision, LimitsDecision, L
 }
 
 fn sequential_outcome(a: &LimitsDecision, b: &LimitsDecision, end: &LimitsDecision) {
-    assert!(!a.is_allowed() && a.decided_by() == 1, "A: {a:?}");
+    assert!(!a.is_allowed(), "A: {a:?}");
     assert!(b.is_allowed(), "B was denied, which the sequential composite never does: {b:?}");
     assert_eq!(remaining(end)[..2], [1, 0], "final state");
 }
@@ -82,7 +82,7 @@ fn three_limits_keep_the_stated_bound() {
     model(|| {
         let limits = Limits::<Gcra, _>::with_clock(quotas(3), ManualClock::new()).unwrap();
         let (a, b, end) = race(limits);
-        assert!(!a.is_allowed() && a.decided_by() == 1, "A: {a:?}");
+        assert!(!a.is_allowed(), "A: {a:?}");
         if b.is_allowed() {
             assert_eq!(remaining(&end), [1, 0, 8], "final state after B");
         } else {

@@ -178,3 +178,28 @@ fn only_gcra_takes_an_overdraft() {
     );
     assert!(RateLimiter::<Gcra>::new(Quota::per_second(10).unwrap().with_overdraft(u64::MAX)).is_err());
 }
+
+proptest! {
+    /// A key of a table settles exactly as a direct limiter of the same quota.
+    #[test]
+    fn a_key_settles_as_a_direct_limiter(
+        overdraft in 0u64..20,
+        steps in prop::collection::vec((0u64..300, 1u64..10, 0u64..30), 1..40),
+    ) {
+        let quota = Quota::per_second(10).unwrap().with_overdraft(overdraft);
+        let clock = ManualClock::new();
+        let direct = RateLimiter::<Gcra, _>::with_clock(quota, clock.clone()).unwrap();
+        let table = kova::Keyed::<u8, Gcra, _>::with_clock(quota, clock.clone()).unwrap();
+        for (advance, estimate, actual) in steps {
+            clock.advance(Duration::from_millis(advance));
+            let checked = direct.check_n(estimate).unwrap();
+            prop_assert_eq!(table.check_n(&7, estimate).unwrap(), checked);
+            if checked.is_allowed() {
+                prop_assert_eq!(table.settle(&7, estimate, actual), direct.settle(estimate, actual));
+            }
+            prop_assert_eq!(table.peek(&7), direct.peek());
+        }
+        // A key never seen: charged from its fresh state into its overdraft.
+        prop_assert_eq!(table.charge(&9, 10 + overdraft + 5), 10 + overdraft);
+    }
+}
