@@ -339,3 +339,18 @@ pub fn limits_chained<W: WordAlgorithm, C: Clock>(
 ) -> Result<crate::Limits<W, C>, crate::LimitsError> {
     crate::Limits::build(quotas, clock, true)
 }
+
+/// RACY: [`Reservation::cancel`](crate::Reservation::cancel) by load, compute, store (no CAS):
+/// a check admitted between the load and the store is overwritten (its units given back).
+pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reservation<'_, W, C>) -> bool {
+    let limiter = reservation.limiter;
+    // Orderings as in the real loop; the missing CAS is the bug.
+    let old = limiter.cell.load(Ordering::Acquire);
+    let now = limiter.clock.now_nanos();
+    if now > reservation.ready_at {
+        return false;
+    }
+    let new = limiter.algorithm.cancel_reservation(old, now, reservation.cost, reservation.reserved_word);
+    limiter.cell.store(new, Ordering::Release);
+    true
+}

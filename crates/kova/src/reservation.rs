@@ -13,12 +13,12 @@ use crate::{Clock, RateLimiter, WordAlgorithm};
 /// what it can. A reservation borrows its limiter, so it cannot outlive it.
 #[must_use = "a reservation holds units: wait for its delay, or cancel it"]
 pub struct Reservation<'a, W: WordAlgorithm, C: Clock> {
-    limiter: &'a RateLimiter<W, C>,
-    cost: u64,
+    pub(crate) limiter: &'a RateLimiter<W, C>,
+    pub(crate) cost: u64,
     made_at: u64,
-    ready_at: u64,
+    pub(crate) ready_at: u64,
     /// The word the reservation stored: the mark that tells later units from ours.
-    reserved_word: u64,
+    pub(crate) reserved_word: u64,
 }
 
 impl<W: WordAlgorithm, C: Clock> fmt::Debug for Reservation<'_, W, C> {
