@@ -74,7 +74,7 @@ pub use decision::{Decision, Fallback};
 pub use error::CheckError;
 pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
 pub use limiter::RateLimiter;
-pub use limits::{Limits, LimitsDecision, LimitsError, MAX_LIMITS};
+pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
 pub use reservation::{Reservation, ReserveError};
 pub use settle::Settlement;

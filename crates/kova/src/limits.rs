@@ -3,8 +3,10 @@
 
 mod cells;
 mod decision;
+mod keyed;
 
 pub use decision::LimitsDecision;
+pub use keyed::KeyedLimits;
 
 use std::fmt;
 

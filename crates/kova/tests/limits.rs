@@ -153,3 +153,54 @@ fn threads_never_exceed_any_limit() {
         assert_eq!(composite.clock().now_nanos(), 0);
     }
 }
+
+proptest! {
+    /// A key of `KeyedLimits` decides exactly as a direct `Limits` of the same quotas.
+    #[test]
+    fn a_key_of_keyed_limits_decides_as_the_direct_composite(
+        bursts in prop::collection::vec(1u64..6, 1..=MAX_LIMITS),
+        steps in prop::collection::vec((0u64..300, 0u64..6, any::<bool>()), 1..50),
+    ) {
+        let quotas: Vec<Quota> =
+            bursts.iter().enumerate().map(|(i, &b)| Quota::per_second(1 + i as u64).unwrap().with_burst(b).unwrap()).collect();
+        let clock = ManualClock::new();
+        let direct = Limits::<Gcra, _>::with_clock(quotas.clone(), clock.clone()).unwrap();
+        let keyed = kova::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, clock.clone()).unwrap();
+        for (advance, cost, refund) in steps {
+            clock.advance(Duration::from_millis(advance));
+            let expected = direct.check_n(cost);
+            prop_assert_eq!(keyed.check_n(&1, cost), expected);
+            if refund && expected.is_ok_and(|d| d.is_allowed()) {
+                direct.refund(cost);
+                keyed.refund(&1, cost);
+            }
+            let (keyed_peek, direct_peek) = (keyed.peek(&1), direct.peek());
+            prop_assert_eq!(keyed_peek.limit_decisions(), direct_peek.limit_decisions());
+        }
+    }
+}
+
+#[test]
+fn threads_on_one_key_never_exceed_any_limit() {
+    let quotas: Vec<Quota> =
+        (0..3u64).map(|i| Quota::per_hour(1_000).unwrap().with_burst(30 + 5 * i).unwrap()).collect();
+    let limits = Arc::new(kova::KeyedLimits::<u8, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap());
+    let admitted: u64 = (0..4u64)
+        .map(|t| {
+            let limits = Arc::clone(&limits);
+            std::thread::spawn(move || {
+                (0..100u64)
+                    .filter(|i| limits.check_n(&1, 1 + (i + t) % 3).unwrap().is_allowed())
+                    .map(|i| 1 + (i + t) % 3)
+                    .sum::<u64>()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .sum();
+    let peek = limits.peek(&1);
+    let used: Vec<u64> = peek.limit_decisions().iter().map(|d| d.limit() - d.remaining()).collect();
+    assert_eq!(used, [admitted; 3], "every limit charged exactly the admitted units");
+    assert!(admitted > 0 && admitted <= 30, "{admitted}");
+}

@@ -15,7 +15,7 @@ pub(super) enum Cells {
 }
 
 /// A placeholder for the unused places of a decision array.
-const NONE: Decision = Decision::allowed(0, 0, 0);
+pub(super) const NONE: Decision = Decision::allowed(0, 0, 0);
 
 fn pack(words: [u64; 2]) -> u128 {
     u128::from(words[0]) | (u128::from(words[1]) << 64)

@@ -23,7 +23,7 @@ pub struct LimitsDecision {
 impl LimitsDecision {
     /// Builds the answer from each limit's decision (`allowed` says whether the whole check
     /// was admitted).
-    pub(super) fn new(decisions: [Decision; MAX_LIMITS], len: usize, allowed: bool) -> Self {
+    pub(crate) fn new(decisions: [Decision; MAX_LIMITS], len: usize, allowed: bool) -> Self {
         let each = &decisions[..len];
         let mut decided_by = 0;
         for (i, d) in each.iter().enumerate() {
