@@ -108,7 +108,7 @@ impl<T: Timer> Pacer<T> {
         cost: u64,
     ) -> Result<Decision, CheckError>
     where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
+        K: Hash + Eq + Clone,
         A: Algorithm,
         C: Clock,
     {
@@ -134,7 +134,7 @@ impl<T: Timer> Pacer<T> {
         cost: u64,
     ) -> Result<Decision, CheckError>
     where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
+        K: Hash + Eq + Clone,
         A: Algorithm,
         C: Clock,
     {
@@ -231,7 +231,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
 impl<K, A, C> Keyed<K, A, C>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone,
     A: Algorithm,
     C: Clock,
 {
