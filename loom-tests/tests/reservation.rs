@@ -49,8 +49,7 @@ fn cancel_racing_a_check_is_one_or_the_other() {
 
 #[test]
 fn cancel_by_load_and_store_is_caught() {
-    let outcome =
-        catch_unwind(AssertUnwindSafe(|| model(|| race(|reservation| cancel_load_store(reservation)))));
+    let outcome = catch_unwind(AssertUnwindSafe(|| model(|| race(cancel_load_store))));
     let payload = outcome.expect_err("loom explored every interleaving and found no lost update");
     let message = payload
         .downcast_ref::<String>()
