@@ -20,6 +20,8 @@
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
 #   racy (17 should-fail models, bound 3; 8 in child processes)    ~2 s
+#   limits (3 composite models, one should-fail, bound 3)          <1 s
+#   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on lines, and the main ones again on slots)
 #   sliding_log (5 models, bound 2)                                ~45-75 s
@@ -38,7 +40,7 @@ cargo_test() {
 }
 
 start=$SECONDS
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

@@ -19,6 +19,7 @@ pub use gcra::Gcra;
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
+pub(crate) use word::update_word;
 
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
@@ -62,6 +63,12 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// [`WordAlgorithm::refund`]). Returns `false` when the algorithm cannot refund (the sliding
     /// log, whose units are timestamps already written); the state is then unchanged.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
+
+    /// The same kind of algorithm for another quota. By default [`from_quota`](Self::from_quota);
+    /// [`AnyAlgorithm`] keeps its kind.
+    fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
+        Self::from_quota(quota)
+    }
 
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
     fn check_cell<C: Clock + ?Sized>(
@@ -110,11 +117,49 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     /// that check never happened — or full, never beyond. Units whose window has already passed
     /// are not given back (they no longer count).
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
+
+    /// Takes `cost` units at `now` even when they are only available later (a reservation):
+    /// `Some((wait_nanos, new_word))`, where the units may be used `wait_nanos` after `now`, or
+    /// `None` when the state cannot hold units taken ahead of time. Only [`Gcra`] can (its
+    /// theoretical arrival time simply moves further out); the token bucket's count cannot go
+    /// below zero and a window cannot count into a window that has not begun. The caller has
+    /// checked `1 <= cost <= capacity()`.
+    fn reserve(&self, word: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+        let _ = (word, now, cost);
+        None
+    }
+
+    /// Gives back what a reservation of `cost` units, which stored `reserved_word`, has not used:
+    /// Go's `Reservation.Cancel`. Units taken by reservations made after it stay taken (they
+    /// were promised times that assume these units gone), so only `cost` minus those comes
+    /// back. By default, a plain [`refund`](Self::refund) of `cost` (for the algorithms whose
+    /// reservations are all immediate, so nothing can come after one).
+    fn cancel_reservation(&self, word: u64, now: u64, cost: u64, reserved_word: u64) -> u64 {
+        let _ = reserved_word;
+        self.refund(word, now, cost)
+    }
+
+    /// Charges up to `cost` units whatever the state (the extra part of a settled cost):
+    /// `(charged, new_word)`. It takes what is left and, for an algorithm with an overdraft
+    /// ([`Quota::with_overdraft`]), runs into a debt of up to that many units; what does not fit
+    /// is not charged. By default, the units a peek reports remaining, at most `cost`.
+    fn charge(&self, word: u64, now: u64, cost: u64) -> (u64, u64) {
+        let left = self.decide(word, now, 0).0.remaining();
+        let take = cost.min(left).min(self.capacity());
+        if take == 0 {
+            return (0, word);
+        }
+        match self.decide(word, now, take) {
+            (decision, new) if decision.is_allowed() => (take, new),
+            _ => (0, word),
+        }
+    }
 }
 
 /// Checks a quota for a window algorithm: `limit` per window, no separate burst, and a limit the
 /// algorithm's state can hold.
 fn check_window_quota(quota: &Quota, algorithm: &'static str, max_limit: u64) -> Result<(), QuotaError> {
+    check_no_overdraft(quota, algorithm)?;
     if quota.burst() != quota.limit() {
         return Err(QuotaError::BurstUnsupported { algorithm });
     }
@@ -125,6 +170,14 @@ fn check_window_quota(quota: &Quota, algorithm: &'static str, max_limit: u64) ->
             value: quota.limit(),
             max: max_limit,
         });
+    }
+    Ok(())
+}
+
+/// Rejects an overdraft for an algorithm whose state cannot hold a debt.
+fn check_no_overdraft(quota: &Quota, algorithm: &'static str) -> Result<(), QuotaError> {
+    if quota.overdraft() != 0 {
+        return Err(QuotaError::OverdraftUnsupported { algorithm });
     }
     Ok(())
 }

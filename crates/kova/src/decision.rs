@@ -63,7 +63,7 @@ pub enum Fallback {
 
 impl Decision {
     /// An allowed decision.
-    pub fn allowed(limit: u64, remaining: u64, reset_after_nanos: u64) -> Self {
+    pub const fn allowed(limit: u64, remaining: u64, reset_after_nanos: u64) -> Self {
         Decision { limit, remaining, retry_after_nanos: 0, reset_after_nanos, fallback: 0 }
     }
 

@@ -38,6 +38,16 @@
 //! | [`SlidingWindowCounter`] | near-sliding at window cost | 8 B | approximate (< 2x worst case) |
 //! | [`SlidingWindowLog`] | strict sliding limit | 16 B x limit | exact |
 //!
+//! ## Beyond a check
+//! - **Waiting**: [`RateLimiter::until_ready`] / [`until_n_ready`](RateLimiter::until_n_ready)
+//!   futures (any executor), [`RateLimiter::wait_n`] (blocking), per key
+//!   [`Keyed::until_key_n_ready`]; a [`Pacer`] for fair order, jitter and other [`Timer`]s.
+//! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`Reservation::cancel`].
+//! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
+//!   a bounded debt ([`Quota::with_overdraft`]).
+//! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
+//! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
+//!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.
 //! - No update is lost under any interleaving of threads (CAS loops; loom-checked).
@@ -51,9 +61,14 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+mod limits;
 pub mod model;
 mod quota;
+mod quota_change;
+mod reservation;
+mod settle;
 mod sync;
+mod wait;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -69,7 +84,13 @@ pub use decision::{Decision, Fallback};
 pub use error::CheckError;
 pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
 pub use limiter::RateLimiter;
+pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
+pub use reservation::{Reservation, ReserveError};
+pub use settle::Settlement;
+#[cfg(feature = "tokio")]
+pub use wait::TokioTimer;
+pub use wait::{Pacer, ThreadTimer, Timer};
 
 /// Not part of the API: pins the thread as every keyed check does (the keyed table's own epoch),
 /// until the returned guard drops. For the benchmarks' pinned floors (`kova-bench`'s

@@ -16,9 +16,9 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, Qu
 /// ```
 #[derive(Debug)]
 pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
-    algorithm: A,
-    cell: A::Cell,
-    clock: C,
+    pub(crate) algorithm: A,
+    pub(crate) cell: A::Cell,
+    pub(crate) clock: C,
 }
 
 impl<A: Algorithm> RateLimiter<A, CoarseClock> {

@@ -328,3 +328,29 @@ pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
         total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
     });
 }
+
+/// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) whose limits are checked
+/// one by one and refunded on a denial (the protocol it uses for three or four limits) even when
+/// there are two, instead of one 128-bit CAS: a concurrent check can be denied by units a check
+/// that is itself denied holds for a moment, which the sequential composite would admit.
+pub fn limits_chained<W: WordAlgorithm, C: Clock>(
+    quotas: impl IntoIterator<Item = crate::Quota>,
+    clock: C,
+) -> Result<crate::Limits<W, C>, crate::LimitsError> {
+    crate::Limits::build(quotas, clock, true)
+}
+
+/// RACY: [`Reservation::cancel`](crate::Reservation::cancel) by load, compute, store (no CAS):
+/// a check admitted between the load and the store is overwritten (its units given back).
+pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reservation<'_, W, C>) -> bool {
+    let limiter = reservation.limiter;
+    // Orderings as in the real loop; the missing CAS is the bug.
+    let old = limiter.cell.load(Ordering::Acquire);
+    let now = limiter.clock.now_nanos();
+    if now > reservation.ready_at {
+        return false;
+    }
+    let new = limiter.algorithm.cancel_reservation(old, now, reservation.cost, reservation.reserved_word);
+    limiter.cell.store(new, Ordering::Release);
+    true
+}

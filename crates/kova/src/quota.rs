@@ -25,6 +25,8 @@ pub struct Quota {
     limit: u64,
     period_nanos: u64,
     burst: u64,
+    /// Units a settled charge may take beyond empty ([`with_overdraft`](Quota::with_overdraft)).
+    overdraft: u64,
 }
 
 /// Why a [`Quota`] (or an algorithm built from one) was rejected.
@@ -63,6 +65,12 @@ pub enum QuotaError {
         /// Which algorithm.
         algorithm: &'static str,
     },
+    /// An overdraft was asked of an algorithm whose state cannot hold a debt (only [`Gcra`](crate::Gcra)
+    /// can: a debt is a theoretical arrival time further in the future).
+    OverdraftUnsupported {
+        /// Which algorithm.
+        algorithm: &'static str,
+    },
 }
 
 impl fmt::Display for QuotaError {
@@ -80,6 +88,9 @@ impl fmt::Display for QuotaError {
             }
             QuotaError::BurstUnsupported { algorithm } => {
                 write!(f, "{algorithm} admits `limit` per window and takes no separate burst")
+            }
+            QuotaError::OverdraftUnsupported { algorithm } => {
+                write!(f, "{algorithm} cannot hold a debt: only gcra takes an overdraft")
             }
         }
     }
@@ -112,7 +123,7 @@ impl Quota {
         if limit > period_nanos {
             return Err(QuotaError::RateTooHigh { limit, period_nanos });
         }
-        Ok(Quota { limit, period_nanos, burst: limit })
+        Ok(Quota { limit, period_nanos, burst: limit, overdraft: 0 })
     }
 
     /// `limit` per second.
@@ -145,6 +156,16 @@ impl Quota {
         Self::new(limit, Duration::from_secs(3600))
     }
 
+    /// `limit` per day (24 hours).
+    ///
+    /// ```
+    /// assert_eq!(kova::Quota::per_day(10_000)?.period().as_secs(), 86_400);
+    /// # Ok::<(), kova::QuotaError>(())
+    /// ```
+    pub fn per_day(limit: u64) -> Result<Self, QuotaError> {
+        Self::new(limit, Duration::from_secs(86_400))
+    }
+
     /// The same rate with a different burst (bucket capacity).
     ///
     /// ```
@@ -158,6 +179,28 @@ impl Quota {
             return Err(QuotaError::ZeroBurst);
         }
         Ok(Quota { burst, ..self })
+    }
+
+    /// The same quota, allowing a settled charge ([`RateLimiter::settle`](crate::RateLimiter::settle))
+    /// to run the limiter up to `overdraft` units beyond empty: a debt that later checks pay off
+    /// (they are denied until the debt has refilled). Checks themselves never go into debt.
+    /// Only [`Gcra`](crate::Gcra) can hold a debt; the other algorithms reject a quota with one
+    /// ([`QuotaError::OverdraftUnsupported`]).
+    ///
+    /// ```
+    /// let quota = kova::Quota::per_minute(100)?.with_overdraft(50);
+    /// assert_eq!(quota.overdraft(), 50);
+    /// assert_eq!(quota.burst(), 100);
+    /// # Ok::<(), kova::QuotaError>(())
+    /// ```
+    pub fn with_overdraft(self, overdraft: u64) -> Self {
+        Quota { overdraft, ..self }
+    }
+
+    /// Units a settled charge may take beyond empty (0 unless set by
+    /// [`with_overdraft`](Self::with_overdraft)).
+    pub fn overdraft(&self) -> u64 {
+        self.overdraft
     }
 
     /// Units admitted per period.

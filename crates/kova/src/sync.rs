@@ -20,3 +20,42 @@ pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
 /// builds keep std's.
 #[cfg(kova_loom)]
 pub(crate) use loom::cell::UnsafeCell;
+
+/// A 128-bit atomic for two limits of a composite checked in one compare-and-swap: portable-atomic's
+/// (`cmpxchg16b` where the CPU has it, detected at run time; a lock elsewhere).
+#[cfg(not(kova_loom))]
+pub(crate) use portable_atomic::AtomicU128;
+
+/// Loom has no 128-bit atomic: this stand-in makes each operation one step under loom's mutex,
+/// so models explore every interleaving of whole operations (their atomicity, not the orderings
+/// of a real 128-bit CAS, which is sequentially consistent on x86-64 anyway).
+#[cfg(kova_loom)]
+#[derive(Debug)]
+pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+
+#[cfg(kova_loom)]
+impl AtomicU128 {
+    pub(crate) fn new(value: u128) -> Self {
+        AtomicU128(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn load(&self, _: atomic::Ordering) -> u128 {
+        *self.0.lock().unwrap()
+    }
+
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: u128,
+        new: u128,
+        _: atomic::Ordering,
+        _: atomic::Ordering,
+    ) -> Result<u128, u128> {
+        let mut value = self.0.lock().unwrap();
+        if *value == current {
+            *value = new;
+            Ok(current)
+        } else {
+            Err(*value)
+        }
+    }
+}

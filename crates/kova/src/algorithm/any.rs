@@ -217,6 +217,11 @@ impl Algorithm for AnyAlgorithm {
         dispatch!(self, a => a.quota())
     }
 
+    /// The same kind for `quota`.
+    fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
+        AnyAlgorithm::new(self.kind(), quota)
+    }
+
     fn capacity(&self) -> u64 {
         dispatch!(self, a => a.capacity())
     }

@@ -37,8 +37,10 @@ pub struct Gcra {
     interval: u64,
     /// `interval` as a multiply-and-shift divisor: `remaining` divides by it on every check.
     interval_divisor: StrengthReducedU64,
-    /// `burst * interval`: the largest deficit a bucket can hold.
+    /// `burst * interval`: the largest deficit a check may leave.
     capacity_nanos: u64,
+    /// `(burst + overdraft) * interval`: the largest deficit a settled charge may leave.
+    debt_limit_nanos: u64,
 }
 
 /// The largest `burst * interval` accepted: half the timeline, so `now + deficit` stays
@@ -78,7 +80,24 @@ impl WordAlgorithm for Gcra {
                 max: MAX_CAPACITY_NANOS / interval,
             },
         )?;
-        Ok(Gcra { quota, interval, interval_divisor: StrengthReducedU64::new(interval), capacity_nanos })
+        let debt_limit_nanos = quota
+            .burst()
+            .checked_add(quota.overdraft())
+            .and_then(|units| units.checked_mul(interval))
+            .filter(|&d| d <= MAX_CAPACITY_NANOS)
+            .ok_or(QuotaError::Unrepresentable {
+                algorithm: Self::NAME,
+                field: "overdraft",
+                value: quota.overdraft(),
+                max: (MAX_CAPACITY_NANOS / interval).saturating_sub(quota.burst()),
+            })?;
+        Ok(Gcra {
+            quota,
+            interval,
+            interval_divisor: StrengthReducedU64::new(interval),
+            capacity_nanos,
+            debt_limit_nanos,
+        })
     }
 
     fn quota(&self) -> Quota {
@@ -120,5 +139,32 @@ impl WordAlgorithm for Gcra {
 
     fn is_idle_word(&self, tat: u64, now: u64) -> bool {
         tat <= now
+    }
+
+    /// The TAT moves out by `cost` intervals whatever it is; the units may be used once the
+    /// deficit is back within the burst. `None` only when the new TAT would pass `u64::MAX`.
+    fn reserve(&self, tat: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+        let new_deficit = tat.saturating_sub(now).checked_add(cost.checked_mul(self.interval)?)?;
+        let new_tat = now.checked_add(new_deficit)?;
+        Some((new_deficit.saturating_sub(self.capacity_nanos), new_tat))
+    }
+
+    /// Go's rule: the intervals stored after ours (`tat - reserved_tat`, rounded up to whole
+    /// units) belong to later reservations or checks; the rest of `cost` comes back.
+    fn cancel_reservation(&self, tat: u64, now: u64, cost: u64, reserved_tat: u64) -> u64 {
+        let later = tat.saturating_sub(reserved_tat).div_ceil(self.interval);
+        self.refund(tat, now, cost.saturating_sub(later))
+    }
+
+    /// Takes up to `cost` units while the deficit stays within `(burst + overdraft)` intervals.
+    fn charge(&self, tat: u64, now: u64, cost: u64) -> (u64, u64) {
+        let deficit = tat.saturating_sub(now);
+        let room = self.debt_limit_nanos.saturating_sub(deficit) / self.interval_divisor;
+        let take = cost.min(room);
+        if take == 0 {
+            return (0, tat);
+        }
+        // take * interval <= debt_limit_nanos - deficit, so neither sum overflows past the limit.
+        (take, now.saturating_add(deficit + take * self.interval))
     }
 }

@@ -148,6 +148,7 @@ impl WordAlgorithm for TokenBucket {
     const NAME: &'static str = "token_bucket";
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        super::check_no_overdraft(&quota, Self::NAME)?;
         let burst = quota.burst();
         if burst > MAX_BURST {
             return Err(QuotaError::Unrepresentable {

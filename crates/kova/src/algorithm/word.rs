@@ -78,3 +78,25 @@ impl<W: WordAlgorithm> Algorithm for W {
         std::mem::size_of::<AtomicU64>()
     }
 }
+
+/// The CAS loop of `decide_cell`, for any pure step `(word, now) -> (result, new_word)` (a
+/// reservation, its cancellation, a settled charge): read, step, and write unless unchanged.
+pub(crate) fn update_word<C: Clock + ?Sized, R>(
+    cell: &AtomicU64,
+    clock: &C,
+    mut step: impl FnMut(u64, u64) -> (R, u64),
+) -> R {
+    // Orderings as in `decide_cell`: Acquire on every read pairs with the winning CAS's Release,
+    // so the clock read after it is no older than the writer's.
+    let mut old = cell.load(Ordering::Acquire);
+    loop {
+        let (result, new) = step(old, clock.now_nanos());
+        if new == old {
+            return result;
+        }
+        match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return result,
+            Err(actual) => old = actual,
+        }
+    }
+}

@@ -740,6 +740,20 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
+    /// Runs `f` on `key`'s algorithm and cell under its shard lock, as [`refund`](Self::refund)
+    /// does (checks of the key run meanwhile; no eviction or quota change can lose what `f`
+    /// writes with a CAS loop). `None` when the key is not held. For the settling charge
+    /// (`settle.rs`).
+    pub(crate) fn with_held_cell<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> Option<R> {
+        on_shards!(self, shards => {
+            let hash = self.hash(key);
+            let guard = epoch::pin();
+            let locked = self.shard(shards, hash).lock(&guard);
+            let (_, entry) = locked.find(hash, key)?;
+            Some(f(self.quotas.get(locked.quota(entry)), locked.cell(entry), &self.clock))
+        })
+    }
+
     /// Forgets `key` (its state and its own quota); returns whether it was held. Its memory is
     /// reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {

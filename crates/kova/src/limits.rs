@@ -1,0 +1,201 @@
+//! Several limits at once ("10 a second, bursts of 50, AND 1,000 an hour, AND 10,000 a day"),
+//! decided all or nothing.
+
+mod cells;
+mod decision;
+mod keyed;
+
+pub use decision::LimitsDecision;
+pub use keyed::KeyedLimits;
+
+use std::fmt;
+
+use cells::Cells;
+
+use crate::{CheckError, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
+
+/// The most limits one [`Limits`] holds.
+pub const MAX_LIMITS: usize = 4;
+
+/// Up to [`MAX_LIMITS`] quotas on one thing, checked together: a check is admitted only if every
+/// limit admits it, and then takes its cost from every limit; a denial takes nothing from any.
+///
+/// How the limits' words are kept consistent depends on how many there are:
+/// - **one or two limits**: one compare-and-swap over all of them (two words in one
+///   [`portable_atomic::AtomicU128`]): exactly the sequential composite, under any
+///   interleaving (loom-checked).
+/// - **three or four**: check then refund. The limits are charged in order, each by its own
+///   compare-and-swap; when one denies, those already charged are given their units back
+///   before the check returns. Nothing is ever admitted beyond any limit's own bound, and a
+///   denial has taken nothing once it returns. The exact bound on the difference from the
+///   sequential composite: while a check that will be denied runs, the units it took from the
+///   earlier limits are held, so a concurrent check can be denied because of them: at any
+///   instant, a limit may deny a check the sequential composite would admit only by as much as
+///   the cost of the checks in flight that a later limit will deny (loom shows the case).
+///
+/// ```
+/// use kova::{Gcra, Limits, ManualClock, Quota};
+/// let limits = Limits::<Gcra, _>::with_clock(
+///     [Quota::per_second(10)?.with_burst(50)?, Quota::per_hour(1_000)?, Quota::per_day(10_000)?],
+///     ManualClock::new(),
+/// )?;
+/// let decision = limits.check_n(50)?;
+/// assert!(decision.is_allowed());
+/// assert_eq!(decision.decided_by(), 0); // the per-second limit has least left (0)
+/// assert_eq!(decision.limit_decisions()[1].remaining(), 950);
+/// let denied = limits.check();
+/// assert!(!denied.is_allowed());
+/// assert_eq!(denied.decided_by(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Limits<W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
+    algorithms: Vec<W>,
+    cells: Cells,
+    capacity: u64,
+    clock: C,
+}
+
+impl<W: WordAlgorithm, C: Clock> fmt::Debug for Limits<W, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quotas: Vec<Quota> = self.algorithms.iter().map(WordAlgorithm::quota).collect();
+        f.debug_struct("Limits").field("algorithm", &W::NAME).field("quotas", &quotas).finish()
+    }
+}
+
+/// Why a set of quotas could not make a [`Limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitsError {
+    /// No quota was given.
+    Empty,
+    /// More than [`MAX_LIMITS`] quotas.
+    TooMany {
+        /// How many were given.
+        count: usize,
+        /// The most accepted.
+        max: usize,
+    },
+    /// One of the quotas was rejected by the algorithm.
+    Quota {
+        /// Its position in the list.
+        index: usize,
+        /// Why.
+        error: QuotaError,
+    },
+}
+
+impl fmt::Display for LimitsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LimitsError::Empty => f.write_str("a composite needs at least one quota"),
+            LimitsError::TooMany { count, max } => write!(f, "{count} quotas given, at most {max} supported"),
+            LimitsError::Quota { index, error } => write!(f, "quota {index}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for LimitsError {}
+
+impl<W: WordAlgorithm> Limits<W, CoarseClock> {
+    /// The limits of `quotas`, in order, on the coarse clock.
+    ///
+    /// ```
+    /// use kova::{Limits, LimitsError, Quota};
+    /// let limits = Limits::<kova::Gcra>::new([Quota::per_second(5)?, Quota::per_minute(100)?])?;
+    /// assert_eq!(limits.len(), 2);
+    /// assert_eq!(Limits::<kova::Gcra>::new([]).unwrap_err(), LimitsError::Empty);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quotas: impl IntoIterator<Item = Quota>) -> Result<Self, LimitsError> {
+        Self::with_clock(quotas, CoarseClock::new())
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
+    /// The limits of `quotas`, in order, reading `clock`.
+    ///
+    /// ```
+    /// use kova::{FixedWindow, Limits, ManualClock, Quota};
+    /// let limits = Limits::<FixedWindow, _>::with_clock([Quota::per_second(2)?], ManualClock::new())?;
+    /// assert!(limits.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
+        Self::build(quotas, clock, false)
+    }
+
+    /// `chained`: check then refund whatever the count (the loom models' should-fail twin).
+    pub(crate) fn build(
+        quotas: impl IntoIterator<Item = Quota>,
+        clock: C,
+        chained: bool,
+    ) -> Result<Self, LimitsError> {
+        let mut algorithms = Vec::new();
+        for (index, quota) in quotas.into_iter().enumerate() {
+            if index >= MAX_LIMITS {
+                return Err(LimitsError::TooMany { count: index + 1, max: MAX_LIMITS });
+            }
+            algorithms.push(W::from_quota(quota).map_err(|error| LimitsError::Quota { index, error })?);
+        }
+        let capacity = algorithms.iter().map(WordAlgorithm::capacity).min().ok_or(LimitsError::Empty)?;
+        let cells = Cells::new(&algorithms, chained);
+        Ok(Limits { algorithms, cells, capacity, clock })
+    }
+
+    /// Checks one unit against every limit.
+    pub fn check(&self) -> LimitsDecision {
+        // Every capacity is at least 1.
+        self.cells.check(&self.algorithms, &self.clock, 1)
+    }
+
+    /// Checks `cost` units against every limit, all or nothing; an error when `cost` exceeds
+    /// the smallest capacity (it could never be admitted). Cost 0 is a peek.
+    ///
+    /// ```
+    /// use kova::{CheckError, Gcra, Limits, Quota};
+    /// let limits = Limits::<Gcra>::new([Quota::per_second(10)?, Quota::per_minute(5)?])?;
+    /// assert_eq!(limits.check_n(6).unwrap_err(), CheckError::CostExceedsCapacity { cost: 6, capacity: 5 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_n(&self, cost: u64) -> Result<LimitsDecision, CheckError> {
+        if cost > self.capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity: self.capacity });
+        }
+        Ok(self.cells.check(&self.algorithms, &self.clock, cost))
+    }
+
+    /// Every limit's state, changing nothing.
+    pub fn peek(&self) -> LimitsDecision {
+        self.cells.check(&self.algorithms, &self.clock, 0)
+    }
+
+    /// Gives `cost` units back to every limit (see [`WordAlgorithm::refund`]).
+    pub fn refund(&self, cost: u64) {
+        self.cells.refund(&self.algorithms, &self.clock, cost);
+    }
+
+    /// How many limits.
+    pub fn len(&self) -> usize {
+        self.algorithms.len()
+    }
+
+    /// Always false: a composite has at least one limit.
+    pub fn is_empty(&self) -> bool {
+        self.algorithms.is_empty()
+    }
+
+    /// The limits' algorithms, in order.
+    pub fn algorithms(&self) -> &[W] {
+        &self.algorithms
+    }
+
+    /// The most units one check can be admitted for (the smallest capacity).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}

@@ -1,0 +1,76 @@
+//! Changing a direct limiter's quota at run time, keeping what it has consumed.
+
+use crate::{Algorithm, Clock, Quota, QuotaError, RateLimiter};
+
+/// A clock stopped at one reading: the carry-over decides both cells at the same instant.
+struct At(u64);
+
+impl Clock for At {
+    fn now_nanos(&self) -> u64 {
+        self.0
+    }
+}
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// Moves the limiter to `quota`, keeping what it has consumed, by the rule of
+    /// [`Keyed::set_quota`](crate::Keyed::set_quota): the units the old quota counts as used now
+    /// (`capacity - remaining`) are taken from a fresh state of the new quota, capped at its
+    /// capacity; a bucket then refills at the new rate from now. An error, changing nothing,
+    /// when the algorithm cannot represent `quota`.
+    ///
+    /// It takes `&mut self`: the algorithm's parameters are plain fields read by every check
+    /// without synchronisation. To change the quota of a limiter shared between threads, share
+    /// a [`Keyed`](crate::Keyed) table (whose `set_quota` takes `&self`) or swap in the limiter
+    /// [`with_quota`](Self::with_quota) builds.
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let mut limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// limiter.check_n(8)?;
+    /// limiter.set_quota(Quota::per_second(20)?)?;
+    /// assert_eq!(limiter.peek().remaining(), 12); // 8 used of the new 20
+    /// assert!(limiter.set_quota(Quota::per_second(10)?.with_overdraft(u64::MAX)).is_err());
+    /// assert_eq!(limiter.peek().limit(), 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_quota(&mut self, quota: Quota) -> Result<(), QuotaError> {
+        let algorithm = self.algorithm.with_quota(quota)?;
+        self.cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
+        self.algorithm = algorithm;
+        Ok(())
+    }
+
+    /// A new limiter for `quota` on a clone of this one's clock that has consumed what this one
+    /// has now (the rule of [`set_quota`](Self::set_quota)), for swapping behind a shared
+    /// pointer.
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// limiter.check_n(4)?;
+    /// let upgraded = limiter.with_quota(Quota::per_second(100)?)?;
+    /// assert_eq!(upgraded.peek().remaining(), 96);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError>
+    where
+        C: Clone,
+    {
+        let algorithm = self.algorithm.with_quota(quota)?;
+        let cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
+        Ok(RateLimiter { algorithm, cell, clock: self.clock.clone() })
+    }
+}
+
+/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used.
+fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
+    let at = At(now);
+    let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
+    let fresh = new.new_cell();
+    let carried = used.min(new.capacity());
+    if carried > 0 {
+        // Admitted: a fresh state admits up to its capacity at once.
+        new.decide_cell(&fresh, &at, carried);
+    }
+    fresh
+}

@@ -1,0 +1,208 @@
+//! Reservations: take units now, learn when they may be used, give back what goes unused
+//! (Go's `x/time/rate` `Reserve` / `Cancel`).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::algorithm::update_word;
+use crate::{Clock, RateLimiter, WordAlgorithm};
+
+/// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](Self::delay).
+///
+/// Dropping it keeps the units taken (they count as used); [`cancel`](Self::cancel) gives back
+/// what it can. A reservation borrows its limiter, so it cannot outlive it.
+#[must_use = "a reservation holds units: wait for its delay, or cancel it"]
+pub struct Reservation<'a, W: WordAlgorithm, C: Clock> {
+    pub(crate) limiter: &'a RateLimiter<W, C>,
+    pub(crate) cost: u64,
+    made_at: u64,
+    pub(crate) ready_at: u64,
+    /// The word the reservation stored: the mark that tells later units from ours.
+    pub(crate) reserved_word: u64,
+}
+
+impl<W: WordAlgorithm, C: Clock> fmt::Debug for Reservation<'_, W, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("cost", &self.cost)
+            .field("made_at", &self.made_at)
+            .field("ready_at", &self.ready_at)
+            .finish()
+    }
+}
+
+/// Why [`RateLimiter::reserve_n`] refused; a refusal never takes any units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReserveError {
+    /// The cost is larger than the limiter ever admits at once.
+    CostExceedsCapacity {
+        /// The cost asked for.
+        cost: u64,
+        /// The most the limiter admits at once.
+        capacity: u64,
+    },
+    /// The units would be usable only after more than the maximum delay asked for.
+    DelayTooLong {
+        /// How long the reservation would have had to wait.
+        delay: Duration,
+        /// The most the caller would wait.
+        max_delay: Duration,
+    },
+    /// The algorithm cannot take units ahead of time (its state cannot hold them; only
+    /// [`Gcra`](crate::Gcra) can) and they are not available now.
+    NotAvailableNow {
+        /// Which algorithm.
+        algorithm: &'static str,
+        /// When the same cost would be available, as a check would report it.
+        retry_after: Duration,
+    },
+}
+
+impl fmt::Display for ReserveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ReserveError::CostExceedsCapacity { cost, capacity } => {
+                write!(f, "cost {cost} exceeds the limiter's capacity of {capacity}: it can never be reserved")
+            }
+            ReserveError::DelayTooLong { delay, max_delay } => {
+                write!(f, "the reservation would wait {delay:?}, more than the {max_delay:?} allowed")
+            }
+            ReserveError::NotAvailableNow { algorithm, retry_after } => write!(
+                f,
+                "{algorithm} cannot reserve units ahead of time, and they are available only in {retry_after:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReserveError {}
+
+impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
+    /// Takes `cost` units now and says when they may be used ([`Reservation::delay`]), however
+    /// far out that is. [`reserve_n_within`](Self::reserve_n_within) bounds the delay.
+    ///
+    /// With [`Gcra`](crate::Gcra) the units may lie in the future: later checks and
+    /// reservations queue behind them. The other word algorithms cannot hold units ahead of
+    /// time; for them a reservation is a check: it succeeds with no delay when the units are
+    /// available now, and is refused with [`ReserveError::NotAvailableNow`] otherwise.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// let now = limiter.reserve_n(10)?;
+    /// assert_eq!(now.delay(), Duration::ZERO);
+    /// let later = limiter.reserve_n(5)?;
+    /// assert_eq!(later.delay(), Duration::from_millis(500));
+    /// assert!(!limiter.check().is_allowed()); // queued behind the reservation
+    /// assert!(later.cancel()); // not used: its 5 units come back
+    /// assert_eq!(limiter.check().retry_after(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_n(&self, cost: u64) -> Result<Reservation<'_, W, C>, ReserveError> {
+        self.reserve_n_within(cost, Duration::MAX)
+    }
+
+    /// [`reserve_n`](Self::reserve_n), refused without taking anything when the units would be
+    /// usable only after more than `max_delay` (Go's `Wait` with a deadline).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter, ReserveError};
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// let _all = limiter.reserve_n(10)?;
+    /// let refused = limiter.reserve_n_within(2, Duration::from_millis(100));
+    /// assert_eq!(
+    ///     refused.unwrap_err(),
+    ///     ReserveError::DelayTooLong { delay: Duration::from_millis(200), max_delay: Duration::from_millis(100) }
+    /// );
+    /// assert_eq!(limiter.reserve_n_within(1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_n_within(
+        &self,
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<Reservation<'_, W, C>, ReserveError> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(ReserveError::CostExceedsCapacity { cost, capacity });
+        }
+        let max_nanos = u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX);
+        let algorithm = &self.algorithm;
+        let made = update_word(&self.cell, &self.clock, |word, now| {
+            if cost == 0 {
+                return (Ok((now, 0, word)), word);
+            }
+            let (wait, new) = match algorithm.reserve(word, now, cost) {
+                Some(reserved) => reserved,
+                None => {
+                    let (decision, new) = algorithm.decide(word, now, cost);
+                    if !decision.is_allowed() {
+                        let retry_after = decision.retry_after();
+                        return (
+                            Err(ReserveError::NotAvailableNow { algorithm: W::NAME, retry_after }),
+                            word,
+                        );
+                    }
+                    (0, new)
+                }
+            };
+            if wait > max_nanos {
+                let delay = Duration::from_nanos(wait);
+                return (Err(ReserveError::DelayTooLong { delay, max_delay }), word);
+            }
+            (Ok((now, wait, new)), new)
+        });
+        let (made_at, wait, reserved_word) = made?;
+        Ok(Reservation {
+            limiter: self,
+            cost,
+            made_at,
+            ready_at: made_at.saturating_add(wait),
+            reserved_word,
+        })
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
+    /// How long after it was made the reserved units may be used (zero: at once).
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.ready_at - self.made_at)
+    }
+
+    /// How long from now (on the limiter's clock) until the units may be used.
+    pub fn delay_from_now(&self) -> Duration {
+        Duration::from_nanos(self.ready_at.saturating_sub(self.limiter.clock.now_nanos()))
+    }
+
+    /// The units reserved.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// When the units may be used, in the limiter's clock's nanoseconds.
+    pub fn ready_at_nanos(&self) -> u64 {
+        self.ready_at
+    }
+
+    /// Says the reserved units will not be used and gives back what can be, as Go's `Cancel`:
+    /// nothing once their time has come (`now > ready_at`: they count as used), otherwise
+    /// `cost` minus the units reserved or checked after this reservation (whose times assumed
+    /// these units gone). Returns whether the reservation was still in the future (so
+    /// something may have come back).
+    pub fn cancel(self) -> bool {
+        let limiter = self.limiter;
+        let (cost, ready_at, mark) = (self.cost, self.ready_at, self.reserved_word);
+        if cost == 0 {
+            return limiter.clock.now_nanos() <= ready_at;
+        }
+        update_word(&limiter.cell, &limiter.clock, |word, now| {
+            if now > ready_at {
+                return (false, word);
+            }
+            (true, limiter.algorithm.cancel_reservation(word, now, cost, mark))
+        })
+    }
+}

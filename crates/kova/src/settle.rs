@@ -1,0 +1,121 @@
+//! Settling: charge an estimate at the check, then the real cost once it is known.
+
+use std::hash::Hash;
+
+use crate::algorithm::update_word;
+use crate::{Clock, Keyed, RateLimiter, WordAlgorithm};
+
+/// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Settlement {
+    /// Units given back (the real cost was lower than the estimate).
+    pub refunded: u64,
+    /// Extra units charged (the real cost was higher).
+    pub charged: u64,
+    /// Extra units that did not fit, even in the quota's overdraft, and were not charged.
+    pub uncharged: u64,
+}
+
+impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
+    /// Settles a check of `estimated` units whose real cost turned out to be `actual` (an LLM
+    /// call's tokens, known from the response): a refund of the difference when lower, an extra
+    /// charge when higher. The extra charge never waits and is never denied: it takes what is
+    /// left, then runs into a debt of up to the quota's [overdraft](crate::Quota::with_overdraft)
+    /// (checks are denied until it has refilled); what does not fit is reported `uncharged`.
+    ///
+    /// The bound, for [`Gcra`](crate::Gcra) with interval `T`, burst `B` and overdraft `D`: over
+    /// any interval of length `L`, checks plus extra charges take at most `B + D + L / T` units
+    /// (checks alone stay within `B + L / T` whenever no debt is outstanding).
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter, Settlement};
+    /// let quota = Quota::per_minute(1_000)?.with_overdraft(500);
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(quota, ManualClock::new())?;
+    /// assert!(limiter.check_n(800)?.is_allowed()); // the estimate
+    /// let settled = limiter.settle(800, 1_600); // the response used 1,600 tokens
+    /// assert_eq!(settled, Settlement { refunded: 0, charged: 700, uncharged: 100 });
+    /// assert!(!limiter.check().is_allowed()); // 500 in debt: paid off before the next check
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(&self, estimated: u64, actual: u64) -> Settlement {
+        settle_with(estimated, actual, |back| self.refund(back), |extra| self.charge(extra))
+    }
+
+    /// Charges up to `cost` units now, never denied (see [`settle`](Self::settle)): takes what
+    /// is left, then up to the quota's overdraft. Returns the units charged.
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// assert_eq!(limiter.charge(25), 10); // no overdraft: only what is left
+    /// assert_eq!(limiter.charge(1), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge(&self, cost: u64) -> u64 {
+        if cost == 0 {
+            return 0;
+        }
+        update_word(&self.cell, &self.clock, |word, now| self.algorithm.charge(word, now, cost))
+    }
+}
+
+/// The difference between `estimated` and `actual`, given back or charged.
+fn settle_with(
+    estimated: u64,
+    actual: u64,
+    refund: impl FnOnce(u64) -> bool,
+    charge: impl FnOnce(u64) -> u64,
+) -> Settlement {
+    if actual <= estimated {
+        let refunded = estimated - actual;
+        if refunded > 0 {
+            refund(refunded);
+        }
+        return Settlement { refunded, ..Settlement::default() };
+    }
+    let extra = actual - estimated;
+    let charged = charge(extra);
+    Settlement { refunded: 0, charged, uncharged: extra - charged }
+}
+
+impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
+    /// [`RateLimiter::settle`] for `key`, under the key's own quota (and its overdraft). The
+    /// refund and the extra charge take the key's shard lock, as [`refund`](Self::refund) does.
+    ///
+    /// ```
+    /// use kova::{Gcra, Keyed, ManualClock, Quota, Settlement};
+    /// let quota = Quota::per_minute(1_000)?.with_overdraft(500);
+    /// let table = Keyed::<&str, Gcra, _>::with_clock(quota, ManualClock::new())?;
+    /// assert!(table.check_n(&"tenant-a", 800)?.is_allowed());
+    /// assert_eq!(table.settle(&"tenant-a", 800, 300), Settlement { refunded: 500, ..Settlement::default() });
+    /// assert_eq!(table.settle(&"tenant-a", 300, 1_500).charged, 1_200);
+    /// assert!(!table.check(&"tenant-a").is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(&self, key: &K, estimated: u64, actual: u64) -> Settlement {
+        settle_with(estimated, actual, |back| self.refund(key, back), |extra| self.charge(key, extra))
+    }
+
+    /// [`RateLimiter::charge`] for `key`: up to `cost` units, never denied, down to the key's
+    /// overdraft. A key not held is first checked in (its fresh state takes up to its capacity).
+    pub fn charge(&self, key: &K, cost: u64) -> u64 {
+        let charge_held = |cost: u64| {
+            self.with_held_cell(key, |algorithm, cell, clock| {
+                update_word(cell, clock, |word, now| algorithm.charge(word, now, cost))
+            })
+        };
+        if cost == 0 {
+            return 0;
+        }
+        if let Some(charged) = charge_held(cost) {
+            return charged;
+        }
+        // Not held: its state is fresh. Check in what a fresh state admits, then charge the rest.
+        let Ok(capacity) = self.check_n(key, 0).map(|peek| peek.remaining()) else { return 0 };
+        let first = cost.min(capacity);
+        match self.check_n(key, first) {
+            Ok(decision) if decision.is_allowed() => first + charge_held(cost - first).unwrap_or(0),
+            _ => charge_held(cost).unwrap_or(0),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The waiting loop, and the waits of the direct limiter and the keyed table.
+
+use std::future::Future;
+use std::hash::Hash;
+use std::time::Duration;
+
+use super::block_on::block_on;
+use super::fair::FairQueue;
+use super::timer::{ThreadTimer, Timer};
+use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter};
+
+/// How callers wait: on which [`Timer`], in which order, with how much jitter. Share one pacer
+/// (by reference) among the waiters of one limiter for [`fair`](Self::fair) order.
+///
+/// ```
+/// use std::time::Duration;
+/// use kova::{Gcra, Pacer, Quota, RateLimiter};
+/// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1_000)?)?;
+/// let pacer = Pacer::new().fair().jitter(Duration::from_millis(1));
+/// let decision = pacer.wait_n(&limiter, 10)?;
+/// assert!(decision.is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Pacer<T: Timer = ThreadTimer> {
+    timer: T,
+    jitter: Duration,
+    queue: Option<FairQueue>,
+    /// Seeded: the line a key waits in is its hash (see [`until_key_n_ready`](Self::until_key_n_ready)).
+    hasher: ahash::RandomState,
+}
+
+impl Pacer<ThreadTimer> {
+    /// Each waiter on its own, no jitter, on the default [`ThreadTimer`].
+    pub fn new() -> Self {
+        Self::with_timer(ThreadTimer::new())
+    }
+}
+
+impl Default for Pacer<ThreadTimer> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Timer> Pacer<T> {
+    /// A pacer sleeping on `timer`.
+    ///
+    /// ```
+    /// use kova::{Pacer, ThreadTimer};
+    /// let pacer = Pacer::with_timer(ThreadTimer::new());
+    /// assert!(!pacer.is_fair());
+    /// ```
+    pub fn with_timer(timer: T) -> Self {
+        Pacer { timer, jitter: Duration::ZERO, queue: None, hasher: ahash::RandomState::new() }
+    }
+
+    /// First come, first served across costs: waiters of this pacer on one limiter (or one key)
+    /// check in the order they started waiting, so a request for 50 units is not overtaken by
+    /// a stream of requests for 1. Only the first waiter checks; the others wait for their
+    /// turn. A waiter dropped while in line gives its place to the next. Checks made outside
+    /// this pacer are not in its line.
+    pub fn fair(mut self) -> Self {
+        self.queue = Some(FairQueue::default());
+        self
+    }
+
+    /// Adds a random extra sleep of up to `max` to every wait after a denial (as governor's
+    /// `Jitter`), so that many waiters denied together do not all check again at one instant.
+    pub fn jitter(mut self, max: Duration) -> Self {
+        self.jitter = max;
+        self
+    }
+
+    /// Whether waiters take turns ([`fair`](Self::fair)).
+    pub fn is_fair(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// The timer.
+    pub fn timer(&self) -> &T {
+        &self.timer
+    }
+
+    /// Waiters now in the line of a direct limiter (0 unless [`fair`](Self::fair)).
+    pub fn waiting(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| q.len(DIRECT_LINE))
+    }
+
+    /// Completes with the decision that admitted `cost` units of `limiter`, checking again each
+    /// time a denial's `retry_after` (plus jitter) has passed. An error at once when `cost`
+    /// exceeds the capacity. Dropping the future consumes nothing.
+    pub async fn until_n_ready<A: Algorithm, C: Clock>(
+        &self,
+        limiter: &RateLimiter<A, C>,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        self.wait(DIRECT_LINE, || limiter.check_n(cost), |d| self.timer.sleep(d)).await
+    }
+
+    /// [`until_n_ready`](Self::until_n_ready) for `key` of a keyed table. With
+    /// [`fair`](Self::fair), each key has its own line (keyed by the key's seeded 64-bit hash:
+    /// two keys whose hashes collide share a line, which only delays them).
+    pub async fn until_key_n_ready<K, A, C>(
+        &self,
+        table: &Keyed<K, A, C>,
+        key: &K,
+        cost: u64,
+    ) -> Result<Decision, CheckError>
+    where
+        K: Hash + Eq + Clone,
+        A: Algorithm,
+        C: Clock,
+    {
+        let line = self.hasher.hash_one(key);
+        self.wait(line, || table.check_n(key, cost), |d| self.timer.sleep(d)).await
+    }
+
+    /// Blocks the thread until `cost` units of `limiter` are admitted (the blocking
+    /// [`until_n_ready`](Self::until_n_ready)): sleeps with [`Timer::sleep_blocking`].
+    pub fn wait_n<A: Algorithm, C: Clock>(
+        &self,
+        limiter: &RateLimiter<A, C>,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        block_on(self.wait(DIRECT_LINE, || limiter.check_n(cost), |d| self.sleep_now(d)))
+    }
+
+    /// Blocks the thread until `cost` units of `key` are admitted.
+    pub fn wait_key_n<K, A, C>(
+        &self,
+        table: &Keyed<K, A, C>,
+        key: &K,
+        cost: u64,
+    ) -> Result<Decision, CheckError>
+    where
+        K: Hash + Eq + Clone,
+        A: Algorithm,
+        C: Clock,
+    {
+        let line = self.hasher.hash_one(key);
+        block_on(self.wait(line, || table.check_n(key, cost), |d| self.sleep_now(d)))
+    }
+
+    fn sleep_now(&self, duration: Duration) -> std::future::Ready<()> {
+        self.timer.sleep_blocking(duration);
+        std::future::ready(())
+    }
+
+    /// The loop: take a place in line (fair), wait to be first, then check until admitted.
+    async fn wait<S: Future<Output = ()>, E>(
+        &self,
+        line: u64,
+        mut check: impl FnMut() -> Result<Decision, E>,
+        sleep: impl Fn(Duration) -> S,
+    ) -> Result<Decision, E> {
+        let place = self.queue.as_ref().map(|queue| queue.join(line));
+        if let Some(place) = &place {
+            place.first().await;
+        }
+        loop {
+            // Leaving (an error or an admission) drops the place: the next in line goes.
+            let decision = check()?;
+            if decision.is_allowed() {
+                return Ok(decision);
+            }
+            sleep(self.jittered(decision.retry_after())).await;
+        }
+    }
+
+    fn jittered(&self, wait: Duration) -> Duration {
+        if self.jitter.is_zero() {
+            return wait;
+        }
+        let max = u64::try_from(self.jitter.as_nanos()).unwrap_or(u64::MAX);
+        wait.saturating_add(Duration::from_nanos(fastrand::u64(0..=max)))
+    }
+}
+
+/// The line of a direct limiter (it has one).
+const DIRECT_LINE: u64 = 0;
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// Completes once one unit is admitted (governor's `until_ready`), on the default
+    /// [`ThreadTimer`]. [`Pacer`] adds fair order, jitter and other timers.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, Quota, RateLimiter};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(100)?.with_burst(1)?)?;
+    /// assert!(limiter.until_ready().await.is_allowed());
+    /// let start = std::time::Instant::now();
+    /// assert!(limiter.until_ready().await.is_allowed()); // about 10 ms later
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok(()) }
+    /// ```
+    pub async fn until_ready(&self) -> Decision {
+        let pacer = Pacer::new();
+        let checked = pacer
+            .wait(DIRECT_LINE, || Ok::<_, std::convert::Infallible>(self.check()), |d| pacer.timer.sleep(d))
+            .await;
+        match checked {
+            Ok(decision) => decision,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Completes once `cost` units are admitted; an error at once when `cost` exceeds the
+    /// capacity. Dropping the future consumes nothing.
+    pub async fn until_n_ready(&self, cost: u64) -> Result<Decision, CheckError> {
+        Pacer::new().until_n_ready(self, cost).await
+    }
+
+    /// Blocks the thread until `cost` units are admitted (std only: [`std::thread::sleep`]).
+    ///
+    /// ```
+    /// use kova::{Gcra, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1_000)?.with_burst(1)?)?;
+    /// limiter.wait_n(1)?;
+    /// let start = std::time::Instant::now();
+    /// limiter.wait_n(1)?; // about 1 ms later
+    /// assert!(start.elapsed() >= std::time::Duration::from_micros(500));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_n(&self, cost: u64) -> Result<Decision, CheckError> {
+        Pacer::new().wait_n(self, cost)
+    }
+}
+
+impl<K, A, C> Keyed<K, A, C>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm,
+    C: Clock,
+{
+    /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
+    /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
+    pub async fn until_key_n_ready(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        Pacer::new().until_key_n_ready(self, key, cost).await
+    }
+
+    /// Blocks the thread until `cost` units of `key` are admitted.
+    ///
+    /// ```
+    /// use kova::{Gcra, Keyed, Quota};
+    /// let table = Keyed::<u64, Gcra>::new(Quota::per_second(1_000)?)?;
+    /// assert!(table.wait_key_n(&7, 3)?.is_allowed());
+    /// assert!(table.wait_key_n(&7, 1_001).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_key_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        Pacer::new().wait_key_n(self, key, cost)
+    }
+}

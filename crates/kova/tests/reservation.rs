@@ -1,0 +1,185 @@
+//! Reservations (Go's `Reserve` / `Cancel`) on a ManualClock: exact delays, refusals that take
+//! nothing, cancellation that gives back only what later reservations did not build on, and,
+//! over random schedules, the token bucket's bound on the times the reserved units are used.
+
+use std::time::Duration;
+
+use kova::{
+    Clock, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, ReserveError, SlidingWindowCounter,
+    TokenBucket, WordAlgorithm,
+};
+use proptest::prelude::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn gcra(limit: u64, burst: u64, clock: &ManualClock) -> RateLimiter<Gcra, ManualClock> {
+    let quota = Quota::per_second(limit).unwrap().with_burst(burst).unwrap();
+    RateLimiter::with_clock(quota, clock.clone()).unwrap()
+}
+
+#[test]
+fn reservations_queue_one_after_another() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 2, &clock);
+    let delays: Vec<Duration> = (0..5).map(|_| limiter.reserve_n(1).unwrap().delay()).collect();
+    assert_eq!(delays, [Duration::ZERO, Duration::ZERO, 100 * MS, 200 * MS, 300 * MS]);
+    // A check now queues behind all of them.
+    assert_eq!(limiter.check().retry_after(), 400 * MS);
+}
+
+#[test]
+fn a_refused_reservation_takes_nothing() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 10, &clock);
+    let _all = limiter.reserve_n(10).unwrap();
+    let before = limiter.peek();
+    let refused = limiter.reserve_n_within(3, 299 * MS).unwrap_err();
+    assert_eq!(refused, ReserveError::DelayTooLong { delay: 300 * MS, max_delay: 299 * MS });
+    assert_eq!(limiter.peek(), before);
+    assert_eq!(
+        limiter.reserve_n(11).unwrap_err(),
+        ReserveError::CostExceedsCapacity { cost: 11, capacity: 10 }
+    );
+    assert_eq!(limiter.peek(), before);
+    assert_eq!(limiter.reserve_n_within(3, 300 * MS).unwrap().delay(), 300 * MS);
+}
+
+#[test]
+fn cancel_gives_back_only_what_no_later_reservation_built_on() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 1, &clock);
+    let _first = limiter.reserve_n(1).unwrap(); // now
+    let second = limiter.reserve_n(1).unwrap(); // at 100 ms
+    let third = limiter.reserve_n(1).unwrap(); // at 200 ms
+    assert_eq!(third.delay(), 200 * MS);
+    // The third's time assumed the second's unit gone: cancelling the second gives back nothing.
+    let before = limiter.peek();
+    assert!(second.cancel());
+    assert_eq!(limiter.peek(), before);
+    // The last one gives back all of its unit: the next reservation takes its time.
+    assert!(third.cancel());
+    assert_eq!(limiter.reserve_n(1).unwrap().delay(), 200 * MS);
+}
+
+#[test]
+fn cancel_after_the_units_were_due_gives_back_nothing() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 1, &clock);
+    let _now = limiter.reserve_n(1).unwrap();
+    let later = limiter.reserve_n(1).unwrap();
+    assert_eq!(later.delay_from_now(), 100 * MS);
+    clock.advance(50 * MS);
+    assert_eq!(later.delay_from_now(), 50 * MS);
+    clock.advance(51 * MS);
+    let before = limiter.peek();
+    assert!(!later.cancel());
+    assert_eq!(limiter.peek(), before);
+}
+
+#[test]
+fn algorithms_without_units_ahead_of_time_reserve_only_what_is_there() {
+    fn check<W: WordAlgorithm>(quota: Quota) {
+        let clock = ManualClock::new();
+        let limiter = RateLimiter::<W, _>::with_clock(quota, clock.clone()).unwrap();
+        let all = limiter.reserve_n(quota.limit()).unwrap();
+        assert_eq!(all.delay(), Duration::ZERO);
+        let before = limiter.peek();
+        let retry_after = limiter.check().retry_after();
+        assert_eq!(
+            limiter.reserve_n(1).unwrap_err(),
+            ReserveError::NotAvailableNow { algorithm: W::NAME, retry_after },
+            "{}",
+            W::NAME
+        );
+        assert_eq!(limiter.peek(), before, "{}", W::NAME);
+        // Cancelled at the instant it was made: its units come back.
+        assert!(all.cancel());
+        assert_eq!(limiter.peek().remaining(), quota.limit(), "{}", W::NAME);
+    }
+    let quota = Quota::per_second(4).unwrap();
+    check::<TokenBucket>(quota);
+    check::<FixedWindow>(quota);
+    check::<SlidingWindowCounter>(quota);
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Advance(u64),
+    Reserve {
+        cost: u64,
+        max_delay: u64,
+    },
+    Check(u64),
+    /// Cancels the reservation at this index (modulo those still held).
+    Cancel(usize),
+}
+
+proptest! {
+    /// Every unit that ends up used (an admitted check at its time, a reservation not cancelled
+    /// at its ready time, a cancelled one's units that later ones built on at its ready time)
+    /// keeps GCRA's bound: within any closed interval `[a, b]`, at most `burst + (b - a) / T`.
+    /// A refusal changes nothing.
+    #[test]
+    fn used_units_keep_the_bucket_bound(
+        burst in 1u64..6,
+        steps in prop::collection::vec(prop_oneof![
+            (0u64..400).prop_map(Step::Advance),
+            (1u64..6, 0u64..1_000).prop_map(|(cost, max_delay)| Step::Reserve { cost, max_delay }),
+            (1u64..6).prop_map(Step::Check),
+            any::<usize>().prop_map(Step::Cancel),
+        ], 1..60),
+    ) {
+        // 10 per second: T = 100 ms; times below in ms.
+        let clock = ManualClock::new();
+        let limiter = gcra(10, burst, &clock);
+        let mut held = Vec::new();
+        let mut used: Vec<(u64, u64)> = Vec::new();
+        for step in steps {
+            match step {
+                Step::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                Step::Check(cost) => {
+                    if let Ok(decision) = limiter.check_n(cost) {
+                        if decision.is_allowed() {
+                            used.push((clock.now_nanos(), cost));
+                        }
+                    }
+                }
+                Step::Reserve { cost, max_delay } => {
+                    let before = limiter.peek();
+                    match limiter.reserve_n_within(cost, Duration::from_millis(max_delay)) {
+                        Ok(reservation) => held.push(reservation),
+                        Err(_) => prop_assert_eq!(limiter.peek(), before),
+                    }
+                }
+                Step::Cancel(i) if !held.is_empty() => {
+                    let reservation = held.remove(i % held.len());
+                    let (at, cost) = (reservation.ready_at_nanos(), reservation.cost());
+                    let before = limiter.peek().remaining();
+                    let tat_before = limiter.peek().reset_after_nanos();
+                    let in_future = reservation.cancel();
+                    let tat_after = limiter.peek().reset_after_nanos();
+                    prop_assert!(before <= limiter.peek().remaining());
+                    // Units not given back stay used at the reservation's time.
+                    let back = (tat_before - tat_after).div_ceil(100_000_000);
+                    let kept = if in_future { cost.saturating_sub(back) } else { cost };
+                    if kept > 0 {
+                        used.push((at, kept));
+                    }
+                }
+                Step::Cancel(_) => {}
+            }
+        }
+        for reservation in held {
+            used.push((reservation.ready_at_nanos(), reservation.cost()));
+        }
+        used.sort();
+        for (i, &(a, _)) in used.iter().enumerate() {
+            let mut total = 0;
+            for &(b, cost) in &used[i..] {
+                total += cost;
+                let allowed = burst + (b - a) / 100_000_000;
+                prop_assert!(total <= allowed, "{} units in [{}, {}] ns, bound {}: {:?}", total, a, b, allowed, used);
+            }
+        }
+    }
+}
