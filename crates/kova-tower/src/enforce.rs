@@ -180,7 +180,9 @@ impl Run {
         let decision = match result {
             Ok(decision) => {
                 if let Some(
-                    fallback @ (Fallback::StoreUnavailableAllowed | Fallback::StoreUnavailableDenied),
+                    fallback @ (Fallback::StoreUnavailableAllowed
+                    | Fallback::StoreUnavailableDenied
+                    | Fallback::StoreUnavailableLocal),
                 ) = decision.fallback()
                 {
                     let kind = EventKind::BackendFailure { error: None, fallback: Some(fallback) };

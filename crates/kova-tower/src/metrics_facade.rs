@@ -41,12 +41,13 @@ pub const MISCONFIGURED: &str = "kova_misconfigured_total";
 pub const DECISION_SECONDS: &str = "kova_decision_seconds";
 
 /// The `fallback` label values, in the order of [`kova::Fallback`]'s variants.
-pub const FALLBACK_LABELS: [&str; 5] = [
+pub const FALLBACK_LABELS: [&str; 6] = [
     "table_full_denied",
     "table_full_untracked",
     "store_unavailable_allowed",
     "store_unavailable_denied",
     "local_cache",
+    "store_unavailable_local",
 ];
 
 fn fallback_label(fallback: Fallback) -> &'static str {
@@ -56,6 +57,7 @@ fn fallback_label(fallback: Fallback) -> &'static str {
         Fallback::StoreUnavailableAllowed => FALLBACK_LABELS[2],
         Fallback::StoreUnavailableDenied => FALLBACK_LABELS[3],
         Fallback::LocalCache => FALLBACK_LABELS[4],
+        Fallback::StoreUnavailableLocal => FALLBACK_LABELS[5],
         _ => "other",
     }
 }

@@ -98,6 +98,10 @@ impl Rejection<'_> {
                         "Rate limit {name} cannot be checked right now, so requests are refused. \
                          Try again in {secs} second{plural}."
                     ),
+                    Some(Fallback::StoreUnavailableLocal) => format!(
+                        "Rate limit {name} is decided on this server alone while its store cannot be \
+                         reached, at a share of the limit. Try again in {secs} second{plural}."
+                    ),
                     Some(Fallback::TableFullDenied) => format!(
                         "Rate limit {name} is tracking too many clients right now. Try again in {secs} second{plural}."
                     ),
@@ -121,16 +125,20 @@ impl Rejection<'_> {
     ///
     /// A denial is the draft's `quota-exceeded` problem type ([`QUOTA_EXCEEDED`]) with
     /// `violated-policies` naming the limit that denied (the layer stops at the first denial,
-    /// so one name); a denial by a failure policy (the store is down, the table full) is
-    /// `temporary-reduced-capacity` ([`TEMPORARY_REDUCED_CAPACITY`]): the client did not exceed
-    /// anything. Other rejections are `about:blank` with the limit's name as `policy`. Every
+    /// so one name); a denial by a failure policy (the store is down, or deciding locally at
+    /// this server's share; the table is full) is `temporary-reduced-capacity`
+    /// ([`TEMPORARY_REDUCED_CAPACITY`]): the capacity, not the client, changed. Other rejections are `about:blank` with the limit's name as `policy`. Every
     /// body has `title`, `status` and `detail`, and `retry_after` (seconds) where the client
     /// should wait.
     pub fn problem(&self) -> Value {
         let status = self.status();
         let mut problem = match self {
             Rejection::Limited { limit, decision } => match decision.fallback() {
-                Some(Fallback::StoreUnavailableDenied | Fallback::TableFullDenied) => json!({
+                Some(
+                    Fallback::StoreUnavailableDenied
+                    | Fallback::StoreUnavailableLocal
+                    | Fallback::TableFullDenied,
+                ) => json!({
                     "type": TEMPORARY_REDUCED_CAPACITY,
                     "title": "Request cannot be satisfied due to temporary reduced capacity",
                 }),

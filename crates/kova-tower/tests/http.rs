@@ -391,6 +391,31 @@ async fn a_failing_backend_follows_the_failure_policy_and_shows_in_metrics() {
     assert_eq!(HttpClient::new(server, CLIENT).get("/", &[]).await.status, StatusCode::OK);
 }
 
+/// A store that is down, whose own degrade policy decided locally at this server's share and
+/// denied.
+struct DegradedStore;
+
+impl KeyedLimiter for DegradedStore {
+    fn check(&self, _: &LimitKey, _: u64) -> CheckFuture {
+        CheckFuture::ready(Ok(Decision::denied(10, 0, 3_000_000_000, 6_000_000_000)
+            .with_fallback(Fallback::StoreUnavailableLocal)))
+    }
+}
+
+#[tokio::test]
+async fn a_store_deciding_locally_is_counted_as_a_failure_and_says_its_capacity_is_reduced() {
+    let metrics = Arc::new(CountingMetrics::default());
+    let limit = Limit::from_shared("store", quota(10, 60), Key::peer_ip(), Arc::new(DegradedStore)).unwrap();
+    let server = serve(app(RateLimitLayer::new(limit).metrics(metrics.clone()))).await;
+    let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.header("retry-after"), Some("3"));
+    let body: serde_json::Value = serde_json::from_str(&reply.body).expect("a JSON problem body");
+    assert_eq!(body["type"], kova_tower::TEMPORARY_REDUCED_CAPACITY, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("decided on this server alone"), "{body}");
+    assert_eq!(counts(&metrics).backend_failures, 1);
+}
+
 /// An in-memory limiter behind an await, as a networked store would be.
 struct Slow(Arc<Keyed<LimitKey, Gcra, ManualClock>>);
 
