@@ -50,6 +50,7 @@ use super::slot::{read, write, UnsafeCell};
 use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
 use super::word::{FROZEN, TOMB, VACANT};
 use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use crate::Algorithm;
 
 /// A key and its state word.
 struct Line<K> {
@@ -440,48 +441,52 @@ fn prefetch_line<T>(line: *const T) {
     let _ = line;
 }
 
-/// A shard of lines. `C` is the table's cell type, which is `AtomicU64` (see [`new`](Self::new)).
-pub(super) struct LineShard<K, C> {
+/// A shard of lines for algorithm `A`, whose cell is a word (see [`new`](Self::new)).
+pub(super) struct LineShard<K, A> {
     hot: CachePadded<Hot<K>>,
     cold: CachePadded<Cold<LineWriter<K>>>,
-    _cell: PhantomData<C>,
+    _algorithm: PhantomData<A>,
 }
 
 /// A key found without the lock.
-pub(super) struct LineHit<'g, C> {
+pub(super) struct LineHit<'g, A> {
     word: &'g AtomicU64,
     quota: QuotaId,
     pos: u32,
-    _cell: PhantomData<&'g C>,
+    _algorithm: PhantomData<&'g A>,
 }
 
-/// The word as the table's cell type.
+/// The word as the table's cell. A `LineShard<K, A>` exists only for an `A` whose cell is a
+/// word ([`LineShard::new`]), so the `None` arm is never taken.
 #[inline(always)]
-fn as_cell<C>(word: &AtomicU64) -> &C {
-    // SAFETY: a `LineShard<K, C>` exists only for `C = AtomicU64` (`LineShard::new`'s contract):
-    // the cast is between identical types.
-    unsafe { &*(word as *const AtomicU64).cast::<C>() }
+fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
+    match A::inline_cell(word) {
+        Some(cell) => cell,
+        None => unreachable!("lines are built only for cells that are words"),
+    }
 }
 
-/// The table's cell as the word it is.
+/// The table's cell as the word it is (see [`as_cell`]).
 #[inline(always)]
-fn as_word<C>(cell: &C) -> &AtomicU64 {
-    // SAFETY: as in `as_cell`.
-    unsafe { &*(cell as *const C).cast::<AtomicU64>() }
+fn as_word<A: Algorithm>(cell: &A::Cell) -> &AtomicU64 {
+    match A::inline_word(cell) {
+        Some(word) => word,
+        None => unreachable!("lines are built only for cells that are words"),
+    }
 }
 
-impl<C> Clone for LineHit<'_, C> {
+impl<A> Clone for LineHit<'_, A> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<C> Copy for LineHit<'_, C> {}
+impl<A> Copy for LineHit<'_, A> {}
 
-impl<'g, C> StoreHit<'g, C> for LineHit<'g, C> {
+impl<'g, A: Algorithm> StoreHit<'g, A::Cell> for LineHit<'g, A> {
     #[inline(always)]
-    fn cell(&self) -> &'g C {
-        as_cell(self.word)
+    fn cell(&self) -> &'g A::Cell {
+        as_cell::<A>(self.word)
     }
 
     #[inline(always)]
@@ -494,13 +499,11 @@ impl<'g, C> StoreHit<'g, C> for LineHit<'g, C> {
     }
 }
 
-impl<K, C> LineShard<K, C> {
-    /// A shard of at most `config.max_keys` keys.
-    ///
-    /// # Safety
-    /// `C` is `AtomicU64` (the table checks the algorithm's cell type before choosing lines).
-    pub(super) unsafe fn new(config: ShardConfig) -> Self {
-        debug_assert_eq!(std::mem::size_of::<C>(), std::mem::size_of::<AtomicU64>());
+impl<K, A: Algorithm> LineShard<K, A> {
+    /// A shard of at most `config.max_keys` keys; `None` when `A`'s cell is not a word
+    /// ([`Algorithm::inline_cell`]).
+    pub(super) fn new(config: ShardConfig) -> Option<Self> {
+        A::inline_cell(&AtomicU64::new(VACANT))?;
         let start = start_lines(config.max_keys);
         let array = OwnedArray::new(start);
         let view = AtomicPtr::new(array.as_ptr());
@@ -517,11 +520,11 @@ impl<K, C> LineShard<K, C> {
             cursor: 0,
             scan: ScanOrder::new(start),
         };
-        LineShard {
+        Some(LineShard {
             hot: CachePadded::new(hot),
             cold: CachePadded::new(Cold::new(writer, memory)),
-            _cell: PhantomData,
-        }
+            _algorithm: PhantomData,
+        })
     }
 
     /// The most bytes a shard of `max_keys` keys can hold: its largest array, the arrays it
@@ -546,13 +549,13 @@ impl<K, C> LineShard<K, C> {
     }
 }
 
-impl<K, C> Store<K, C> for LineShard<K, C> {
+impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
     type Hit<'g>
-        = LineHit<'g, C>
+        = LineHit<'g, A>
     where
         Self: 'g;
     type Locked<'a>
-        = LineLocked<'a, K, C>
+        = LineLocked<'a, K, A>
     where
         Self: 'a;
 
@@ -573,7 +576,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     /// Probes from the key's home, one line at a time: at the load factors kept here (at most
     /// 13/20 held, 3/4 with the removed) most hits end at the home line, which holds the key and its word.
     #[inline(always)]
-    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, C>>
+    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, A>>
     where
         K: Eq,
     {
@@ -596,7 +599,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
             // the key is written and is not dropped before our pin ends.
             if word != TOMB && unsafe { line.key() } == key {
                 let quota = array.quota_at(pos);
-                return Some(LineHit { word: &line.word, quota, pos: pos as u32, _cell: PhantomData });
+                return Some(LineHit { word: &line.word, quota, pos: pos as u32, _algorithm: PhantomData });
             }
             pos += 1;
             if pos == len {
@@ -607,11 +610,11 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     }
 
     /// Word cells are frozen before any look: a check's write always stands.
-    fn still_linked(&self, _hit: &LineHit<'_, C>) -> bool {
+    fn still_linked(&self, _hit: &LineHit<'_, A>) -> bool {
         true
     }
 
-    fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, C> {
+    fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard };
         locked.collect();
         locked
@@ -626,7 +629,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     }
 }
 
-impl<K, C> Drop for LineShard<K, C> {
+impl<K, A> Drop for LineShard<K, A> {
     fn drop(&mut self) {
         let writer = self.cold.writer_mut();
         for (pos, mark) in writer.marks.iter().enumerate() {
@@ -642,13 +645,13 @@ impl<K, C> Drop for LineShard<K, C> {
 }
 
 /// The shard with its lock held, on a pinned thread.
-pub(super) struct LineLocked<'a, K, C> {
-    shard: &'a LineShard<K, C>,
+pub(super) struct LineLocked<'a, K, A> {
+    shard: &'a LineShard<K, A>,
     writer: MutexGuard<'a, LineWriter<K>>,
     guard: &'a Guard,
 }
 
-impl<K, C> LineLocked<'_, K, C> {
+impl<K, A> LineLocked<'_, K, A> {
     fn line(&self, pos: usize) -> &Line<K> {
         self.writer.array.line(pos)
     }
@@ -665,15 +668,6 @@ impl<K, C> LineLocked<'_, K, C> {
             unsafe { ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr()) };
             self.writer.marks[pos] = Mark::Free;
         }
-    }
-
-    /// Freezes the held line `pos`'s word: the word as the table's cell, and a copy of its state.
-    fn freeze(&self, pos: usize, freezer: &impl Freezer<C>) -> (&C, C) {
-        let cell = as_cell::<C>(&self.line(pos).word);
-        let Some(copy) = freezer.freeze(cell) else {
-            unreachable!("a line's cell is a word, which freezes");
-        };
-        (cell, copy)
     }
 
     /// The first line from `hash`'s home a new key can take: vacant, or free.
@@ -774,7 +768,18 @@ impl<K, C> LineLocked<'_, K, C> {
     }
 }
 
-impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
+impl<K, A: Algorithm> LineLocked<'_, K, A> {
+    /// Freezes the held line `pos`'s word: the word as the table's cell, and a copy of its state.
+    fn freeze(&self, pos: usize, freezer: &impl Freezer<A::Cell>) -> (&A::Cell, A::Cell) {
+        let cell = as_cell::<A>(&self.line(pos).word);
+        let Some(copy) = freezer.freeze(cell) else {
+            unreachable!("a line's cell is a word, which freezes");
+        };
+        (cell, copy)
+    }
+}
+
+impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
     type Entry = u32;
 
     fn find(&self, hash: u64, key: &K) -> Option<(usize, u32)>
@@ -801,8 +806,8 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         unsafe { self.line(entry as usize).key() }
     }
 
-    fn cell(&self, entry: u32) -> &C {
-        as_cell(&self.line(entry as usize).word)
+    fn cell(&self, entry: u32) -> &A::Cell {
+        as_cell::<A>(&self.line(entry as usize).word)
     }
 
     fn quota(&self, entry: u32) -> QuotaId {
@@ -866,13 +871,13 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         _slot: u32,
         hash: u64,
         key: K,
-        cell: C,
+        cell: A::Cell,
         quota: QuotaId,
         _heap: usize,
         _hash_key: &impl Fn(&K) -> u64,
     ) -> u32 {
         let pos = self.open_line(hash);
-        self.fill(pos, key, as_word(&cell).load(Ordering::Relaxed), quota);
+        self.fill(pos, key, as_word::<A>(&cell).load(Ordering::Relaxed), quota);
         pos as u32
     }
 
@@ -885,8 +890,8 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         pos: usize,
         _entry: u32,
         _heap: usize,
-        keep: impl FnOnce(&C) -> bool,
-        freezer: &impl Freezer<C>,
+        keep: impl FnOnce(&A::Cell) -> bool,
+        freezer: &impl Freezer<A::Cell>,
         _hash_key: &impl Fn(&K) -> u64,
     ) -> bool {
         let (cell, copy) = self.freeze(pos, freezer);
@@ -909,8 +914,8 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         key: K,
         quota: QuotaId,
         _new_heap: usize,
-        build: impl FnOnce(&C) -> C,
-        freezer: &impl Freezer<C>,
+        build: impl FnOnce(&A::Cell) -> A::Cell,
+        freezer: &impl Freezer<A::Cell>,
         hash_key: &impl Fn(&K) -> u64,
     ) -> Result<u32, K>
     where
@@ -929,7 +934,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
             }
         };
         let (_, copy) = self.freeze(pos, freezer);
-        let value = as_word(&build(&copy)).load(Ordering::Relaxed);
+        let value = as_word::<A>(&build(&copy)).load(Ordering::Relaxed);
         self.bury(pos);
         let to = self.open_line(hash);
         self.fill(to, key, value, quota);
@@ -964,7 +969,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
     }
 }
 
-impl<K, C> Drop for LineLocked<'_, K, C> {
+impl<K, A> Drop for LineLocked<'_, K, A> {
     /// Seals what this section retired and publishes the figures.
     fn drop(&mut self) {
         self.writer.retired.seal(self.guard);

@@ -42,7 +42,7 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
-    shards: Shards<K, A::Cell>,
+    shards: Shards<K, A>,
     shard_mask: usize,
     configs: Box<[ShardConfig]>,
     hasher: ahash::RandomState,
@@ -80,11 +80,11 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
 }
 
 /// The shards, in the layout the algorithm's cells take (`store.rs`).
-enum Shards<K, C> {
-    /// Keys beside their state words: the four single-word algorithms.
-    Lines(Box<[LineShard<K, C>]>),
+enum Shards<K, A: Algorithm> {
+    /// Keys beside their state words: algorithms whose cell is one word.
+    Lines(Box<[LineShard<K, A>]>),
     /// An index naming slots: any cell.
-    Slots(Box<[Shard<K, C>]>),
+    Slots(Box<[Shard<K, A::Cell>]>),
 }
 
 /// Runs `$body` with `$shards` bound to the table's shards, whichever their layout (the body is
@@ -137,7 +137,7 @@ fn stands<'g, K, A: Algorithm, S: Store<K, A::Cell>>(
     decision: &Decision,
     cost: u64,
 ) -> bool {
-    cost == 0 || !decision.is_allowed() || word::freezes(algorithm) || shard.still_linked(hit)
+    cost == 0 || !decision.is_allowed() || word::freezes(algorithm, hit.cell()) || shard.still_linked(hit)
 }
 
 /// Heap bytes one cell of `algorithm` owns.
@@ -246,11 +246,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             .map(|i| ShardConfig::new(max_keys / shards + usize::from(i < max_keys % shards)))
             .collect();
         let max_keys = configs.iter().map(|c| c.max_keys).sum();
-        let layout = if word::in_lines::<A>() {
-            // SAFETY: `in_lines` says `A::Cell` is `AtomicU64`.
-            Shards::Lines(configs.iter().map(|&c| unsafe { LineShard::new(c) }).collect())
-        } else {
-            Shards::Slots(configs.iter().map(|&c| Shard::new(c)).collect())
+        let lines =
+            if word::in_lines::<A>() { configs.iter().map(|&c| LineShard::new(c)).collect() } else { None };
+        let layout = match lines {
+            Some(lines) => Shards::Lines(lines),
+            None => Shards::Slots(configs.iter().map(|&c| Shard::new(c)).collect()),
         };
         Keyed {
             shards: layout,
@@ -331,6 +331,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             Err(CheckError::CostExceedsCapacity { capacity, .. }) => {
                 Decision::denied(capacity, 0, u64::MAX, 0)
             }
+            // Not made here: the table's cells are always its own algorithms'.
+            Err(CheckError::CellMismatch { .. }) => Decision::denied(0, 0, u64::MAX, 0),
         }
     }
 
@@ -946,7 +948,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let slot_bytes = std::mem::size_of::<Slot<K, A::Cell>>();
         let heap = heap_of(self.quotas.default_algorithm());
         let shard_bound = |c: &ShardConfig| match &self.shards {
-            Shards::Lines(_) => LineShard::<K, A::Cell>::bound_bytes(c.max_keys),
+            Shards::Lines(_) => LineShard::<K, A>::bound_bytes(c.max_keys),
             Shards::Slots(_) => c.bound_bytes(slot_bytes, heap),
         };
         std::mem::size_of::<Self>()
@@ -960,7 +962,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// The shards, when they are lines (tests).
     #[cfg(test)]
-    fn lines(&self) -> &[LineShard<K, A::Cell>] {
+    fn lines(&self) -> &[LineShard<K, A>] {
         match &self.shards {
             Shards::Lines(shards) => shards,
             Shards::Slots(_) => panic!("the table keeps slots"),

@@ -745,3 +745,73 @@ fn a_thread_gone_quiet_after_inserting_holds_no_grace_period_back() {
     flood::<Gcra>();
     flood::<SlidingWindowLog>();
 }
+
+/// A user's own word algorithm: a plain counter of units per period that never refills (enough
+/// to tell a key's state apart), not one of kova's.
+struct Counter {
+    quota: Quota,
+}
+
+impl crate::WordAlgorithm for Counter {
+    const NAME: &'static str = "counter";
+
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        Ok(Counter { quota })
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u64 {
+        self.quota.burst()
+    }
+
+    fn fresh_word(&self) -> u64 {
+        0
+    }
+
+    fn decide(&self, word: u64, _now: u64, cost: u64) -> (Decision, u64) {
+        let capacity = self.quota.burst();
+        if word + cost > capacity {
+            return (Decision::denied(capacity, capacity - word, 1, 0), word);
+        }
+        (Decision::allowed(capacity, capacity - word - cost, 0), word + cost)
+    }
+
+    fn is_idle_word(&self, word: u64, _now: u64) -> bool {
+        word == 0
+    }
+
+    fn refund(&self, word: u64, _now: u64, cost: u64) -> u64 {
+        word.saturating_sub(cost)
+    }
+}
+
+/// A `WordAlgorithm` kova does not know gets what kova's own get: its keys in lines, and checks
+/// through the table's CAS loop (the one that stops at a frozen word).
+#[test]
+fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
+    let (keyed, _) = table::<Counter>(per_second(3), 1, 100, TableFullPolicy::default());
+    assert_eq!(keyed.check(&7).remaining(), 2);
+    let hash = keyed.hash(&7);
+    let shard = keyed.shard(keyed.lines(), hash);
+    let guard = epoch::pin();
+    let hit = shard.find(hash, &7, &guard).expect("held in a line");
+    assert_eq!(hit.cell().load(Ordering::Relaxed), 1);
+    assert!(word::freezes(keyed.algorithm(), hit.cell()));
+    // Frozen, the lock-free loop decides nothing (`decide_cell` would have decided).
+    {
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let keep = |_: &AtomicU64| {
+            assert_eq!(word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1), None);
+            true
+        };
+        let freezer = WordFreezer(keyed.algorithm());
+        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
+    }
+    drop(guard);
+    assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 0);
+    assert!(!keyed.check(&7).is_allowed());
+}
