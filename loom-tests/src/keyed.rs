@@ -9,7 +9,7 @@
 //! Reclamation is model-checked too: the table's epoch (`keyed/epoch.rs`) runs on loom's atomics,
 //! so its pins, the lock holder's stamps and epoch advances, the shard's `Retired::collect` and
 //! the reuse of freed slots and indexes all run inside each execution.
-//! Loom tracks the slots' key and cell (`crate::sync::UnsafeCell` in the core): a slot emptied or
+//! Loom tracks the slots' key and cell (`crate::loom::UnsafeCell` in the core): a slot emptied or
 //! refilled while a check can still read it fails the model as a causality violation.
 //! [`KeyOp::AdvanceEpoch`] lets a scenario push the epoch on, as other threads' locked sections
 //! would in a busy program, so that a grace period can end (and a slot be reused) within a model.

@@ -20,7 +20,7 @@ pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
 
-use crate::sync::atomic::AtomicU64;
+use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
 /// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against

@@ -69,7 +69,7 @@
 //! - The integration tests `tests/keyed_*.rs`: threads against a sequential model, floods,
 //!   leaks under a counting allocator.
 //! - Loom (`--cfg kova_loom`, `loom-tests/run.sh`): the table's atomics, the epoch's included,
-//!   are `crate::sync`'s, and its lock is loom's mutex, so pins, stamps, epoch advances,
+//!   are `crate::loom`'s, and its lock is loom's mutex, so pins, stamps, epoch advances,
 //!   `Retired::collect` and the reuse of freed slots are all model-checked; a should-fail model
 //!   takes the pin's fence away (`kova::loom_racy::pinning_without_fence`) and loom catches a
 //!   line refilled under a check. A

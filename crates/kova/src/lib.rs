@@ -51,9 +51,9 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+mod loom;
 pub mod model;
 mod quota;
-mod sync;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Algorithm, FixedWindow, Gcra, LogCell, SlidingWindowCounter, SlidingWindowLog, TokenBucket};
-use crate::sync::atomic::AtomicU64;
+use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
 /// The five algorithms, by name.

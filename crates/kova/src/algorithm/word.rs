@@ -1,7 +1,7 @@
 //! The hot path of every single-word algorithm: one CAS loop over one `AtomicU64`.
 
 use super::{Algorithm, WordAlgorithm};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
 impl<W: WordAlgorithm> Algorithm for W {

@@ -39,7 +39,7 @@ use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::loom::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A record's state while its thread is not pinned. Pinned: [`pinned_in`].
 const UNPINNED: u64 = 0;
@@ -155,7 +155,7 @@ fn registry() -> &'static Registry {
 loom::lazy_static! {
     /// Loom's statics are per execution. In an `Arc`: loom drops them before the main thread's
     /// locals, whose participant still gives its record back.
-    static ref REGISTRY: crate::sync::Arc<Registry> = crate::sync::Arc::new(Registry::new());
+    static ref REGISTRY: crate::loom::Arc<Registry> = crate::loom::Arc::new(Registry::new());
 }
 
 #[cfg(kova_loom)]
@@ -170,7 +170,7 @@ struct Participant {
     nesting: Cell<usize>,
     /// Keeps loom's registry, and so the record, alive until the participant is dropped.
     #[cfg(kova_loom)]
-    _registry: crate::sync::Arc<Registry>,
+    _registry: crate::loom::Arc<Registry>,
 }
 
 impl Participant {
@@ -179,7 +179,7 @@ impl Participant {
             record: registry().acquire(),
             nesting: Cell::new(0),
             #[cfg(kova_loom)]
-            _registry: crate::sync::Arc::clone(&REGISTRY),
+            _registry: crate::loom::Arc::clone(&REGISTRY),
         }
     }
 
@@ -198,15 +198,8 @@ impl Drop for Participant {
     }
 }
 
-#[cfg(not(kova_loom))]
-std::thread_local! {
+crate::loom::thread_local! {
     /// This thread's participant.
-    static PARTICIPANT: Participant = Participant::new();
-}
-
-#[cfg(kova_loom)]
-loom::thread_local! {
-    /// This model thread's participant.
     static PARTICIPANT: Participant = Participant::new();
 }
 
@@ -325,15 +318,14 @@ fn publish_pin(state: &AtomicU64, pinned: u64) {
     // (crossbeam-epoch pins with a locked compare-exchange for the same reason). The compiler
     // fence keeps the compiler from moving the pinned section's loads above it.
     state.swap(pinned, Ordering::SeqCst);
-    crate::sync::atomic::compiler_fence(Ordering::SeqCst);
+    crate::loom::atomic::compiler_fence(Ordering::SeqCst);
 }
 
 /// Stores `pinned` into a record and fences (the portable form, and loom's).
 #[cfg(not(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom))))]
 #[inline(always)]
 fn publish_pin(state: &AtomicU64, pinned: u64) {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::pin_fence_skipped() {
+    if crate::loom::faults::pin_fence_skipped() {
         state.store(pinned, Ordering::Relaxed);
         return;
     }

@@ -49,7 +49,7 @@ use super::shard::{Freezer, ShardConfig};
 use super::slot::{read, write, UnsafeCell};
 use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
 use super::word::{FROZEN, TOMB, VACANT};
-use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use crate::Algorithm;
 
 /// A key and its state word.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Algorithm, Quota, QuotaError};
 
 /// A quota's id in its table; 0 is the table's default quota.

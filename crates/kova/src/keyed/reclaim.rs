@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use super::epoch::{self, Guard};
 use super::index::Index;
+use crate::loom::faults;
 
 /// Something replaced as a whole (an index, a line array), freed after its grace period.
 pub(super) trait Reclaimable {
@@ -48,20 +49,6 @@ pub(super) struct Retired<I> {
     dirty: bool,
     /// Bytes of the retired indexes.
     index_bytes: usize,
-}
-
-/// Whether `kova::loom_racy::without_grace_periods` (a deliberately broken variant, for the
-/// should-fail loom models) is in effect: [`Retired::collect`] then hands everything back at once,
-/// grace period or not. Always false outside loom builds.
-#[cfg(kova_loom)]
-fn skip_grace_periods() -> bool {
-    crate::loom_racy::grace_periods_skipped()
-}
-
-#[cfg(not(kova_loom))]
-#[inline(always)]
-fn skip_grace_periods() -> bool {
-    false
 }
 
 /// Halves `queue`'s room when it uses under a quarter of it (and holds over 64 places).
@@ -139,7 +126,7 @@ impl<I: Reclaimable> Retired<I> {
                 now = guard.advance();
             }
             while let Some(&(batch, stamp)) = self.stamps.front() {
-                if !epoch::expired(stamp, now) && !skip_grace_periods() {
+                if !epoch::expired(stamp, now) && !faults::grace_periods_skipped() {
                     break;
                 }
                 done = Some(batch);
@@ -153,7 +140,6 @@ impl<I: Reclaimable> Retired<I> {
                 ready.slots.push((r.slot, r.heap));
             }
         }
-        #[cfg(kova_loom)]
         let indexes_before = self.indexes.len();
         while self.indexes.front().is_some_and(|(batch, _)| *batch <= done) {
             if let Some((_, index)) = self.indexes.pop_front() {
@@ -165,8 +151,7 @@ impl<I: Reclaimable> Retired<I> {
         // grace period back), so that memory returns once the burst has passed.
         shrink(&mut self.slots);
         shrink(&mut self.stamps);
-        #[cfg(kova_loom)]
-        crate::loom_racy::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
+        faults::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
         ready
     }
 

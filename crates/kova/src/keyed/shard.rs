@@ -45,7 +45,7 @@ use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
 use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
-use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use crate::loom::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 
 /// How a shard is sized.
 #[derive(Debug, Clone, Copy)]
@@ -763,7 +763,7 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::atomic::AtomicU64;
+    use crate::loom::atomic::AtomicU64;
 
     /// A hash with the same home for every key in any index size (top bits 0), and the tag
     /// `key % 128`, or 0 for every third key (the tag that `EMPTY` and `BUSY` also read as).

@@ -12,7 +12,8 @@
 //! (the sliding log) are hidden by their index entry instead, and their checks look again.
 
 use super::shard::Freezer;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::faults::{self, Look};
 use crate::{Algorithm, Clock, Decision};
 
 /// What a word cell holds while the lock holder looks at it. A real state can equal it too: such
@@ -31,8 +32,7 @@ pub(super) const MARKERS: u64 = VACANT;
 /// needs no second look at its entry: the cell is one word ([`Algorithm::cell_word`]).
 #[inline(always)]
 pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::look() == crate::loom_racy::Look::HideEntry {
+    if faults::look() == Look::HideEntry {
         return false;
     }
     algorithm.cell_word(cell).is_some()
@@ -44,8 +44,7 @@ pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
 /// [`on_slots`](crate::loom_racy::on_slots) and
 /// [`hiding_entries`](crate::loom_racy::hiding_entries) keep tables on slots.
 pub(super) fn in_lines<A: Algorithm>() -> bool {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::slots_forced() {
+    if faults::slots_forced() {
         return false;
     }
     A::inline_cell(&AtomicU64::new(0)).is_some()
@@ -108,8 +107,7 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
             return None;
         }
         let word = self.0.cell_word(cell)?;
-        #[cfg(kova_loom)]
-        if crate::loom_racy::look() == crate::loom_racy::Look::LoadOnly {
+        if faults::look() == Look::LoadOnly {
             let copy = self.0.new_cell();
             // Acquire: as the swap below; the bug is the missing exchange, not the ordering.
             self.0.cell_word(&copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
@@ -125,8 +123,7 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
     }
 
     fn thaw(&self, cell: &A::Cell, copy: &A::Cell) {
-        #[cfg(kova_loom)]
-        if crate::loom_racy::look() == crate::loom_racy::Look::LoadOnly {
+        if faults::look() == Look::LoadOnly {
             return;
         }
         if let (Some(word), Some(value)) = (self.0.cell_word(cell), self.0.cell_word(copy)) {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, SlidingWindowLog, TokenBucket};
 
 /// A table of `u64` keys on a manual clock.
