@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::loom::atomic::{AtomicU64, Ordering};
-use crate::{Algorithm, Quota, QuotaError};
+use crate::{Algorithm, Clock, Quota, QuotaError};
 
 /// A quota's id in its table; 0 is the table's default quota.
 pub(super) type QuotaId = u16;
@@ -119,6 +119,28 @@ impl<A: Algorithm> Quotas<A> {
             + pages * PAGE * std::mem::size_of::<OnceLock<A>>()
             + map * (std::mem::size_of::<(Quota, QuotaId)>() + 1)
     }
+}
+
+/// A clock stopped at one reading, to look at several cells at the same instant.
+pub(super) struct At(pub(super) u64);
+
+impl Clock for At {
+    fn now_nanos(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used.
+pub(super) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
+    let at = At(now);
+    let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
+    let fresh = new.new_cell();
+    let carried = used.min(new.capacity());
+    if carried > 0 {
+        // Allowed: a fresh state admits up to its capacity at once.
+        new.decide_cell(&fresh, &at, carried);
+    }
+    fresh
 }
 
 #[cfg(test)]

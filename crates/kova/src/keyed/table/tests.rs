@@ -3,8 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::evict::RECLAIM_BATCH;
 use super::*;
+use crate::keyed::quotas::DEFAULT_ID;
+use crate::keyed::word::WordFreezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::Fallback;
 use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, SlidingWindowLog, TokenBucket};
 
 /// A table of `u64` keys on a manual clock.
