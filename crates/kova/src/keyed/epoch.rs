@@ -4,12 +4,10 @@
 //! # Why not crossbeam-epoch itself
 //! Every 128th pin of a thread, crossbeam collects: it reads every other thread's record and
 //! advances the global epoch, a write to the line that every pin reads. Two threads checking
-//! keys of their own then trade cache lines that no check needs. In kova-bench's
-//! `keyed_per_thread` (2-core dev VM), the same CAS loop behind crossbeam's pin ran 1.44 to
-//! 1.57 times as fast on two threads as on one, against 1.99 without the pin. Here the epoch
-//! advances only when a shard waits for a grace period (under its lock, when it holds something
-//! retired), so a check writes nothing shared: only its own record and the key's state word.
-//! Behind this pin the same loop ran 1.94 to 2.03 times as fast (5 runs, median 2.01).
+//! keys of their own then trade cache lines that no check needs, and stop scaling. Here the
+//! epoch advances only when a shard waits for a grace period (under its lock, when it holds
+//! something retired), so a check writes nothing shared: only its own record and the key's
+//! state word. (kova-bench's `keyed_per_thread` and `floor_pin_cas` measure both pins.)
 //!
 //! # Protocol
 //! - Each thread owns a **record** (one cache line) in a global list: its pinned epoch, or
@@ -403,7 +401,7 @@ mod tests {
     /// Readers pin and read a shared box while a writer replaces it, waits for the old one's
     /// grace period, marks it dead and frees it: no reader may see a dead value (under Miri, no
     /// reader may touch a freed box). Broken on purpose, it fails: without the wait, or with an
-    /// advance that ignores pinned threads (tried, 3 runs of each).
+    /// advance that ignores pinned threads.
     #[test]
     fn a_replaced_value_is_freed_only_after_its_readers_unpin() {
         const ALIVE: u64 = 0xA11E;

@@ -105,10 +105,8 @@ fn home(hash: u64, len: usize) -> usize {
 /// Arrays of at least this many bytes start on a multiple of it and ask the kernel for huge
 /// pages over their whole 2 MiB pages ([`advise_huge_pages`]): a check of a large table misses
 /// the cache and, with 4 KiB pages, the TLB too, whose page walk (two-dimensional in a virtual
-/// machine) adds to the miss. On the 2-core dev VM a dependent read over 28 MiB took 160-175 ns
-/// with huge pages, 180-210 ns without; a loop of 1M-key checks ran about 3% faster (median of
-/// eight alternating runs), with only the first 2 MiB of each shard's 3.5 MiB array on a huge
-/// page (larger tables have more of theirs).
+/// machine) adds to the miss; a huge page takes the TLB miss away. Only whole 2 MiB pages are
+/// advised, so a shard's array gains in proportion to its size.
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks the kernel (Linux, where transparent huge pages are `madvise` or `always`) to back the
@@ -332,9 +330,8 @@ enum Mark {
 }
 
 /// The most held keys an array takes before it grows: 13/20 of its lines. A hit at that load
-/// looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), at 3/4 it looked at
-/// 2.5: the shorter probe made checks of 1k keys about 7% faster (a loop of checks on the 2-core
-/// dev VM, six alternating runs; `kova-bench`'s `keyed_1k` agrees).
+/// looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), against 2.5 at 3/4:
+/// a probe of small tables, which hit the cache, is bound by the lines it looks at.
 const HELD_NUM: usize = 13;
 const HELD_DEN: usize = 20;
 /// The most lines in use, held and removed, before a rehash sheds the removed ones: 3/4, above
@@ -423,8 +420,7 @@ const PREFETCH_LINES: usize = 1 << 14;
 /// A check of a large array also prefetches the line this far past its home: for `u64` keys
 /// (four lines a cache line) that fetches the next cache line whenever a probe of up to four
 /// lines could run into it, at once rather than after the first miss (the probe's next load
-/// depends on the first). A loop of 1M-key checks ran about 3% faster (median of twelve
-/// alternating runs); 7 ahead (the next 128 bytes) was no better than none.
+/// depends on the first). Not further: a line two cache lines on is seldom reached.
 const PROBE_AHEAD: usize = 3;
 
 /// Asks the CPU to start loading the line at `line`; never faults, whatever the address.

@@ -21,7 +21,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// "Keeping what it consumed" means: the units the old quota counts as used at this instant
     /// (`capacity - remaining`, so a partly refilled unit counts as used) are taken from a fresh
     /// state of the new quota, at this instant, capped at the new capacity. So:
-    /// - [`Gcra`] / [`TokenBucket`](crate::TokenBucket): the bucket holds as many tokens fewer
+    /// - [`Gcra`](crate::Gcra) / [`TokenBucket`](crate::TokenBucket): the bucket holds as many tokens fewer
     ///   than full as before, and refills at the new rate from now;
     /// - [`FixedWindow`](crate::FixedWindow): the current window's count is kept (windows are
     ///   re-aligned to the new period);
