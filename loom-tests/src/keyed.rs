@@ -24,8 +24,8 @@ use std::fmt;
 
 use kova::loom_racy::{RacyTable, Reclaimed};
 use kova::{
-    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy,
-    WordAlgorithm,
+    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
+    TableFullPolicy, WordAlgorithm,
 };
 use loom::sync::Arc;
 
@@ -91,7 +91,7 @@ pub fn keyed(
     policy: TableFullPolicy,
     clock: ManualClock,
 ) -> Keyed<u64, Gcra, ManualClock> {
-    Keyed::builder_with_clock(quota, clock)
+    KeyedBuilder::new(quota, clock)
         .shards(1)
         .max_keys(max_keys)
         .table_full(policy)

@@ -23,11 +23,12 @@ use slow::{Prior, Slow};
 /// - **Lock-free hits**: checking a key the table holds takes no lock and writes only the key's
 ///   state word (plus the thread's own epoch record, `epoch.rs`). New keys take their shard's lock.
 /// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes side by side
-///   in the probed array (one cache line per check), about 22–31 bytes per key in all.
+///   in the probed array (one cache line per check); with the array's spare room and marks, at
+///   most 32 bytes per key (`line_shard.rs`'s load constants).
 /// - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys and
 ///   [`memory_bound_bytes`](Self::memory_bound_bytes) bytes; idle keys are reclaimed by inserts
 ///   into full shards and by [`sweep_idle`](Self::sweep_idle); beyond that a
-///   [`TableFullPolicy`] decides, and says so in the decision's [`Fallback`].
+///   [`TableFullPolicy`] decides, and says so in the decision's [`Fallback`](crate::Fallback).
 /// - **Per-key quotas**: [`KeyedBuilder::quota_fn`], [`check_n_with_quota`](Self::check_n_with_quota),
 ///   [`set_quota`](Self::set_quota).
 ///
@@ -191,12 +192,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Self::builder_with_clock(quota, clock).build()
-    }
-
-    /// A builder for a keyed limiter for `quota` reading `clock`.
-    pub fn builder_with_clock(quota: Quota, clock: C) -> KeyedBuilder<K, A, C> {
-        KeyedBuilder::new(quota, clock)
+        KeyedBuilder::new(quota, clock).build()
     }
 
     pub(super) fn from_parts(

@@ -19,7 +19,7 @@ fn table<A: Algorithm>(
     policy: TableFullPolicy,
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    let keyed = Keyed::builder_with_clock(quota, clock.clone())
+    let keyed = KeyedBuilder::new(quota, clock.clone())
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
@@ -316,7 +316,7 @@ impl Clock for LateClock {
 #[test]
 fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
     let clock = LateClock::default();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock.clone())
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock.clone())
         .shards(1)
         .max_keys(8)
         .table_full(TableFullPolicy::DenyNew)
@@ -383,7 +383,7 @@ fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
 #[test]
 fn quota_fn_gives_keys_their_own_quota() {
     let clock = ManualClock::new();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock)
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock)
         .shards(2)
         .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
         .build()
@@ -458,7 +458,7 @@ fn keys_and_cells_are_dropped_exactly_once() {
         let token = Arc::new(());
         let n = scaled(500, 40) as u64;
         {
-            let keyed = Keyed::<Key, A, _>::builder_with_clock(per_second(3), ManualClock::new())
+            let keyed = KeyedBuilder::<Key, A, _>::new(per_second(3), ManualClock::new())
                 .shards(2)
                 .max_keys(n as usize / 2)
                 .table_full(TableFullPolicy::EvictClosestToIdle)
