@@ -52,6 +52,7 @@ mod error;
 mod keyed;
 mod limiter;
 mod loom;
+#[cfg(feature = "model")]
 pub mod model;
 mod quota;
 
