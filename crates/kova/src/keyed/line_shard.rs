@@ -356,7 +356,7 @@ const MIN_LINES: usize = GROUP_LINES;
 /// ([`start_lines`]).
 const START_LINES: usize = 8 * GROUP_LINES;
 /// Replaced arrays waiting for their grace period hold at most this many times the current
-/// array (see `take_slot`).
+/// array (see `take_place`).
 const RETIRED_ARRAYS: usize = 4;
 
 /// Lines for `keys` held keys right after a rehash (whole groups).
@@ -490,7 +490,7 @@ impl<'g, A: Algorithm> StoreHit<'g, A::Cell> for LineHit<'g, A> {
         self.quota
     }
 
-    fn slot(&self) -> u32 {
+    fn place(&self) -> u32 {
         self.pos
     }
 }
@@ -656,7 +656,7 @@ impl<K, A> LineLocked<'_, K, A> {
     /// frees replaced arrays.
     fn collect(&mut self) {
         let ready = self.writer.retired.collect(self.guard);
-        for (pos, _) in ready.slots {
+        for (pos, _) in ready.places {
             let pos = pos as usize;
             debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
             // SAFETY: removed before a grace period that has ended: no check reads the key; we
@@ -705,7 +705,7 @@ impl<K, A> LineLocked<'_, K, A> {
         w.marks[pos] = Mark::Dead;
         w.held -= 1;
         w.removed += 1;
-        w.retired.slot(pos as u32, 0);
+        w.retired.place(pos as u32, 0);
     }
 
     /// Moves every held key into a new array of `len` lines and publishes it.
@@ -751,8 +751,8 @@ impl<K, A> LineLocked<'_, K, A> {
         let old = std::mem::replace(&mut w.array, fresh);
         w.scan = ScanOrder::new(len);
         // The dead lines' keys go with the old array; free lines' keys were dropped already.
-        let doomed = w.retired.take_slots().into_iter().map(|(pos, _)| pos).collect();
-        w.retired.index(RetiredLines { array: old, doomed });
+        let doomed = w.retired.take_places().into_iter().map(|(pos, _)| pos).collect();
+        w.retired.array(RetiredLines { array: old, doomed });
         w.marks = marks;
         w.removed = 0;
         w.cursor = 0;
@@ -810,7 +810,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
         self.writer.array.quota_at(entry as usize)
     }
 
-    fn slot_of(&self, entry: u32) -> u32 {
+    fn place_of(&self, entry: u32) -> u32 {
         entry
     }
 
@@ -826,7 +826,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
     /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
     /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
     /// the array is used past its load bound, up to its last open line.
-    fn take_slot(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
+    fn take_place(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
@@ -844,7 +844,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
             .next_multiple_of(GROUP_LINES);
             let floor = LineArray::<K>::bytes_for(lines_for(w.max_keys), true);
             let budget = (RETIRED_ARRAYS * LineArray::<K>::bytes_for(target, true)).max(floor);
-            if w.retired.index_bytes() <= budget {
+            if w.retired.array_bytes() <= budget {
                 self.rehash(target, hash_key);
                 return Some(0);
             }
@@ -860,11 +860,11 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
         (w.held + w.removed + 1 < w.array.len()).then_some(0)
     }
 
-    fn put_back(&mut self, _slot: u32) {}
+    fn put_back(&mut self, _place: u32) {}
 
     fn insert(
         &mut self,
-        _slot: u32,
+        _place: u32,
         hash: u64,
         key: K,
         cell: A::Cell,
@@ -917,7 +917,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
     where
         K: Eq,
     {
-        if self.take_slot(hash_key).is_none() {
+        if self.take_place(hash_key).is_none() {
             return Err(key);
         }
         // A rehash may have moved the key.

@@ -120,7 +120,7 @@ fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> 
 
 /// Whether a lock-free `decision` of `cost` units on `hit`'s cell stands. One that wrote nothing
 /// (a peek, a denial) cannot be lost; one that wrote stands if the cell is frozen before any
-/// unlink looks at it (a word: nothing to check after the CAS), or if the slot was still linked
+/// unlink looks at it (a word: nothing to check after the CAS), or if its place was still linked
 /// after the write. Otherwise the check is redone under the lock.
 #[inline(always)]
 fn stands<'g, K, A: Algorithm, S: Store<K, A::Cell>>(
@@ -271,7 +271,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                         if stands::<K, A, S>(shard, &hit, algorithm, &decision, cost) {
                             return decided(decision);
                         }
-                        prior = Some((hit.slot(), decision));
+                        prior = Some((hit.place(), decision));
                     }
                 }
             }

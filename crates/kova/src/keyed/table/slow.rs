@@ -9,7 +9,7 @@ use super::super::store::{Store, StoreLocked};
 use super::{check_cost, heap_of, Keyed};
 use crate::{Algorithm, CheckError, Clock, Decision};
 
-/// What a check already did on a slot before finding it unlinked.
+/// What a check already did on a key's place before finding it unlinked.
 pub(super) type Prior = Option<(u32, Decision)>;
 
 /// A check that takes the slow path.
@@ -24,9 +24,9 @@ pub(super) struct Slow<'k, K> {
     pub(super) force: Option<QuotaId>,
 }
 
-/// How often a new key waits, unpinned, for a slot to leave its grace period before the
+/// How often a new key waits, unpinned, for a place to leave its grace period before the
 /// table-full policy answers: `NO_SLOT_YIELDS` yields, then sleeps of `NO_SLOT_SLEEP` (about
-/// 3 ms in all). Only when every slot of a full shard is held or waiting, which takes a flood of
+/// 3 ms in all). Only when every place of a full shard is held or waiting, which takes a flood of
 /// new keys while some thread is preempted in the middle of a check.
 const NO_SLOT_RETRIES: usize = 20;
 const NO_SLOT_YIELDS: usize = 8;
@@ -82,7 +82,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// The slow path: [`check_locked`](Self::check_locked), retried a few times (unpinned for a
-    /// moment in between) while every slot of the shard is held or waiting for its grace period.
+    /// moment in between) while every place of the shard is held or waiting for its grace period.
     pub(super) fn check_slow<S: Store<K, A::Cell>>(
         &self,
         shard: &S,
@@ -96,7 +96,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             if let Some(decision) = self.check_locked(shard, &slow, prior, &guard, last)? {
                 return Ok(decision);
             }
-            // Once unpinned, the slot `prior` names may be reused: it no longer identifies
+            // Once unpinned, the place `prior` names may be reused: it no longer identifies
             // anything (and if the key still had it, the first attempt returned).
             prior = None;
             if attempt < NO_SLOT_YIELDS {
@@ -110,9 +110,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// The slow path, under the shard's lock: the key is looked up again (authoritatively); if
-    /// `prior` says the check already updated the slot the key still has, that decision stands;
+    /// `prior` says the check already updated the place the key still has, that decision stands;
     /// otherwise the check is decided here, after moving the key to `force` (a quota passed with
-    /// the check) or inserting it with `new_quota`. `None` when a new key found no slot free of
+    /// the check) or inserting it with `new_quota`. `None` when a new key found no place free of
     /// its grace period (unless `last`: then the table-full policy answers).
     pub(super) fn check_locked<S: Store<K, A::Cell>>(
         &self,
@@ -125,8 +125,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let Slow { hash, key, cost, new_quota, force } = *slow;
         let mut locked = shard.lock(guard);
         if let Some((pos, entry)) = locked.find(hash, key) {
-            if let Some((slot, decision)) = prior {
-                if locked.slot_of(entry) == slot {
+            if let Some((place, decision)) = prior {
+                if locked.place_of(entry) == place {
                     return Ok(Some(decision));
                 }
             }
@@ -148,17 +148,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             return Ok(Some(self.fresh_decision(algorithm, 0)));
         }
         let hash_key = |k: &K| self.hash(k);
-        let Some(slot) = locked.take_slot(&hash_key) else {
+        let Some(place) = locked.take_place(&hash_key) else {
             return Ok(last.then(|| self.table_full(algorithm, cost, None)));
         };
         if locked.is_full() {
             if let Err(retry) = self.make_room(&mut locked, self.clock.now_nanos_precise()) {
-                locked.put_back(slot);
+                locked.put_back(place);
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
         }
         let entry =
-            locked.insert(slot, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
+            locked.insert(place, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
         Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
     }
 

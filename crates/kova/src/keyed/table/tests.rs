@@ -153,14 +153,14 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh slot.
     let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
-    let redone = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(redone.unwrap().unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
     // A prior decision on the slot the key still has is kept (an entry moved, not unlinked).
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
-    let kept = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(kept, Ok(Some(decision)));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
