@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs kova's loom models (see loom-tests/src/lib.rs) with a stated budget.
 #
-# - `--cfg kova_loom` switches the core's `sync` module (and the keyed table's lock, slot cells
-#   and epoch) to loom's types; loom itself is only a dependency under that cfg, so normal
+# - `--cfg kova_loom` switches the core's `loom` module (atomics, the keyed table's lock, slot
+#   cells, thread-locals) to loom's types; loom itself is only a dependency under that cfg, so normal
 #   builds never see it. The keyed table's grace periods (`keyed/epoch.rs`: pins, stamps, epoch
 #   advances), and the reuse of slots and indexes after them, are model-checked with it.
 # - `--release` with `-C debug-assertions`: loom explores tens of thousands of executions, which

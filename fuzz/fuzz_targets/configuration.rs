@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use kova::{
-    AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, ManualClock, Quota, QuotaError, RateLimiter,
-    TableFullPolicy,
+    AlgorithmKind, AnyAlgorithm, CheckError, Decision, KeyedBuilder, ManualClock, Quota, QuotaError,
+    RateLimiter, TableFullPolicy,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -179,15 +179,13 @@ fuzz_target!(|input: Input| {
 
     // The keyed table's builder: arbitrary shard counts, key bounds and scan lengths build or
     // fail with a typed error, and the table answers within its bound.
-    let keyed = Keyed::<u32, AnyAlgorithm, ManualClock>::builder_with_clock(
-        quota,
-        ManualClock::starting_at(input.start),
-    )
-    .shards(usize::from(input.shards))
-    .max_keys(input.max_keys as usize)
-    .reclaim_scan(usize::from(input.scan))
-    .table_full(TableFullPolicy::DenyNew)
-    .build();
+    let keyed =
+        KeyedBuilder::<u32, AnyAlgorithm, ManualClock>::new(quota, ManualClock::starting_at(input.start))
+            .shards(usize::from(input.shards))
+            .max_keys(input.max_keys as usize)
+            .reclaim_scan(usize::from(input.scan))
+            .table_full(TableFullPolicy::DenyNew)
+            .build();
     if let Ok(keyed) = keyed {
         assert!(keyed.max_keys() >= 1 && keyed.shard_count().is_power_of_two());
         for key in 0..4u32 {

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
 use kova::{
-    Decision, Fallback, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TableFullPolicy,
-    TokenBucket, WordAlgorithm,
+    Decision, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowCounter,
+    TableFullPolicy, TokenBucket, WordAlgorithm,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -136,7 +136,7 @@ fn run<W: WordAlgorithm + Copy>(input: &Input, quota: Quota) {
     };
     let max_keys = usize::from(input.max_keys % 8) + 1;
     let clock = ManualClock::new();
-    let table = Keyed::<u8, W, ManualClock>::builder_with_clock(quota, clock.clone())
+    let table = KeyedBuilder::<u8, W, ManualClock>::new(quota, clock.clone())
         .shards(1)
         .max_keys(max_keys)
         .reclaim_scan(64)

@@ -9,7 +9,7 @@
 //! Reclamation is model-checked too: the table's epoch (`keyed/epoch.rs`) runs on loom's atomics,
 //! so its pins, the lock holder's stamps and epoch advances, the shard's `Retired::collect` and
 //! the reuse of freed slots and indexes all run inside each execution.
-//! Loom tracks the slots' key and cell (`crate::sync::UnsafeCell` in the core): a slot emptied or
+//! Loom tracks the slots' key and cell (`crate::loom::UnsafeCell` in the core): a slot emptied or
 //! refilled while a check can still read it fails the model as a causality violation.
 //! [`KeyOp::AdvanceEpoch`] lets a scenario push the epoch on, as other threads' locked sections
 //! would in a busy program, so that a grace period can end (and a slot be reused) within a model.
@@ -24,8 +24,8 @@ use std::fmt;
 
 use kova::loom_racy::{RacyTable, Reclaimed};
 use kova::{
-    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy,
-    WordAlgorithm,
+    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
+    TableFullPolicy, WordAlgorithm,
 };
 use loom::sync::Arc;
 
@@ -91,7 +91,7 @@ pub fn keyed(
     policy: TableFullPolicy,
     clock: ManualClock,
 ) -> Keyed<u64, Gcra, ManualClock> {
-    Keyed::builder_with_clock(quota, clock)
+    KeyedBuilder::new(quota, clock)
         .shards(1)
         .max_keys(max_keys)
         .table_full(policy)

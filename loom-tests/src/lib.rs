@@ -1,6 +1,6 @@
 //! Loom model tests of kova's lock-free code.
 //!
-//! The core takes every atomic from its `sync` module, which is loom's under `--cfg kova_loom`, so
+//! The core takes every atomic from its `loom` module, which is loom's under `--cfg kova_loom`, so
 //! these models check the very code that ships: the single-word CAS loops (`check_cell` and
 //! `refund_cell`, `algorithm/word.rs`), the sliding log's ring (`algorithm/sliding_window_log.rs`),
 //! the keyed table, and the `ManualClock` they read.

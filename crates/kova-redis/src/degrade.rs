@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use kova::{
-    AlgorithmKind, CheckError, Clock, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedError, PreciseClock,
-    Quota, SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
+    AlgorithmKind, CheckError, Clock, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedError,
+    PreciseClock, Quota, SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
 };
 
 use crate::limit::Limit;
@@ -81,7 +81,7 @@ macro_rules! on_table {
 fn table<A: kova::Algorithm>(clock: &LocalClock, max_keys: usize) -> Keyed<Vec<u8>, A, LocalClock> {
     // Any quota the five algorithms accept: every check passes the limit's own share.
     let default = Quota::per_second(1).expect("1 per second is a valid quota");
-    Keyed::builder_with_clock(default, clock.clone())
+    KeyedBuilder::new(default, clock.clone())
         .max_keys(max_keys)
         .table_full(TableFullPolicy::DenyNew)
         .build()

@@ -21,6 +21,7 @@ pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
 pub(crate) use word::update_word;
 
+use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
 /// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against
@@ -64,10 +65,44 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// log, whose units are timestamps already written); the state is then unchanged.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
 
-    /// The same kind of algorithm for another quota. By default [`from_quota`](Self::from_quota);
-    /// [`AnyAlgorithm`] keeps its kind.
+    /// The same algorithm for another quota (a keyed table's per-key quotas):
+    /// [`from_quota`](Self::from_quota), unless the value says more than its type
+    /// ([`AnyAlgorithm`] keeps its kind).
     fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
         Self::from_quota(quota)
+    }
+
+    /// A bare word viewed as this algorithm's cell, when the cell type is one word: a keyed
+    /// table then keeps each cell inline beside its key. `Some` for every [`WordAlgorithm`],
+    /// `None` (the default) for any other cell type.
+    #[inline(always)]
+    fn inline_cell(word: &AtomicU64) -> Option<&Self::Cell> {
+        let _ = word;
+        None
+    }
+
+    /// The reverse of [`inline_cell`](Self::inline_cell): the word a cell is, when it is one.
+    #[inline(always)]
+    fn inline_word(cell: &Self::Cell) -> Option<&AtomicU64> {
+        let _ = cell;
+        None
+    }
+
+    /// The word that holds `cell`'s whole state, when this algorithm decides it with
+    /// [`decide_word`](Self::decide_word): a keyed table then runs its own CAS loop on it (one
+    /// that a lock holder can freeze). By default the [`inline_word`](Self::inline_word);
+    /// [`AnyAlgorithm`] answers per value.
+    #[inline(always)]
+    fn cell_word<'c>(&self, cell: &'c Self::Cell) -> Option<&'c AtomicU64> {
+        Self::inline_word(cell)
+    }
+
+    /// [`WordAlgorithm::decide`], for an algorithm whose [`cell_word`](Self::cell_word) is
+    /// `Some`; `None` (the default) when it does not decide single words.
+    #[inline(always)]
+    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        let _ = (word, now, cost);
+        None
     }
 
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.

@@ -8,8 +8,8 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::{Arc, StaticAtomicU64};
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::{Arc, StaticAtomicU64};
 
 /// A source of monotonic time in nanoseconds.
 ///

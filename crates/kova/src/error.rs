@@ -14,6 +14,12 @@ pub enum CheckError {
         /// The most the limiter admits at once.
         capacity: u64,
     },
+    /// The state cell was made by an algorithm of another kind (an [`AnyCell`](crate::AnyCell)
+    /// of a sliding log handed to a single-word algorithm, or the reverse): it was not read.
+    CellMismatch {
+        /// The algorithm the cell was handed to.
+        algorithm: &'static str,
+    },
 }
 
 impl fmt::Display for CheckError {
@@ -23,6 +29,9 @@ impl fmt::Display for CheckError {
                 f,
                 "cost {cost} exceeds the limiter's capacity of {capacity}: it can never be admitted"
             ),
+            CheckError::CellMismatch { algorithm } => {
+                write!(f, "the state cell was made by another kind of algorithm than {algorithm}")
+            }
         }
     }
 }

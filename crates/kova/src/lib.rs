@@ -62,12 +62,13 @@ mod error;
 mod keyed;
 mod limiter;
 mod limits;
+mod loom;
+#[cfg(feature = "model")]
 pub mod model;
 mod quota;
 mod quota_change;
 mod reservation;
 mod settle;
-mod sync;
 mod wait;
 
 /// The README's examples, compiled and run as doctests.

@@ -26,9 +26,9 @@
 //!
 //! Nothing here is reachable from a normal build.
 
-use std::cell::Cell;
-
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
+pub use crate::loom::faults::Reclaimed;
+use crate::loom::faults::{self, Look};
 use crate::{CheckError, Clock, Decision, WordAlgorithm};
 
 fn capacity_check<W: WordAlgorithm>(algorithm: &W, cost: u64) -> Result<(), CheckError> {
@@ -183,25 +183,6 @@ impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
     }
 }
 
-std::thread_local! {
-    /// Set by [`pinning_without_fence`].
-    static SKIP_PIN_FENCE: Cell<bool> = const { Cell::new(false) };
-
-    /// Set by [`without_grace_periods`]. A std thread-local, not loom's: loom runs every thread of
-    /// a model on the OS thread that called `loom::model`, so this covers the whole model (and
-    /// only it: other tests run their models on other OS threads).
-    static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
-
-    /// Set by [`looking_without_freezing`] and [`hiding_entries`].
-    static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
-
-    /// Set by [`on_slots`].
-    static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
-
-    /// Slots and indexes the keyed tables reclaimed after their grace period, on this OS thread.
-    static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
-}
-
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's grace periods switched off:
 /// whatever a shard retired (slots of removed or evicted keys, replaced indexes) is handed back at
 /// its next lock even though a check may still be reading it, so a slot can be emptied and
@@ -209,30 +190,9 @@ std::thread_local! {
 /// slot's key or cell that no happens-before orders (a causality violation). The slot's loom
 /// `UnsafeCell` is what makes this visible: with plain memory loom does not see the check's
 /// accesses conflict with the refill, never runs the refill between them, and the linearizability
-/// check alone passes (tried: 229k executions, no failure).
+/// check alone passes.
 pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
-    with_switch(&SKIP_GRACE_PERIODS, true, f)
-}
-
-/// Runs `f` with `switch` set to `value`, then puts back what it was (also when `f` panics).
-fn with_switch<T: Copy + 'static, R>(
-    switch: &'static std::thread::LocalKey<Cell<T>>,
-    value: T,
-    f: impl FnOnce() -> R,
-) -> R {
-    struct Reset<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
-    impl<T: Copy + 'static> Drop for Reset<T> {
-        fn drop(&mut self) {
-            self.0.with(|cell| cell.set(self.1));
-        }
-    }
-    let _reset = Reset(switch, switch.with(|cell| cell.replace(value)));
-    f()
-}
-
-/// Whether [`without_grace_periods`] is in effect on this OS thread.
-pub(crate) fn grace_periods_skipped() -> bool {
-    SKIP_GRACE_PERIODS.with(Cell::get)
+    faults::with_grace_periods_skipped(f)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch
@@ -240,12 +200,7 @@ pub(crate) fn grace_periods_skipped() -> bool {
 /// has already loaded the array or index it is retiring, and free it under the check: loom
 /// reports the access as a causality violation.
 pub fn pinning_without_fence<R>(f: impl FnOnce() -> R) -> R {
-    with_switch(&SKIP_PIN_FENCE, true, f)
-}
-
-/// Whether [`pinning_without_fence`] is in effect on this OS thread.
-pub(crate) fn pin_fence_skipped() -> bool {
-    SKIP_PIN_FENCE.with(Cell::get)
+    faults::with_pin_fence_skipped(f)
 }
 
 /// Pins the calling model thread and tries once to advance the keyed tables' epoch, as a lock
@@ -254,79 +209,39 @@ pub fn advance_epoch() {
     crate::keyed::advance_epoch();
 }
 
-/// How the keyed table's lock holder looks at a word cell before unlinking its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Look {
-    /// The real protocol: freeze the word.
-    Freeze,
-    /// The sliding log's protocol, for words too (not racy).
-    HideEntry,
-    /// RACY: a plain load, and checks do not look again.
-    LoadOnly,
-}
-
 /// RACY: runs `f` (a loom model of `Keyed`) with evictions and quota changes looking at word
 /// cells through a plain load, neither freezing the word nor hiding the entry, while checks still
 /// trust their CAS as if the word could not have been looked at meanwhile. A check whose CAS
 /// lands between the look and the unlink is lost with the slot: the models' linearizability check
 /// reports it.
 pub fn looking_without_freezing<R>(f: impl FnOnce() -> R) -> R {
-    with_switch(&LOOK, Look::LoadOnly, f)
+    faults::with_look(Look::LoadOnly, f)
 }
 
 /// Not racy: runs `f` with word cells unlinked the way other cells are (the entry hidden by
 /// `BUSY`, and checks re-reading it after their write), so that the word-algorithm models also
 /// check that protocol, which the sliding log relies on.
 pub fn hiding_entries<R>(f: impl FnOnce() -> R) -> R {
-    with_switch(&LOOK, Look::HideEntry, f)
+    faults::with_look(Look::HideEntry, f)
 }
 
 /// Not racy: runs `f` with the keyed tables it builds keeping word cells in slots (`shard.rs`,
 /// frozen before a look), the layout [`AnyAlgorithm`](crate::AnyAlgorithm)'s word algorithms
 /// use, instead of lines (`line_shard.rs`), so that the models cover both layouts.
 pub fn on_slots<R>(f: impl FnOnce() -> R) -> R {
-    with_switch(&ON_SLOTS, true, f)
+    faults::with_slots_forced(f)
 }
 
 /// Not racy: how many keys a one-shard table of `max_keys` keys, built here now, holds before
 /// it first grows (its first line array, or on slots its smallest index), so that a model can
 /// fill it exactly and race the growth itself.
 pub fn keys_before_first_growth(max_keys: usize) -> usize {
-    crate::keyed::keys_before_first_growth(max_keys, slots_forced())
+    crate::keyed::keys_before_first_growth(max_keys, faults::slots_forced())
 }
 
-/// Whether [`on_slots`] (or [`hiding_entries`], which only slots can do) is in effect.
-pub(crate) fn slots_forced() -> bool {
-    ON_SLOTS.with(Cell::get) || look() == Look::HideEntry
-}
-
-/// The look in effect on this OS thread.
-pub(crate) fn look() -> Look {
-    LOOK.with(Cell::get)
-}
-
-/// Not racy: what the keyed tables built on this OS thread (so, in the loom models run on it)
-/// have reclaimed after a grace period, so far. The models compare it before and after to show
-/// that a scenario really frees and reuses what the table retired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Reclaimed {
-    /// Slots handed back to the free list (the next insert takes them).
-    pub slots: usize,
-    /// Replaced indexes freed.
-    pub indexes: usize,
-}
-
-/// The running totals (see [`Reclaimed`]).
+/// The running totals of what the keyed tables reclaimed on this OS thread (see [`Reclaimed`]).
 pub fn reclaimed() -> Reclaimed {
-    RECLAIMED.with(Cell::get)
-}
-
-/// Counts `slots` slots and `indexes` indexes more reclaimed (called by the shard's reclamation).
-pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
-    RECLAIMED.with(|total| {
-        let Reclaimed { slots: s, indexes: i } = total.get();
-        total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
-    });
+    faults::reclaimed()
 }
 
 /// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) whose limits are checked

@@ -4,7 +4,7 @@
 //! credit level rather than a TAT or a token count; the counter and log by search over time), so
 //! that agreeing with it means something. Tests, fuzz targets and the benchmark harness share
 //! them. They assume time never runs backwards; the real algorithms' handling of a backwards
-//! clock is tested separately.
+//! clock is tested separately. Behind the `model` feature: not part of the default API.
 
 pub mod differential;
 mod window;

@@ -6,8 +6,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use kova::{
-    Clock, Decision, Gcra, Keyed, ManualClock, Quota, RateLimiter, TableFullPolicy, TokenBucket,
-    WordAlgorithm,
+    Clock, Decision, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, RateLimiter, TableFullPolicy,
+    TokenBucket, WordAlgorithm,
 };
 
 /// A barrier that gives up (panics) after a minute, so that a thread failing an assertion
@@ -149,7 +149,7 @@ fn owners_match_the_model<A: WordAlgorithm>(threads: u64, phases: u64, ops: u64)
     // Per phase each thread touches at most 8 keys: 8 * threads active keys in a 40 * threads
     // table, the rest idle leftovers of earlier phases.
     let max_keys = 40 * threads as usize;
-    let keyed = Keyed::<u64, A, _>::builder_with_clock(quota, clock.clone())
+    let keyed = KeyedBuilder::<u64, A, _>::new(quota, clock.clone())
         .shards(1)
         .max_keys(max_keys)
         // A full scan finds an idle key whenever there is one (a partial scan may not, and the
@@ -240,7 +240,7 @@ fn token_bucket_owners_match_the_model_under_eviction() {
 #[test]
 fn owners_across_many_shards_match_the_model() {
     let quota = Quota::per_minute(3).unwrap();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(quota, ManualClock::new())
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
         .shards(16)
         .max_keys(100_000)
         .build()
@@ -276,7 +276,7 @@ fn owners_across_many_shards_match_the_model() {
 fn a_drain_racing_an_eviction_is_never_lost() {
     let quota = Quota::per_second(4).unwrap();
     let clock = ManualClock::new();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(quota, clock.clone())
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
         .shards(1)
         .max_keys(32)
         .reclaim_scan(32)
@@ -336,7 +336,7 @@ fn a_quota_change_racing_checks_loses_no_unit() {
     let clock = ManualClock::new();
     let small = Quota::per_second(10).unwrap();
     let big = Quota::per_second(20).unwrap();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(small, clock.clone()).shards(1).build().unwrap();
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(small, clock.clone()).shards(1).build().unwrap();
     for round in 0..200u64 {
         let key = round;
         let admitted = Mutex::new(0u64);

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use kova::{Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
+use kova::{Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
 
 /// Live heap bytes of the whole test binary (requested sizes).
 #[path = "support/counting_allocator.rs"]
@@ -38,8 +38,7 @@ fn a_key_flood_stays_within_the_bound() {
     // key stays active, so each insert into a full shard evicts one.
     let clock = ManualClock::new();
     let before = live();
-    let keyed =
-        Keyed::<u64, Gcra, _>::builder_with_clock(quota, clock.clone()).max_keys(max_keys).build().unwrap();
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone()).max_keys(max_keys).build().unwrap();
     let bound = keyed.memory_bound_bytes();
     // A key being limited right now, and one half used.
     let limited = u64::MAX;
@@ -97,7 +96,7 @@ fn a_key_flood_stays_within_the_bound() {
     // Phase 3, fail closed and fail open: the flood gets the policy's fallback, the table stays
     // at its bound, and a limited key stays limited.
     for policy in [TableFullPolicy::DenyNew, TableFullPolicy::AllowUntracked] {
-        let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(quota, ManualClock::new())
+        let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
             .max_keys(10_000)
             .table_full(policy)
             .build()

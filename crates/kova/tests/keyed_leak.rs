@@ -2,7 +2,7 @@
 //! measured by the table (`memory_bytes`) and by a counting allocator (keys are `String`s, and
 //! the sliding log's cells own rings, so a leaked key or cell shows up in the live heap).
 
-use kova::{Algorithm, Gcra, Keyed, ManualClock, Quota, SlidingWindowLog};
+use kova::{Algorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
 
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;
@@ -14,7 +14,7 @@ const SLACK: isize = 1 << 20;
 
 fn cycles<A: Algorithm>(quota: Quota, cycles: u64) {
     let before = live();
-    let keyed = Keyed::<String, A, _>::builder_with_clock(quota, ManualClock::new())
+    let keyed = KeyedBuilder::<String, A, _>::new(quota, ManualClock::new())
         .shards(4)
         .max_keys(10_000)
         .build()

@@ -8,10 +8,10 @@
 //! shard allocated and the queues at full size, the table's bound but no leak. Here no other
 //! thread pins, so what a place waits is two locked sections of the cycles themselves.
 
-use kova::{Algorithm, AnyAlgorithm, Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
+use kova::{Algorithm, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
 
 fn cycles<A: Algorithm>() {
-    let keyed = Keyed::<u64, A, _>::builder_with_clock(Quota::per_second(10).unwrap(), ManualClock::new())
+    let keyed = KeyedBuilder::<u64, A, _>::new(Quota::per_second(10).unwrap(), ManualClock::new())
         .shards(1)
         .max_keys(1_000)
         .table_full(TableFullPolicy::DenyNew)

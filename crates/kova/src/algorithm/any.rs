@@ -4,8 +4,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Algorithm, FixedWindow, Gcra, LogCell, SlidingWindowCounter, SlidingWindowLog, TokenBucket};
-use crate::sync::atomic::AtomicU64;
-use crate::{Clock, Decision, Quota, QuotaError};
+use crate::loom::atomic::AtomicU64;
+use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
 /// The five algorithms, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,16 +109,20 @@ pub enum AnyAlgorithm {
     SlidingWindowLog(SlidingWindowLog),
 }
 
-/// The per-key state of an [`AnyAlgorithm`].
+/// The per-key state of an [`AnyAlgorithm`]: one word for the single-word algorithms, the
+/// sliding log's ring for the log.
 ///
-/// A cell must be used with an algorithm of the kind that made it (limiters and tables always
-/// do). Passing a sliding log's cell to a single-word algorithm, or the reverse, panics: it is a
-/// programming error, not an input.
+/// A cell is used with an algorithm of the kind that made it (limiters and tables always do).
+/// Handed to the other kind, it is never misread: [`Algorithm::check_cell`] returns
+/// [`CheckError::CellMismatch`], [`Algorithm::decide_cell`] denies (fail closed), and nothing
+/// is changed.
 #[derive(Debug)]
-pub enum AnyCell {
-    /// The single-word algorithms.
+pub struct AnyCell(Shape);
+
+/// What an [`AnyCell`] holds.
+#[derive(Debug)]
+enum Shape {
     Word(AtomicU64),
-    /// The sliding log.
     Log(LogCell),
 }
 
@@ -160,45 +164,36 @@ impl AnyAlgorithm {
     }
 }
 
-fn word_of(cell: &AnyCell) -> &AtomicU64 {
-    match cell {
-        AnyCell::Word(word) => word,
-        AnyCell::Log(_) => unreachable!("an AnyCell is only used with the AnyAlgorithm that made it"),
-    }
-}
-
-fn log_of(cell: &AnyCell) -> &LogCell {
-    match cell {
-        AnyCell::Log(log) => log,
-        AnyCell::Word(_) => unreachable!("an AnyCell is only used with the AnyAlgorithm that made it"),
-    }
-}
-
+/// Runs `$body` with `$alg` the algorithm and `$c` its kind of cell; `$mismatch` when `$cell`
+/// was made by the other kind.
 macro_rules! cell_dispatch {
-    ($self:expr, $cell:expr, $alg:ident, $c:ident => $body:expr) => {
-        match $self {
-            AnyAlgorithm::TokenBucket($alg) => {
-                let $c = word_of($cell);
-                $body
-            }
-            AnyAlgorithm::Gcra($alg) => {
-                let $c = word_of($cell);
-                $body
-            }
-            AnyAlgorithm::FixedWindow($alg) => {
-                let $c = word_of($cell);
-                $body
-            }
-            AnyAlgorithm::SlidingWindowCounter($alg) => {
-                let $c = word_of($cell);
-                $body
-            }
-            AnyAlgorithm::SlidingWindowLog($alg) => {
-                let $c = log_of($cell);
-                $body
-            }
+    ($self:expr, $cell:expr, $alg:ident, $c:ident => $body:expr, $mismatch:expr) => {
+        match ($self, &$cell.0) {
+            (AnyAlgorithm::TokenBucket($alg), Shape::Word($c)) => $body,
+            (AnyAlgorithm::Gcra($alg), Shape::Word($c)) => $body,
+            (AnyAlgorithm::FixedWindow($alg), Shape::Word($c)) => $body,
+            (AnyAlgorithm::SlidingWindowCounter($alg), Shape::Word($c)) => $body,
+            (AnyAlgorithm::SlidingWindowLog($alg), Shape::Log($c)) => $body,
+            _ => $mismatch,
         }
     };
+}
+
+impl AnyAlgorithm {
+    /// Whether `cell` was made by an algorithm of this one's kind of cell.
+    fn fits(&self, cell: &AnyCell) -> bool {
+        matches!(
+            (self, &cell.0),
+            (AnyAlgorithm::SlidingWindowLog(_), Shape::Log(_))
+                | (
+                    AnyAlgorithm::TokenBucket(_)
+                        | AnyAlgorithm::Gcra(_)
+                        | AnyAlgorithm::FixedWindow(_)
+                        | AnyAlgorithm::SlidingWindowCounter(_),
+                    Shape::Word(_)
+                )
+        )
+    }
 }
 
 impl Algorithm for AnyAlgorithm {
@@ -227,26 +222,72 @@ impl Algorithm for AnyAlgorithm {
     }
 
     fn new_cell(&self) -> AnyCell {
-        match self {
-            AnyAlgorithm::SlidingWindowLog(a) => AnyCell::Log(a.new_cell()),
-            other => AnyCell::Word(dispatch!(other, a => a.new_cell_word())),
+        AnyCell(match self {
+            AnyAlgorithm::TokenBucket(a) => Shape::Word(a.new_cell()),
+            AnyAlgorithm::Gcra(a) => Shape::Word(a.new_cell()),
+            AnyAlgorithm::FixedWindow(a) => Shape::Word(a.new_cell()),
+            AnyAlgorithm::SlidingWindowCounter(a) => Shape::Word(a.new_cell()),
+            AnyAlgorithm::SlidingWindowLog(a) => Shape::Log(a.new_cell()),
+        })
+    }
+
+    /// A cell of the other kind is denied, never read (fail closed).
+    fn decide_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> Decision {
+        cell_dispatch!(self, cell, a, c => a.decide_cell(c, clock, cost), {
+            Decision::denied(self.capacity(), 0, u64::MAX, 0)
+        })
+    }
+
+    /// A cell of the other kind is [`CheckError::CellMismatch`].
+    fn check_cell<C: Clock + ?Sized>(
+        &self,
+        cell: &AnyCell,
+        clock: &C,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        if !self.fits(cell) {
+            return Err(CheckError::CellMismatch { algorithm: self.name() });
+        }
+        let capacity = self.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity });
+        }
+        Ok(self.decide_cell(cell, clock, cost))
+    }
+
+    /// A cell of the other kind is not refunded.
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> bool {
+        cell_dispatch!(self, cell, a, c => a.refund_cell(c, clock, cost), false)
+    }
+
+    /// A cell of the other kind is left as it is.
+    fn reset_cell(&self, cell: &AnyCell) {
+        cell_dispatch!(self, cell, a, c => a.reset_cell(c), ())
+    }
+
+    /// A cell of the other kind is never idle (nothing drops it on a misreading).
+    fn is_idle(&self, cell: &AnyCell, now: u64) -> bool {
+        cell_dispatch!(self, cell, a, c => a.is_idle(c, now), false)
+    }
+
+    /// The word algorithms' words; `None` for the log, and for a cell of the other kind.
+    #[inline(always)]
+    fn cell_word<'c>(&self, cell: &'c AnyCell) -> Option<&'c AtomicU64> {
+        match (self, &cell.0) {
+            (AnyAlgorithm::SlidingWindowLog(_), _) | (_, Shape::Log(_)) => None,
+            (_, Shape::Word(word)) => Some(word),
         }
     }
 
-    fn decide_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> Decision {
-        cell_dispatch!(self, cell, a, c => a.decide_cell(c, clock, cost))
-    }
-
-    fn refund_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> bool {
-        cell_dispatch!(self, cell, a, c => a.refund_cell(c, clock, cost))
-    }
-
-    fn reset_cell(&self, cell: &AnyCell) {
-        cell_dispatch!(self, cell, a, c => a.reset_cell(c))
-    }
-
-    fn is_idle(&self, cell: &AnyCell, now: u64) -> bool {
-        cell_dispatch!(self, cell, a, c => a.is_idle(c, now))
+    #[inline(always)]
+    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        match self {
+            AnyAlgorithm::TokenBucket(a) => a.decide_word(word, now, cost),
+            AnyAlgorithm::Gcra(a) => a.decide_word(word, now, cost),
+            AnyAlgorithm::FixedWindow(a) => a.decide_word(word, now, cost),
+            AnyAlgorithm::SlidingWindowCounter(a) => a.decide_word(word, now, cost),
+            AnyAlgorithm::SlidingWindowLog(a) => a.decide_word(word, now, cost),
+        }
     }
 
     fn cell_bytes(&self) -> usize {
@@ -258,20 +299,33 @@ impl Algorithm for AnyAlgorithm {
     }
 }
 
-/// `new_cell` as an `AtomicU64` for the word algorithms (and unreachable for the log, which
-/// `new_cell` handles first).
-trait NewWord {
-    fn new_cell_word(&self) -> AtomicU64;
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
 
-impl<W: super::WordAlgorithm> NewWord for W {
-    fn new_cell_word(&self) -> AtomicU64 {
-        AtomicU64::new(self.fresh_word())
-    }
-}
-
-impl NewWord for SlidingWindowLog {
-    fn new_cell_word(&self) -> AtomicU64 {
-        unreachable!("the sliding log has no single-word cell")
+    /// A cell handed to an algorithm of the other kind is an error or a denial, never a panic,
+    /// and is left unchanged.
+    #[test]
+    fn a_cell_of_the_other_kind_is_refused_not_misread() {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(3).unwrap();
+        let gcra = AnyAlgorithm::new(AlgorithmKind::Gcra, quota).unwrap();
+        let log = AnyAlgorithm::new(AlgorithmKind::SlidingWindowLog, quota).unwrap();
+        for (algorithm, other) in [(gcra, log), (log, gcra)] {
+            let cell = other.new_cell();
+            assert_eq!(
+                algorithm.check_cell(&cell, &clock, 1),
+                Err(CheckError::CellMismatch { algorithm: algorithm.name() })
+            );
+            assert!(!algorithm.decide_cell(&cell, &clock, 1).is_allowed());
+            assert!(!algorithm.refund_cell(&cell, &clock, 1));
+            assert!(!algorithm.is_idle(&cell, clock.now_nanos()));
+            algorithm.reset_cell(&cell);
+            assert!(algorithm.cell_word(&cell).is_none());
+            // Untouched: the kind that made it still sees a fresh cell.
+            assert_eq!(other.check_cell(&cell, &clock, 0).unwrap().remaining(), 3);
+            assert!(algorithm.check_cell(&algorithm.new_cell(), &clock, 1).unwrap().is_allowed());
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Sliding window log: the exact algorithm, one timestamp per admitted unit.
 
 use super::Algorithm;
-use crate::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::loom::atomic::{fence, AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
 /// Sliding window log: remembers the time of each of the last `limit` admitted units and admits

@@ -1,7 +1,7 @@
 //! The hot path of every single-word algorithm: one CAS loop over one `AtomicU64`.
 
 use super::{Algorithm, WordAlgorithm};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
 impl<W: WordAlgorithm> Algorithm for W {
@@ -76,6 +76,21 @@ impl<W: WordAlgorithm> Algorithm for W {
 
     fn cell_bytes(&self) -> usize {
         std::mem::size_of::<AtomicU64>()
+    }
+
+    #[inline(always)]
+    fn inline_cell(word: &AtomicU64) -> Option<&AtomicU64> {
+        Some(word)
+    }
+
+    #[inline(always)]
+    fn inline_word(cell: &AtomicU64) -> Option<&AtomicU64> {
+        Some(cell)
+    }
+
+    #[inline(always)]
+    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        Some(self.decide(word, now, cost))
     }
 }
 

@@ -12,11 +12,11 @@ use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
 pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 
 /// Options of a [`Keyed`] table. Start from [`Keyed::builder`] (coarse clock) or
-/// [`Keyed::builder_with_clock`].
+/// [`KeyedBuilder::new`] (any clock).
 ///
 /// ```
-/// use kova::{Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
-/// let limiter = Keyed::<String, Gcra, _>::builder_with_clock(Quota::per_minute(60)?, ManualClock::new())
+/// use kova::{Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+/// let limiter = KeyedBuilder::<String, Gcra, _>::new(Quota::per_minute(60)?, ManualClock::new())
 ///     .max_keys(50_000)
 ///     .shards(16)
 ///     .table_full(TableFullPolicy::DenyNew)

@@ -4,12 +4,10 @@
 //! # Why not crossbeam-epoch itself
 //! Every 128th pin of a thread, crossbeam collects: it reads every other thread's record and
 //! advances the global epoch, a write to the line that every pin reads. Two threads checking
-//! keys of their own then trade cache lines that no check needs. In kova-bench's
-//! `keyed_per_thread` (2-core dev VM), the same CAS loop behind crossbeam's pin ran 1.44 to
-//! 1.57 times as fast on two threads as on one, against 1.99 without the pin. Here the epoch
-//! advances only when a shard waits for a grace period (under its lock, when it holds something
-//! retired), so a check writes nothing shared: only its own record and the key's state word.
-//! Behind this pin the same loop ran 1.94 to 2.03 times as fast (5 runs, median 2.01).
+//! keys of their own then trade cache lines that no check needs, and stop scaling. Here the
+//! epoch advances only when a shard waits for a grace period (under its lock, when it holds
+//! something retired), so a check writes nothing shared: only its own record and the key's
+//! state word. (kova-bench's `keyed_per_thread` and `floor_pin_cas` measure both pins.)
 //!
 //! # Protocol
 //! - Each thread owns a **record** (one cache line) in a global list: its pinned epoch, or
@@ -39,7 +37,7 @@ use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::loom::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A record's state while its thread is not pinned. Pinned: [`pinned_in`].
 const UNPINNED: u64 = 0;
@@ -155,7 +153,7 @@ fn registry() -> &'static Registry {
 loom::lazy_static! {
     /// Loom's statics are per execution. In an `Arc`: loom drops them before the main thread's
     /// locals, whose participant still gives its record back.
-    static ref REGISTRY: crate::sync::Arc<Registry> = crate::sync::Arc::new(Registry::new());
+    static ref REGISTRY: crate::loom::Arc<Registry> = crate::loom::Arc::new(Registry::new());
 }
 
 #[cfg(kova_loom)]
@@ -170,7 +168,7 @@ struct Participant {
     nesting: Cell<usize>,
     /// Keeps loom's registry, and so the record, alive until the participant is dropped.
     #[cfg(kova_loom)]
-    _registry: crate::sync::Arc<Registry>,
+    _registry: crate::loom::Arc<Registry>,
 }
 
 impl Participant {
@@ -179,7 +177,7 @@ impl Participant {
             record: registry().acquire(),
             nesting: Cell::new(0),
             #[cfg(kova_loom)]
-            _registry: crate::sync::Arc::clone(&REGISTRY),
+            _registry: crate::loom::Arc::clone(&REGISTRY),
         }
     }
 
@@ -198,15 +196,8 @@ impl Drop for Participant {
     }
 }
 
-#[cfg(not(kova_loom))]
-std::thread_local! {
+crate::loom::thread_local! {
     /// This thread's participant.
-    static PARTICIPANT: Participant = Participant::new();
-}
-
-#[cfg(kova_loom)]
-loom::thread_local! {
-    /// This model thread's participant.
     static PARTICIPANT: Participant = Participant::new();
 }
 
@@ -325,15 +316,14 @@ fn publish_pin(state: &AtomicU64, pinned: u64) {
     // (crossbeam-epoch pins with a locked compare-exchange for the same reason). The compiler
     // fence keeps the compiler from moving the pinned section's loads above it.
     state.swap(pinned, Ordering::SeqCst);
-    crate::sync::atomic::compiler_fence(Ordering::SeqCst);
+    crate::loom::atomic::compiler_fence(Ordering::SeqCst);
 }
 
 /// Stores `pinned` into a record and fences (the portable form, and loom's).
 #[cfg(not(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom))))]
 #[inline(always)]
 fn publish_pin(state: &AtomicU64, pinned: u64) {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::pin_fence_skipped() {
+    if crate::loom::faults::pin_fence_skipped() {
         state.store(pinned, Ordering::Relaxed);
         return;
     }
@@ -411,7 +401,7 @@ mod tests {
     /// Readers pin and read a shared box while a writer replaces it, waits for the old one's
     /// grace period, marks it dead and frees it: no reader may see a dead value (under Miri, no
     /// reader may touch a freed box). Broken on purpose, it fails: without the wait, or with an
-    /// advance that ignores pinned threads (tried, 3 runs of each).
+    /// advance that ignores pinned threads.
     #[test]
     fn a_replaced_value_is_freed_only_after_its_readers_unpin() {
         const ALIVE: u64 = 0xA11E;

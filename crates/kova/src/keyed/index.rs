@@ -4,7 +4,7 @@
 //! rewritten in place to name another slot while readers may hold the old one, except by the
 //! unlink protocol in `shard.rs` (a `BUSY` marker, then deletion or restoration).
 
-use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::loom::atomic::{AtomicU32, Ordering};
 
 /// Entries per aligned group. An index's entries start at a multiple of a group's size, which
 /// leaves the low bits of their address free to carry the index's size ([`View`]).

@@ -49,7 +49,8 @@ use super::shard::{Freezer, ShardConfig};
 use super::slot::{read, write, UnsafeCell};
 use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
 use super::word::{FROZEN, TOMB, VACANT};
-use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use crate::Algorithm;
 
 /// A key and its state word.
 struct Line<K> {
@@ -104,10 +105,8 @@ fn home(hash: u64, len: usize) -> usize {
 /// Arrays of at least this many bytes start on a multiple of it and ask the kernel for huge
 /// pages over their whole 2 MiB pages ([`advise_huge_pages`]): a check of a large table misses
 /// the cache and, with 4 KiB pages, the TLB too, whose page walk (two-dimensional in a virtual
-/// machine) adds to the miss. On the 2-core dev VM a dependent read over 28 MiB took 160-175 ns
-/// with huge pages, 180-210 ns without; a loop of 1M-key checks ran about 3% faster (median of
-/// eight alternating runs), with only the first 2 MiB of each shard's 3.5 MiB array on a huge
-/// page (larger tables have more of theirs).
+/// machine) adds to the miss; a huge page takes the TLB miss away. Only whole 2 MiB pages are
+/// advised, so a shard's array gains in proportion to its size.
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks the kernel (Linux, where transparent huge pages are `madvise` or `always`) to back the
@@ -331,9 +330,8 @@ enum Mark {
 }
 
 /// The most held keys an array takes before it grows: 13/20 of its lines. A hit at that load
-/// looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), at 3/4 it looked at
-/// 2.5: the shorter probe made checks of 1k keys about 7% faster (a loop of checks on the 2-core
-/// dev VM, six alternating runs; `kova-bench`'s `keyed_1k` agrees).
+/// looks at 1.9 lines on average (linear probing: (1 + 1/(1 - load)) / 2), against 2.5 at 3/4:
+/// a probe of small tables, which hit the cache, is bound by the lines it looks at.
 const HELD_NUM: usize = 13;
 const HELD_DEN: usize = 20;
 /// The most lines in use, held and removed, before a rehash sheds the removed ones: 3/4, above
@@ -358,7 +356,7 @@ const MIN_LINES: usize = GROUP_LINES;
 /// ([`start_lines`]).
 const START_LINES: usize = 8 * GROUP_LINES;
 /// Replaced arrays waiting for their grace period hold at most this many times the current
-/// array (see `take_slot`).
+/// array (see `take_place`).
 const RETIRED_ARRAYS: usize = 4;
 
 /// Lines for `keys` held keys right after a rehash (whole groups).
@@ -422,8 +420,7 @@ const PREFETCH_LINES: usize = 1 << 14;
 /// A check of a large array also prefetches the line this far past its home: for `u64` keys
 /// (four lines a cache line) that fetches the next cache line whenever a probe of up to four
 /// lines could run into it, at once rather than after the first miss (the probe's next load
-/// depends on the first). A loop of 1M-key checks ran about 3% faster (median of twelve
-/// alternating runs); 7 ahead (the next 128 bytes) was no better than none.
+/// depends on the first). Not further: a line two cache lines on is seldom reached.
 const PROBE_AHEAD: usize = 3;
 
 /// Asks the CPU to start loading the line at `line`; never faults, whatever the address.
@@ -440,48 +437,52 @@ fn prefetch_line<T>(line: *const T) {
     let _ = line;
 }
 
-/// A shard of lines. `C` is the table's cell type, which is `AtomicU64` (see [`new`](Self::new)).
-pub(super) struct LineShard<K, C> {
+/// A shard of lines for algorithm `A`, whose cell is a word (see [`new`](Self::new)).
+pub(super) struct LineShard<K, A> {
     hot: CachePadded<Hot<K>>,
     cold: CachePadded<Cold<LineWriter<K>>>,
-    _cell: PhantomData<C>,
+    _algorithm: PhantomData<A>,
 }
 
 /// A key found without the lock.
-pub(super) struct LineHit<'g, C> {
+pub(super) struct LineHit<'g, A> {
     word: &'g AtomicU64,
     quota: QuotaId,
     pos: u32,
-    _cell: PhantomData<&'g C>,
+    _algorithm: PhantomData<&'g A>,
 }
 
-/// The word as the table's cell type.
+/// The word as the table's cell. A `LineShard<K, A>` exists only for an `A` whose cell is a
+/// word ([`LineShard::new`]), so the `None` arm is never taken.
 #[inline(always)]
-fn as_cell<C>(word: &AtomicU64) -> &C {
-    // SAFETY: a `LineShard<K, C>` exists only for `C = AtomicU64` (`LineShard::new`'s contract):
-    // the cast is between identical types.
-    unsafe { &*(word as *const AtomicU64).cast::<C>() }
+fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
+    match A::inline_cell(word) {
+        Some(cell) => cell,
+        None => unreachable!("lines are built only for cells that are words"),
+    }
 }
 
-/// The table's cell as the word it is.
+/// The table's cell as the word it is (see [`as_cell`]).
 #[inline(always)]
-fn as_word<C>(cell: &C) -> &AtomicU64 {
-    // SAFETY: as in `as_cell`.
-    unsafe { &*(cell as *const C).cast::<AtomicU64>() }
+fn as_word<A: Algorithm>(cell: &A::Cell) -> &AtomicU64 {
+    match A::inline_word(cell) {
+        Some(word) => word,
+        None => unreachable!("lines are built only for cells that are words"),
+    }
 }
 
-impl<C> Clone for LineHit<'_, C> {
+impl<A> Clone for LineHit<'_, A> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<C> Copy for LineHit<'_, C> {}
+impl<A> Copy for LineHit<'_, A> {}
 
-impl<'g, C> StoreHit<'g, C> for LineHit<'g, C> {
+impl<'g, A: Algorithm> StoreHit<'g, A::Cell> for LineHit<'g, A> {
     #[inline(always)]
-    fn cell(&self) -> &'g C {
-        as_cell(self.word)
+    fn cell(&self) -> &'g A::Cell {
+        as_cell::<A>(self.word)
     }
 
     #[inline(always)]
@@ -489,18 +490,16 @@ impl<'g, C> StoreHit<'g, C> for LineHit<'g, C> {
         self.quota
     }
 
-    fn slot(&self) -> u32 {
+    fn place(&self) -> u32 {
         self.pos
     }
 }
 
-impl<K, C> LineShard<K, C> {
-    /// A shard of at most `config.max_keys` keys.
-    ///
-    /// # Safety
-    /// `C` is `AtomicU64` (the table checks the algorithm's cell type before choosing lines).
-    pub(super) unsafe fn new(config: ShardConfig) -> Self {
-        debug_assert_eq!(std::mem::size_of::<C>(), std::mem::size_of::<AtomicU64>());
+impl<K, A: Algorithm> LineShard<K, A> {
+    /// A shard of at most `config.max_keys` keys; `None` when `A`'s cell is not a word
+    /// ([`Algorithm::inline_cell`]).
+    pub(super) fn new(config: ShardConfig) -> Option<Self> {
+        A::inline_cell(&AtomicU64::new(VACANT))?;
         let start = start_lines(config.max_keys);
         let array = OwnedArray::new(start);
         let view = AtomicPtr::new(array.as_ptr());
@@ -517,11 +516,11 @@ impl<K, C> LineShard<K, C> {
             cursor: 0,
             scan: ScanOrder::new(start),
         };
-        LineShard {
+        Some(LineShard {
             hot: CachePadded::new(hot),
             cold: CachePadded::new(Cold::new(writer, memory)),
-            _cell: PhantomData,
-        }
+            _algorithm: PhantomData,
+        })
     }
 
     /// The most bytes a shard of `max_keys` keys can hold: its largest array, the arrays it
@@ -546,13 +545,13 @@ impl<K, C> LineShard<K, C> {
     }
 }
 
-impl<K, C> Store<K, C> for LineShard<K, C> {
+impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
     type Hit<'g>
-        = LineHit<'g, C>
+        = LineHit<'g, A>
     where
         Self: 'g;
     type Locked<'a>
-        = LineLocked<'a, K, C>
+        = LineLocked<'a, K, A>
     where
         Self: 'a;
 
@@ -573,7 +572,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     /// Probes from the key's home, one line at a time: at the load factors kept here (at most
     /// 13/20 held, 3/4 with the removed) most hits end at the home line, which holds the key and its word.
     #[inline(always)]
-    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, C>>
+    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, A>>
     where
         K: Eq,
     {
@@ -596,7 +595,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
             // the key is written and is not dropped before our pin ends.
             if word != TOMB && unsafe { line.key() } == key {
                 let quota = array.quota_at(pos);
-                return Some(LineHit { word: &line.word, quota, pos: pos as u32, _cell: PhantomData });
+                return Some(LineHit { word: &line.word, quota, pos: pos as u32, _algorithm: PhantomData });
             }
             pos += 1;
             if pos == len {
@@ -607,11 +606,11 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     }
 
     /// Word cells are frozen before any look: a check's write always stands.
-    fn still_linked(&self, _hit: &LineHit<'_, C>) -> bool {
+    fn still_linked(&self, _hit: &LineHit<'_, A>) -> bool {
         true
     }
 
-    fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, C> {
+    fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard };
         locked.collect();
         locked
@@ -626,7 +625,7 @@ impl<K, C> Store<K, C> for LineShard<K, C> {
     }
 }
 
-impl<K, C> Drop for LineShard<K, C> {
+impl<K, A> Drop for LineShard<K, A> {
     fn drop(&mut self) {
         let writer = self.cold.writer_mut();
         for (pos, mark) in writer.marks.iter().enumerate() {
@@ -642,13 +641,13 @@ impl<K, C> Drop for LineShard<K, C> {
 }
 
 /// The shard with its lock held, on a pinned thread.
-pub(super) struct LineLocked<'a, K, C> {
-    shard: &'a LineShard<K, C>,
+pub(super) struct LineLocked<'a, K, A> {
+    shard: &'a LineShard<K, A>,
     writer: MutexGuard<'a, LineWriter<K>>,
     guard: &'a Guard,
 }
 
-impl<K, C> LineLocked<'_, K, C> {
+impl<K, A> LineLocked<'_, K, A> {
     fn line(&self, pos: usize) -> &Line<K> {
         self.writer.array.line(pos)
     }
@@ -657,7 +656,7 @@ impl<K, C> LineLocked<'_, K, C> {
     /// frees replaced arrays.
     fn collect(&mut self) {
         let ready = self.writer.retired.collect(self.guard);
-        for (pos, _) in ready.slots {
+        for (pos, _) in ready.places {
             let pos = pos as usize;
             debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
             // SAFETY: removed before a grace period that has ended: no check reads the key; we
@@ -665,15 +664,6 @@ impl<K, C> LineLocked<'_, K, C> {
             unsafe { ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr()) };
             self.writer.marks[pos] = Mark::Free;
         }
-    }
-
-    /// Freezes the held line `pos`'s word: the word as the table's cell, and a copy of its state.
-    fn freeze(&self, pos: usize, freezer: &impl Freezer<C>) -> (&C, C) {
-        let cell = as_cell::<C>(&self.line(pos).word);
-        let Some(copy) = freezer.freeze(cell) else {
-            unreachable!("a line's cell is a word, which freezes");
-        };
-        (cell, copy)
     }
 
     /// The first line from `hash`'s home a new key can take: vacant, or free.
@@ -715,7 +705,7 @@ impl<K, C> LineLocked<'_, K, C> {
         w.marks[pos] = Mark::Dead;
         w.held -= 1;
         w.removed += 1;
-        w.retired.slot(pos as u32, 0);
+        w.retired.place(pos as u32, 0);
     }
 
     /// Moves every held key into a new array of `len` lines and publishes it.
@@ -761,8 +751,8 @@ impl<K, C> LineLocked<'_, K, C> {
         let old = std::mem::replace(&mut w.array, fresh);
         w.scan = ScanOrder::new(len);
         // The dead lines' keys go with the old array; free lines' keys were dropped already.
-        let doomed = w.retired.take_slots().into_iter().map(|(pos, _)| pos).collect();
-        w.retired.index(RetiredLines { array: old, doomed });
+        let doomed = w.retired.take_places().into_iter().map(|(pos, _)| pos).collect();
+        w.retired.array(RetiredLines { array: old, doomed });
         w.marks = marks;
         w.removed = 0;
         w.cursor = 0;
@@ -774,7 +764,18 @@ impl<K, C> LineLocked<'_, K, C> {
     }
 }
 
-impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
+impl<K, A: Algorithm> LineLocked<'_, K, A> {
+    /// Freezes the held line `pos`'s word: the word as the table's cell, and a copy of its state.
+    fn freeze(&self, pos: usize, freezer: &impl Freezer<A::Cell>) -> (&A::Cell, A::Cell) {
+        let cell = as_cell::<A>(&self.line(pos).word);
+        let Some(copy) = freezer.freeze(cell) else {
+            unreachable!("a line's cell is a word, which freezes");
+        };
+        (cell, copy)
+    }
+}
+
+impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
     type Entry = u32;
 
     fn find(&self, hash: u64, key: &K) -> Option<(usize, u32)>
@@ -801,15 +802,15 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         unsafe { self.line(entry as usize).key() }
     }
 
-    fn cell(&self, entry: u32) -> &C {
-        as_cell(&self.line(entry as usize).word)
+    fn cell(&self, entry: u32) -> &A::Cell {
+        as_cell::<A>(&self.line(entry as usize).word)
     }
 
     fn quota(&self, entry: u32) -> QuotaId {
         self.writer.array.quota_at(entry as usize)
     }
 
-    fn slot_of(&self, entry: u32) -> u32 {
+    fn place_of(&self, entry: u32) -> u32 {
         entry
     }
 
@@ -825,7 +826,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
     /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
     /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
     /// the array is used past its load bound, up to its last open line.
-    fn take_slot(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
+    fn take_place(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
@@ -843,7 +844,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
             .next_multiple_of(GROUP_LINES);
             let floor = LineArray::<K>::bytes_for(lines_for(w.max_keys), true);
             let budget = (RETIRED_ARRAYS * LineArray::<K>::bytes_for(target, true)).max(floor);
-            if w.retired.index_bytes() <= budget {
+            if w.retired.array_bytes() <= budget {
                 self.rehash(target, hash_key);
                 return Some(0);
             }
@@ -859,20 +860,20 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         (w.held + w.removed + 1 < w.array.len()).then_some(0)
     }
 
-    fn put_back(&mut self, _slot: u32) {}
+    fn put_back(&mut self, _place: u32) {}
 
     fn insert(
         &mut self,
-        _slot: u32,
+        _place: u32,
         hash: u64,
         key: K,
-        cell: C,
+        cell: A::Cell,
         quota: QuotaId,
         _heap: usize,
         _hash_key: &impl Fn(&K) -> u64,
     ) -> u32 {
         let pos = self.open_line(hash);
-        self.fill(pos, key, as_word(&cell).load(Ordering::Relaxed), quota);
+        self.fill(pos, key, as_word::<A>(&cell).load(Ordering::Relaxed), quota);
         pos as u32
     }
 
@@ -885,8 +886,8 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         pos: usize,
         _entry: u32,
         _heap: usize,
-        keep: impl FnOnce(&C) -> bool,
-        freezer: &impl Freezer<C>,
+        keep: impl FnOnce(&A::Cell) -> bool,
+        freezer: &impl Freezer<A::Cell>,
         _hash_key: &impl Fn(&K) -> u64,
     ) -> bool {
         let (cell, copy) = self.freeze(pos, freezer);
@@ -909,14 +910,14 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
         key: K,
         quota: QuotaId,
         _new_heap: usize,
-        build: impl FnOnce(&C) -> C,
-        freezer: &impl Freezer<C>,
+        build: impl FnOnce(&A::Cell) -> A::Cell,
+        freezer: &impl Freezer<A::Cell>,
         hash_key: &impl Fn(&K) -> u64,
     ) -> Result<u32, K>
     where
         K: Eq,
     {
-        if self.take_slot(hash_key).is_none() {
+        if self.take_place(hash_key).is_none() {
             return Err(key);
         }
         // A rehash may have moved the key.
@@ -929,7 +930,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
             }
         };
         let (_, copy) = self.freeze(pos, freezer);
-        let value = as_word(&build(&copy)).load(Ordering::Relaxed);
+        let value = as_word::<A>(&build(&copy)).load(Ordering::Relaxed);
         self.bury(pos);
         let to = self.open_line(hash);
         self.fill(to, key, value, quota);
@@ -964,7 +965,7 @@ impl<K, C> StoreLocked<K, C> for LineLocked<'_, K, C> {
     }
 }
 
-impl<K, C> Drop for LineLocked<'_, K, C> {
+impl<K, A> Drop for LineLocked<'_, K, A> {
     /// Seals what this section retired and publishes the figures.
     fn drop(&mut self) {
         self.writer.retired.seal(self.guard);

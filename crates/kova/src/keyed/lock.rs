@@ -1,15 +1,8 @@
-//! The shards' insert lock: std's mutex, or loom's under `cfg(kova_loom)` (a std mutex held across
-//! a loom switch point would block loom's single OS thread), and [`Cold`], the lock with the
-//! figures it publishes.
-//!
-//! This belongs in `crate::sync` beside the atomics; it lives here until that file gains a
-//! `Mutex` re-export.
+//! [`Cold`]: a shard's insert lock (`crate::loom`'s mutex, loom's under `cfg(kova_loom)`) with
+//! the figures it publishes.
 
-#[cfg(kova_loom)]
-pub(super) use loom::sync::{Mutex, MutexGuard};
-
-#[cfg(not(kova_loom))]
-pub(super) use std::sync::{Mutex, MutexGuard};
+use crate::loom::Mutex;
+pub(super) use crate::loom::MutexGuard;
 
 /// Locks `mutex`, ignoring poisoning: the table's invariants hold between any two statements of
 /// a locked section that can panic (a user's `Hash`/`Eq`/`Clone`), so a poisoned lock is usable.
@@ -17,7 +10,7 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicUsize, Ordering};
 
 /// The part of a shard only inserts and removals touch: the lock around its writer, and mirrors
 /// of the writer's figures so that `len` and `memory_bytes` need no lock.

@@ -12,8 +12,8 @@
 /// to provoke.
 ///
 /// ```
-/// use kova::{Decision, Fallback, Gcra, Keyed, ManualClock, Quota, TableFullPolicy};
-/// let limiter = Keyed::<u32, Gcra, _>::builder_with_clock(Quota::per_second(1)?, ManualClock::new())
+/// use kova::{Decision, Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+/// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
 ///     .shards(1)
 ///     .max_keys(2)
 ///     .table_full(TableFullPolicy::DenyNew)

@@ -1,12 +1,11 @@
 //! Per-key quotas: each distinct quota gets a small id and one built algorithm, shared by every
 //! key that has it. A slot stores only the id (and only when it is not the default).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::{Algorithm, AnyAlgorithm, Quota, QuotaError};
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::{Algorithm, Clock, Quota, QuotaError};
 
 /// A quota's id in its table; 0 is the table's default quota.
 pub(super) type QuotaId = u16;
@@ -77,7 +76,7 @@ impl<A: Algorithm> Quotas<A> {
                 max: MAX_QUOTAS as u64,
             });
         }
-        let algorithm = algorithm_like(&self.default, quota)?;
+        let algorithm = self.default.with_quota(quota)?;
         let i = next - 1;
         let page = self.pages[i / PAGE].get_or_init(|| (0..PAGE).map(|_| OnceLock::new()).collect());
         if page[i % PAGE].set(algorithm).is_err() {
@@ -122,25 +121,32 @@ impl<A: Algorithm> Quotas<A> {
     }
 }
 
-/// Builds the algorithm for `quota` of the same kind as `template`: [`Algorithm::from_quota`],
-/// except that an [`AnyAlgorithm`] keeps its kind (its `from_quota` builds the default, GCRA).
-pub(super) fn algorithm_like<A: Algorithm>(template: &A, quota: Quota) -> Result<A, QuotaError> {
-    if let Some(any) = (template as &dyn Any).downcast_ref::<AnyAlgorithm>() {
-        let mut built: Option<A> = None;
-        if let Some(slot) = (&mut built as &mut dyn Any).downcast_mut::<Option<AnyAlgorithm>>() {
-            *slot = Some(AnyAlgorithm::new(any.kind(), quota)?);
-        }
-        if let Some(algorithm) = built {
-            return Ok(algorithm);
-        }
+/// A clock stopped at one reading, to look at several cells at the same instant.
+pub(super) struct At(pub(super) u64);
+
+impl Clock for At {
+    fn now_nanos(&self) -> u64 {
+        self.0
     }
-    A::from_quota(quota)
+}
+
+/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used.
+pub(super) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
+    let at = At(now);
+    let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
+    let fresh = new.new_cell();
+    let carried = used.min(new.capacity());
+    if carried > 0 {
+        // Allowed: a fresh state admits up to its capacity at once.
+        new.decide_cell(&fresh, &at, carried);
+    }
+    fresh
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AlgorithmKind, Gcra};
+    use crate::{AlgorithmKind, AnyAlgorithm, Gcra};
 
     #[test]
     fn ids_are_stable_and_the_default_is_zero() {
@@ -168,7 +174,7 @@ mod tests {
     #[test]
     fn any_algorithm_keeps_its_kind() {
         let log = AnyAlgorithm::new(AlgorithmKind::SlidingWindowLog, Quota::per_second(3).unwrap()).unwrap();
-        let built = algorithm_like(&log, Quota::per_second(7).unwrap()).unwrap();
+        let built = log.with_quota(Quota::per_second(7).unwrap()).unwrap();
         assert_eq!(built.kind(), AlgorithmKind::SlidingWindowLog);
         assert_eq!(built.capacity(), 7);
     }

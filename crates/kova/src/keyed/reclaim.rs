@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use super::epoch::{self, Guard};
 use super::index::Index;
+use crate::loom::faults;
 
 /// Something replaced as a whole (an index, a line array), freed after its grace period.
 pub(super) trait Reclaimable {
@@ -47,21 +48,7 @@ pub(super) struct Retired<I> {
     /// Whether the current batch holds anything.
     dirty: bool,
     /// Bytes of the retired indexes.
-    index_bytes: usize,
-}
-
-/// Whether `kova::loom_racy::without_grace_periods` (a deliberately broken variant, for the
-/// should-fail loom models) is in effect: [`Retired::collect`] then hands everything back at once,
-/// grace period or not. Always false outside loom builds.
-#[cfg(kova_loom)]
-fn skip_grace_periods() -> bool {
-    crate::loom_racy::grace_periods_skipped()
-}
-
-#[cfg(not(kova_loom))]
-#[inline(always)]
-fn skip_grace_periods() -> bool {
-    false
+    array_bytes: usize,
 }
 
 /// Halves `queue`'s room when it uses under a quarter of it (and holds over 64 places).
@@ -73,10 +60,10 @@ fn shrink<T>(queue: &mut VecDeque<T>) {
 
 /// What [`Retired::collect`] handed back.
 pub(super) struct Ready {
-    /// Slots no check can reach any more, with the heap bytes of their cells.
-    pub(super) slots: Vec<(u32, usize)>,
-    /// Bytes of the indexes it freed.
-    pub(super) index_bytes: usize,
+    /// Places (slots, or lines) no check can reach any more, with the heap bytes of their cells.
+    pub(super) places: Vec<(u32, usize)>,
+    /// Bytes of the arrays (indexes, or line arrays) it freed.
+    pub(super) array_bytes: usize,
 }
 
 impl<I> Default for Retired<I> {
@@ -87,33 +74,33 @@ impl<I> Default for Retired<I> {
             stamps: VecDeque::new(),
             current: 0,
             dirty: false,
-            index_bytes: 0,
+            array_bytes: 0,
         }
     }
 }
 
 impl<I: Reclaimable> Retired<I> {
-    /// Retires `slot`, whose cell owns `heap` bytes on the heap.
-    pub(super) fn slot(&mut self, slot: u32, heap: usize) {
+    /// Retires the place `slot` (a slot, or a line), whose cell owns `heap` bytes on the heap.
+    pub(super) fn place(&mut self, slot: u32, heap: usize) {
         self.slots.push_back(RetiredSlot { batch: self.current, slot, heap });
         self.dirty = true;
     }
 
-    /// Retires a replaced index.
-    pub(super) fn index(&mut self, index: I) {
-        self.index_bytes += index.bytes();
+    /// Retires a replaced array (an index, or a line array).
+    pub(super) fn array(&mut self, index: I) {
+        self.array_bytes += index.bytes();
         self.indexes.push_back((self.current, index));
         self.dirty = true;
     }
 
-    /// Bytes of the replaced indexes waiting for their grace period.
-    pub(super) fn index_bytes(&self) -> usize {
-        self.index_bytes
+    /// Bytes of the replaced arrays waiting for their grace period.
+    pub(super) fn array_bytes(&self) -> usize {
+        self.array_bytes
     }
 
-    /// Takes every retired slot out of the queue, grace period or not, with its cell's heap
+    /// Takes every retired place out of the queue, grace period or not, with its cell's heap
     /// bytes: for a layout that hands them to what it retires next.
-    pub(super) fn take_slots(&mut self) -> Vec<(u32, usize)> {
+    pub(super) fn take_places(&mut self) -> Vec<(u32, usize)> {
         self.slots.drain(..).map(|r| (r.slot, r.heap)).collect()
     }
 
@@ -139,34 +126,32 @@ impl<I: Reclaimable> Retired<I> {
                 now = guard.advance();
             }
             while let Some(&(batch, stamp)) = self.stamps.front() {
-                if !epoch::expired(stamp, now) && !skip_grace_periods() {
+                if !epoch::expired(stamp, now) && !faults::grace_periods_skipped() {
                     break;
                 }
                 done = Some(batch);
                 self.stamps.pop_front();
             }
         }
-        let mut ready = Ready { slots: Vec::new(), index_bytes: 0 };
+        let mut ready = Ready { places: Vec::new(), array_bytes: 0 };
         let Some(done) = done else { return ready };
         while self.slots.front().is_some_and(|r| r.batch <= done) {
             if let Some(r) = self.slots.pop_front() {
-                ready.slots.push((r.slot, r.heap));
+                ready.places.push((r.slot, r.heap));
             }
         }
-        #[cfg(kova_loom)]
         let indexes_before = self.indexes.len();
         while self.indexes.front().is_some_and(|(batch, _)| *batch <= done) {
             if let Some((_, index)) = self.indexes.pop_front() {
-                ready.index_bytes += index.bytes();
+                ready.array_bytes += index.bytes();
             }
         }
-        self.index_bytes -= ready.index_bytes;
+        self.array_bytes -= ready.array_bytes;
         // Give back queue room a burst left unused (a flood of removals while some check held a
         // grace period back), so that memory returns once the burst has passed.
         shrink(&mut self.slots);
         shrink(&mut self.stamps);
-        #[cfg(kova_loom)]
-        crate::loom_racy::count_reclaimed(ready.slots.len(), indexes_before - self.indexes.len());
+        faults::count_reclaimed(ready.places.len(), indexes_before - self.indexes.len());
         ready
     }
 
@@ -174,7 +159,7 @@ impl<I: Reclaimable> Retired<I> {
     pub(super) fn drain_all(&mut self) -> impl Iterator<Item = u32> + '_ {
         self.indexes.clear();
         self.stamps.clear();
-        self.index_bytes = 0;
+        self.array_bytes = 0;
         self.slots.drain(..).map(|r| r.slot)
     }
 
@@ -183,6 +168,6 @@ impl<I: Reclaimable> Retired<I> {
         self.slots.capacity() * std::mem::size_of::<RetiredSlot>()
             + self.indexes.capacity() * std::mem::size_of::<(u64, I)>()
             + self.stamps.capacity() * std::mem::size_of::<(u64, u64)>()
-            + self.index_bytes
+            + self.array_bytes
     }
 }

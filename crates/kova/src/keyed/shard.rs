@@ -45,7 +45,7 @@ use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::Retired;
 use super::slot::{Slot, Storage};
 use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
-use crate::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use crate::loom::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 
 /// How a shard is sized.
 #[derive(Debug, Clone, Copy)]
@@ -307,7 +307,7 @@ impl<K, C> Locked<'_, K, C> {
     /// Hands back slots and indexes whose grace period has ended.
     fn collect(&mut self) {
         let ready = self.writer.retired.collect(self.guard);
-        for (slot, heap) in ready.slots {
+        for (slot, heap) in ready.places {
             // SAFETY: retired after unlinking, and its grace period has ended: no reader can
             // reach it, and we hold the lock.
             unsafe { self.shard.hot.storage.slot(slot).empty() };
@@ -343,11 +343,11 @@ impl<K, C> Locked<'_, K, C> {
         // freed only after their grace period.
         let old = std::mem::replace(&mut self.writer.index, bigger);
         self.writer.scan = ScanOrder::new(self.writer.index.capacity());
-        self.writer.retired.index(old);
+        self.writer.retired.array(old);
     }
 
     fn retire(&mut self, entry: Entry, heap: usize) {
-        self.writer.retired.slot(entry.slot(), heap);
+        self.writer.retired.place(entry.slot(), heap);
         self.writer.len -= 1;
     }
 
@@ -417,9 +417,9 @@ impl<K, C> Drop for Locked<'_, K, C> {
 }
 
 impl<K, C> Storage<K, C> {
-    /// A slot about to be filled by the lock holder (its chunk was allocated by `take_slot`).
+    /// A slot about to be filled by the lock holder (its chunk was allocated by `take_place`).
     fn slot_for_fill(&self, slot: u32) -> &Slot<K, C> {
-        // SAFETY: `take_slot` returned it, so its chunk is allocated.
+        // SAFETY: `take_place` returned it, so its chunk is allocated.
         unsafe { self.slot(slot) }
     }
 }
@@ -435,7 +435,7 @@ impl<'g, K, C> StoreHit<'g, C> for Hit<'g, K, C> {
         self.quota
     }
 
-    fn slot(&self) -> u32 {
+    fn place(&self) -> u32 {
         self.entry.slot()
     }
 }
@@ -569,7 +569,7 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
         }
     }
 
-    fn slot_of(&self, entry: Entry) -> u32 {
+    fn place_of(&self, entry: Entry) -> u32 {
         entry.slot()
     }
 
@@ -578,7 +578,7 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
     }
 
     /// A vacant slot in an allocated chunk, or `None` when all are held or retired.
-    fn take_slot(&mut self, _hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
+    fn take_place(&mut self, _hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
         for attempt in 0..3 {
             if let Some(slot) = self.writer.free.pop() {
                 return Some(slot);
@@ -600,12 +600,12 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
         None
     }
 
-    /// Gives back a slot from [`take_slot`](Self::take_slot) that was not used.
+    /// Gives back a slot from [`take_place`](Self::take_place) that was not used.
     fn put_back(&mut self, slot: u32) {
         self.writer.free.push(slot);
     }
 
-    /// Inserts `key` with `cell` and quota `quota` into `slot` (from [`take_slot`](Self::take_slot)),
+    /// Inserts `key` with `cell` and quota `quota` into `slot` (from [`take_place`](Self::take_place)),
     /// whose cell owns `heap` heap bytes. The caller checked that the key is absent and that the
     /// shard is not full.
     #[allow(clippy::too_many_arguments)]
@@ -699,7 +699,7 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
     where
         K: Eq,
     {
-        let Some(slot) = self.take_slot(hash_key) else { return Err(key) };
+        let Some(slot) = self.take_place(hash_key) else { return Err(key) };
         let old_cell = self.cell(old);
         // A frozen old cell stays frozen: checks still holding the old slot find it so and redo
         // themselves on the new one.
@@ -763,7 +763,7 @@ impl<K, C> StoreLocked<K, C> for Locked<'_, K, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::atomic::AtomicU64;
+    use crate::loom::atomic::AtomicU64;
 
     /// A hash with the same home for every key in any index size (top bits 0), and the tag
     /// `key % 128`, or 0 for every third key (the tag that `EMPTY` and `BUSY` also read as).
@@ -790,7 +790,7 @@ mod tests {
         {
             let mut locked = shard.lock(&guard);
             for key in 0..KEYS {
-                let slot = locked.take_slot(&colliding).expect("room");
+                let slot = locked.take_place(&colliding).expect("room");
                 locked.insert(
                     slot,
                     colliding(&key),

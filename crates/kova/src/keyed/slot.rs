@@ -4,39 +4,23 @@
 //! so a slot's address is stable: a check updates the one cell every other check updates, and
 //! growing the index never copies state.
 
-#[cfg(not(kova_loom))]
-pub(super) use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use crate::sync::atomic::{AtomicPtr, AtomicU16, Ordering};
-#[cfg(kova_loom)]
-pub(super) use crate::sync::UnsafeCell;
+use crate::loom::atomic::{AtomicPtr, AtomicU16, Ordering};
+pub(super) use crate::loom::UnsafeCell;
 
-/// A pointer to read `cell`'s contents through.
-#[cfg(not(kova_loom))]
+/// A pointer to read `cell`'s contents through. Under loom the access is recorded: loom fails
+/// the model if a read and a write of the same slot (a check reading a key or cell, the lock
+/// holder filling or emptying the slot) are not ordered by happens-before, as when a slot is
+/// reused before its grace period ended.
 #[inline(always)]
-pub(super) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
-    cell.get()
-}
-
-/// A pointer to write `cell`'s contents through.
-#[cfg(not(kova_loom))]
-#[inline(always)]
-pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
-    cell.get()
-}
-
-/// Under loom, the access is recorded here: loom fails the model if a read and a write of the
-/// same slot (a check reading a key or cell, the lock holder filling or emptying the slot) are
-/// not ordered by happens-before, as when a slot is reused before its grace period ended.
-#[cfg(kova_loom)]
 pub(super) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
     cell.with(|ptr| ptr)
 }
 
 /// As [`read`], for a write.
-#[cfg(kova_loom)]
+#[inline(always)]
 pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
     cell.with_mut(|ptr| ptr)
 }
@@ -283,7 +267,7 @@ impl<K, C> Drop for Storage<K, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::atomic::AtomicU64;
+    use crate::loom::atomic::AtomicU64;
 
     /// The slots handed out fill each chunk's places once, in order of chunks, and consecutive
     /// ones sit at least 128 bytes apart (never on one cache line), for a small and a large slot.

@@ -1,4 +1,6 @@
-//! What the table's operations need from a shard, whatever its layout.
+//! What the table's operations need from a shard, whatever its layout. Words used in both
+//! layouts: a key's *place* is where it is held (a slot, or a line); the *array* is what a
+//! probe walks (an index of slot numbers, or the lines themselves).
 //!
 //! Two layouts implement it:
 //! - [`Shard`](super::shard::Shard) (`shard.rs`): an index of tagged slot numbers naming slots that
@@ -54,8 +56,9 @@ pub(super) trait Store<K, C> {
 pub(super) trait StoreHit<'g, C> {
     fn cell(&self) -> &'g C;
     fn quota(&self) -> QuotaId;
-    /// Where the key was found: a slot, or a position of the line array it was read from.
-    fn slot(&self) -> u32;
+    /// Where the key was found (its place): a slot number, or a line's position in the array
+    /// it was read from.
+    fn place(&self) -> u32;
 }
 
 /// The operations of the lock holder. `Entry` names a held key until the lock is released (or
@@ -70,21 +73,21 @@ pub(super) trait StoreLocked<K, C> {
     fn key(&self, entry: Self::Entry) -> &K;
     fn cell(&self, entry: Self::Entry) -> &C;
     fn quota(&self, entry: Self::Entry) -> QuotaId;
-    /// What [`StoreHit::slot`] says for the key of `entry` found without the lock.
-    fn slot_of(&self, entry: Self::Entry) -> u32;
+    /// What [`StoreHit::place`] says for the key of `entry` found without the lock.
+    fn place_of(&self, entry: Self::Entry) -> u32;
     /// Whether the shard holds its most keys.
     fn is_full(&self) -> bool;
-    /// Room for one more key: a slot number for [`insert`](Self::insert), or `None` when none
+    /// Room for one more key: a place for [`insert`](Self::insert), or `None` when none
     /// is free of its grace period. May grow the layout (and run the user's `Hash`).
-    fn take_slot(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32>;
-    /// Gives back room from [`take_slot`](Self::take_slot) that was not used.
-    fn put_back(&mut self, slot: u32);
+    fn take_place(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32>;
+    /// Gives back room from [`take_place`](Self::take_place) that was not used.
+    fn put_back(&mut self, place: u32);
     /// Inserts `key` (absent, checked by the caller) with `cell` and `quota` into the room
-    /// `slot` from [`take_slot`](Self::take_slot); its cell owns `heap` heap bytes.
+    /// `place` from [`take_place`](Self::take_place); its cell owns `heap` heap bytes.
     #[allow(clippy::too_many_arguments)]
     fn insert(
         &mut self,
-        slot: u32,
+        place: u32,
         hash: u64,
         key: K,
         cell: C,

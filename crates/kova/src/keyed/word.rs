@@ -11,14 +11,10 @@
 //! its CAS: no fence and no second look at the index (see `shard.rs`'s module docs). Other cells
 //! (the sliding log) are hidden by their index entry instead, and their checks look again.
 
-use std::any::Any;
-
 use super::shard::Freezer;
-use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::{
-    Algorithm, AnyAlgorithm, AnyCell, Clock, Decision, FixedWindow, Gcra, SlidingWindowCounter, TokenBucket,
-    WordAlgorithm,
-};
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::faults::{self, Look};
+use crate::{Algorithm, Clock, Decision};
 
 /// What a word cell holds while the lock holder looks at it. A real state can equal it too: such
 /// a key is then checked under the lock every time (where nothing is frozen), which is slower
@@ -32,71 +28,30 @@ pub(super) const VACANT: u64 = u64::MAX - 2;
 /// range is decided under the lock, as one equal to `FROZEN` is.
 pub(super) const MARKERS: u64 = VACANT;
 
-/// Whether the lock holder freezes `algorithm`'s cells before it looks at them, so that a
-/// check that wrote one needs no second look at its entry.
+/// Whether the lock holder freezes `cell` before it looks at it, so that a check that wrote it
+/// needs no second look at its entry: the cell is one word ([`Algorithm::cell_word`]).
 #[inline(always)]
-pub(super) fn freezes<A: Algorithm>(algorithm: &A) -> bool {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::look() == crate::loom_racy::Look::HideEntry {
+pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
+    if faults::look() == Look::HideEntry {
         return false;
     }
-    is_word(algorithm)
+    algorithm.cell_word(cell).is_some()
 }
 
-/// Whether `algorithm`'s cells are single words, checked by [`decide`]'s CAS loop.
-#[inline(always)]
-pub(super) fn is_word<A: Algorithm>(algorithm: &A) -> bool {
-    let any = algorithm as &dyn Any;
-    any.is::<Gcra>()
-        || any.is::<TokenBucket>()
-        || any.is::<FixedWindow>()
-        || any.is::<SlidingWindowCounter>()
-        || any.downcast_ref::<AnyAlgorithm>().is_some_and(|a| !matches!(a, AnyAlgorithm::SlidingWindowLog(_)))
-}
-
-/// Whether a table of `A` keeps its keys in lines (`line_shard.rs`): `A` is one of the four
-/// word algorithms, whose cell is `AtomicU64`. Not [`AnyAlgorithm`]: its cell is an enum.
-/// Under loom, [`on_slots`](crate::loom_racy::on_slots) and
+/// Whether a table of `A` keeps its keys in lines (`line_shard.rs`): `A`'s cell type is one
+/// word ([`Algorithm::inline_cell`]: every [`WordAlgorithm`](crate::WordAlgorithm), not
+/// [`AnyAlgorithm`](crate::AnyAlgorithm), whose cell is an enum). Under loom,
+/// [`on_slots`](crate::loom_racy::on_slots) and
 /// [`hiding_entries`](crate::loom_racy::hiding_entries) keep tables on slots.
 pub(super) fn in_lines<A: Algorithm>() -> bool {
-    #[cfg(kova_loom)]
-    if crate::loom_racy::slots_forced() {
+    if faults::slots_forced() {
         return false;
     }
-    let id = std::any::TypeId::of::<A>();
-    [
-        std::any::TypeId::of::<Gcra>(),
-        std::any::TypeId::of::<TokenBucket>(),
-        std::any::TypeId::of::<FixedWindow>(),
-        std::any::TypeId::of::<SlidingWindowCounter>(),
-    ]
-    .contains(&id)
+    A::inline_cell(&AtomicU64::new(0)).is_some()
 }
 
-/// The word of `cell`, when `algorithm` is a word algorithm.
-#[inline(always)]
-fn word_of<'c, A: Algorithm>(algorithm: &A, cell: &'c A::Cell) -> Option<&'c AtomicU64> {
-    if !is_word(algorithm) {
-        return None;
-    }
-    let any = algorithm as &dyn Any;
-    if any.is::<AnyAlgorithm>() {
-        // SAFETY: `A` is `AnyAlgorithm` (checked just above), whose cell is `AnyCell`: the
-        // pointer cast is between identical types.
-        let any_cell = unsafe { &*(cell as *const A::Cell).cast::<AnyCell>() };
-        return match any_cell {
-            AnyCell::Word(word) => Some(word),
-            AnyCell::Log(_) => None,
-        };
-    }
-    // SAFETY: `A` is one of the four word algorithms (`is_word`, and not `AnyAlgorithm`), each of
-    // whose cell is `AtomicU64`: the pointer cast is between identical types.
-    Some(unsafe { &*(cell as *const A::Cell).cast::<AtomicU64>() })
-}
-
-/// Decides `cost` units against a held key's cell: the CAS loop below for the word
-/// algorithms, `decide_cell` for any other. `None`, having decided nothing, when the cell is
-/// frozen.
+/// Decides `cost` units against a held key's cell: the CAS loop below for a cell that is one
+/// word, `decide_cell` for any other. `None`, having decided nothing, when the cell is frozen.
 #[inline(always)]
 pub(super) fn decide<A: Algorithm, C: Clock + ?Sized>(
     algorithm: &A,
@@ -104,36 +59,16 @@ pub(super) fn decide<A: Algorithm, C: Clock + ?Sized>(
     clock: &C,
     cost: u64,
 ) -> Option<Decision> {
-    let any = algorithm as &dyn Any;
-    macro_rules! word {
-        ($($w:ty),*) => {$(
-            if let Some(word_algorithm) = any.downcast_ref::<$w>() {
-                // SAFETY: `A` is `$w` (the downcast succeeded), so `A::Cell` is `$w`'s cell,
-                // `AtomicU64`: the pointer cast is between identical types.
-                let word = unsafe { &*(cell as *const A::Cell).cast::<AtomicU64>() };
-                return cas(word_algorithm, word, clock, cost);
-            }
-        )*};
+    match algorithm.cell_word(cell) {
+        Some(word) => cas(algorithm, word, clock, cost),
+        None => Some(algorithm.decide_cell(cell, clock, cost)),
     }
-    word!(Gcra, TokenBucket, FixedWindow, SlidingWindowCounter);
-    if let Some(any_algorithm) = any.downcast_ref::<AnyAlgorithm>() {
-        // SAFETY: `A` is `AnyAlgorithm`, whose cell is `AnyCell`: identical types.
-        let any_cell = unsafe { &*(cell as *const A::Cell).cast::<AnyCell>() };
-        match (any_algorithm, any_cell) {
-            (AnyAlgorithm::Gcra(w), AnyCell::Word(word)) => return cas(w, word, clock, cost),
-            (AnyAlgorithm::TokenBucket(w), AnyCell::Word(word)) => return cas(w, word, clock, cost),
-            (AnyAlgorithm::FixedWindow(w), AnyCell::Word(word)) => return cas(w, word, clock, cost),
-            (AnyAlgorithm::SlidingWindowCounter(w), AnyCell::Word(word)) => return cas(w, word, clock, cost),
-            _ => {}
-        }
-    }
-    Some(algorithm.decide_cell(cell, clock, cost))
 }
 
 /// `algorithm/word.rs`'s loop, except that it stops at a frozen word.
 #[inline(always)]
-fn cas<W: WordAlgorithm, C: Clock + ?Sized>(
-    algorithm: &W,
+fn cas<A: Algorithm, C: Clock + ?Sized>(
+    algorithm: &A,
     cell: &AtomicU64,
     clock: &C,
     cost: u64,
@@ -145,7 +80,9 @@ fn cas<W: WordAlgorithm, C: Clock + ?Sized>(
         if old >= MARKERS {
             return None;
         }
-        let (decision, new) = algorithm.decide(old, clock.now_nanos(), cost);
+        // `None` only from an algorithm that gave a word it does not decide: the lock holder's
+        // `decide_cell` answers instead.
+        let (decision, new) = algorithm.decide_word(old, clock.now_nanos(), cost)?;
         if new == old {
             return Some(decision);
         }
@@ -166,15 +103,14 @@ pub(super) struct WordFreezer<'a, A>(pub(super) &'a A);
 
 impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
     fn freeze(&self, cell: &A::Cell) -> Option<A::Cell> {
-        if !freezes(self.0) {
+        if !freezes(self.0, cell) {
             return None;
         }
-        let word = word_of(self.0, cell)?;
-        #[cfg(kova_loom)]
-        if crate::loom_racy::look() == crate::loom_racy::Look::LoadOnly {
+        let word = self.0.cell_word(cell)?;
+        if faults::look() == Look::LoadOnly {
             let copy = self.0.new_cell();
             // Acquire: as the swap below; the bug is the missing exchange, not the ordering.
-            word_of(self.0, &copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
+            self.0.cell_word(&copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
             return Some(copy);
         }
         // AcqRel: Acquire, to see what the CAS that wrote the value saw (as a check's load does);
@@ -182,16 +118,15 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
         // plain exchange of ownership. Racing checks: see `cas`.
         let value = word.swap(FROZEN, Ordering::AcqRel);
         let copy = self.0.new_cell();
-        word_of(self.0, &copy)?.store(value, Ordering::Relaxed);
+        self.0.cell_word(&copy)?.store(value, Ordering::Relaxed);
         Some(copy)
     }
 
     fn thaw(&self, cell: &A::Cell, copy: &A::Cell) {
-        #[cfg(kova_loom)]
-        if crate::loom_racy::look() == crate::loom_racy::Look::LoadOnly {
+        if faults::look() == Look::LoadOnly {
             return;
         }
-        if let (Some(word), Some(value)) = (word_of(self.0, cell), word_of(self.0, copy)) {
+        if let (Some(word), Some(value)) = (self.0.cell_word(cell), self.0.cell_word(copy)) {
             // Release: a check that loads the restored value (Acquire) sees what the value's
             // writer saw, as if the freeze had not happened.
             word.store(value.load(Ordering::Relaxed), Ordering::Release);
@@ -202,7 +137,7 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AlgorithmKind, ManualClock, Quota, SlidingWindowLog};
+    use crate::{AlgorithmKind, AnyAlgorithm, Gcra, ManualClock, Quota, SlidingWindowLog, TokenBucket};
 
     #[test]
     fn word_algorithms_take_the_cas_loop_and_agree_with_decide_cell() {
@@ -210,8 +145,8 @@ mod tests {
         let quota = Quota::per_second(3).unwrap();
         for kind in AlgorithmKind::ALL {
             let algorithm = AnyAlgorithm::new(kind, quota).unwrap();
-            assert_eq!(is_word(&algorithm), kind != AlgorithmKind::SlidingWindowLog);
             let (ours, theirs) = (algorithm.new_cell(), algorithm.new_cell());
+            assert_eq!(freezes(&algorithm, &ours), kind != AlgorithmKind::SlidingWindowLog);
             for step in 0..6 {
                 clock.advance_nanos(step * 150_000_000);
                 let cost = step % 3;
@@ -219,8 +154,22 @@ mod tests {
                 assert_eq!(decision, algorithm.decide_cell(&theirs, &clock, cost), "{kind} step {step}");
             }
         }
-        assert!(is_word(&<Gcra as Algorithm>::from_quota(quota).unwrap()));
-        assert!(is_word(&<TokenBucket as Algorithm>::from_quota(quota).unwrap()));
-        assert!(!is_word(&<SlidingWindowLog as Algorithm>::from_quota(quota).unwrap()));
+        let gcra = <Gcra as Algorithm>::from_quota(quota).unwrap();
+        assert!(freezes(&gcra, &gcra.new_cell()));
+        let bucket = <TokenBucket as Algorithm>::from_quota(quota).unwrap();
+        assert!(freezes(&bucket, &bucket.new_cell()));
+        let log = <SlidingWindowLog as Algorithm>::from_quota(quota).unwrap();
+        assert!(!freezes(&log, &log.new_cell()));
+        assert!(in_lines::<Gcra>() && !in_lines::<AnyAlgorithm>() && !in_lines::<SlidingWindowLog>());
+    }
+
+    /// The CAS loop stops at a frozen word and decides nothing; `decide_cell` would not.
+    #[test]
+    fn a_frozen_word_is_left_to_the_lock_holder() {
+        let clock = ManualClock::new();
+        let gcra = <Gcra as Algorithm>::from_quota(Quota::per_second(3).unwrap()).unwrap();
+        let frozen = AtomicU64::new(FROZEN);
+        assert_eq!(decide(&gcra, &frozen, &clock, 1), None);
+        assert_eq!(frozen.load(Ordering::Relaxed), FROZEN);
     }
 }

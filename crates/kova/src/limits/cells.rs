@@ -3,8 +3,8 @@
 
 use super::{LimitsDecision, MAX_LIMITS};
 use crate::algorithm::update_word;
-use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::AtomicU128;
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::AtomicU128;
 use crate::{Algorithm, Clock, Decision, WordAlgorithm};
 
 pub(super) enum Cells {

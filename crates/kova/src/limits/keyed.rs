@@ -5,7 +5,7 @@ use std::hash::Hash;
 
 use super::cells::NONE;
 use super::{LimitsDecision, LimitsError, MAX_LIMITS};
-use crate::sync::atomic::Ordering;
+use crate::loom::atomic::Ordering;
 use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
 
 /// [`Limits`](super::Limits) per key: up to [`MAX_LIMITS`] quotas for every key, decided all or

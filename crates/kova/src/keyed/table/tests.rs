@@ -3,8 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::evict::RECLAIM_BATCH;
 use super::*;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::keyed::quotas::DEFAULT_ID;
+use crate::keyed::word::WordFreezer;
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::Fallback;
 use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, SlidingWindowLog, TokenBucket};
 
 /// A table of `u64` keys on a manual clock.
@@ -15,7 +19,7 @@ fn table<A: Algorithm>(
     policy: TableFullPolicy,
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    let keyed = Keyed::builder_with_clock(quota, clock.clone())
+    let keyed = KeyedBuilder::new(quota, clock.clone())
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
@@ -149,14 +153,14 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh slot.
     let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
-    let redone = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(redone.unwrap().unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
     // A prior decision on the slot the key still has is kept (an entry moved, not unlinked).
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
-    let kept = keyed.check_locked(shard, &slow, Some((hit.slot(), decision)), &guard, true);
+    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(kept, Ok(Some(decision)));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
@@ -312,7 +316,7 @@ impl Clock for LateClock {
 #[test]
 fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
     let clock = LateClock::default();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock.clone())
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock.clone())
         .shards(1)
         .max_keys(8)
         .table_full(TableFullPolicy::DenyNew)
@@ -379,7 +383,7 @@ fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
 #[test]
 fn quota_fn_gives_keys_their_own_quota() {
     let clock = ManualClock::new();
-    let keyed = Keyed::<u64, Gcra, _>::builder_with_clock(per_second(2), clock)
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock)
         .shards(2)
         .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
         .build()
@@ -454,7 +458,7 @@ fn keys_and_cells_are_dropped_exactly_once() {
         let token = Arc::new(());
         let n = scaled(500, 40) as u64;
         {
-            let keyed = Keyed::<Key, A, _>::builder_with_clock(per_second(3), ManualClock::new())
+            let keyed = KeyedBuilder::<Key, A, _>::new(per_second(3), ManualClock::new())
                 .shards(2)
                 .max_keys(n as usize / 2)
                 .table_full(TableFullPolicy::EvictClosestToIdle)
@@ -744,4 +748,74 @@ fn a_thread_gone_quiet_after_inserting_holds_no_grace_period_back() {
     }
     flood::<Gcra>();
     flood::<SlidingWindowLog>();
+}
+
+/// A user's own word algorithm: a plain counter of units per period that never refills (enough
+/// to tell a key's state apart), not one of kova's.
+struct Counter {
+    quota: Quota,
+}
+
+impl crate::WordAlgorithm for Counter {
+    const NAME: &'static str = "counter";
+
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        Ok(Counter { quota })
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u64 {
+        self.quota.burst()
+    }
+
+    fn fresh_word(&self) -> u64 {
+        0
+    }
+
+    fn decide(&self, word: u64, _now: u64, cost: u64) -> (Decision, u64) {
+        let capacity = self.quota.burst();
+        if word + cost > capacity {
+            return (Decision::denied(capacity, capacity - word, 1, 0), word);
+        }
+        (Decision::allowed(capacity, capacity - word - cost, 0), word + cost)
+    }
+
+    fn is_idle_word(&self, word: u64, _now: u64) -> bool {
+        word == 0
+    }
+
+    fn refund(&self, word: u64, _now: u64, cost: u64) -> u64 {
+        word.saturating_sub(cost)
+    }
+}
+
+/// A `WordAlgorithm` kova does not know gets what kova's own get: its keys in lines, and checks
+/// through the table's CAS loop (the one that stops at a frozen word).
+#[test]
+fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
+    let (keyed, _) = table::<Counter>(per_second(3), 1, 100, TableFullPolicy::default());
+    assert_eq!(keyed.check(&7).remaining(), 2);
+    let hash = keyed.hash(&7);
+    let shard = keyed.shard(keyed.lines(), hash);
+    let guard = epoch::pin();
+    let hit = shard.find(hash, &7, &guard).expect("held in a line");
+    assert_eq!(hit.cell().load(Ordering::Relaxed), 1);
+    assert!(word::freezes(keyed.algorithm(), hit.cell()));
+    // Frozen, the lock-free loop decides nothing (`decide_cell` would have decided).
+    {
+        let mut locked = shard.lock(&guard);
+        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let keep = |_: &AtomicU64| {
+            assert_eq!(word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1), None);
+            true
+        };
+        let freezer = WordFreezer(keyed.algorithm());
+        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
+    }
+    drop(guard);
+    assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 0);
+    assert!(!keyed.check(&7).is_allowed());
 }

@@ -1,0 +1,165 @@
+//! Room for new keys: reclaiming idle keys (on inserts into a full shard, and on demand with
+//! [`Keyed::sweep_idle`]), evicting under [`TableFullPolicy::EvictClosestToIdle`], and the
+//! policy's answer when neither frees room.
+
+use std::hash::Hash;
+
+use super::super::epoch;
+use super::super::policy::TableFullPolicy;
+use super::super::quotas::At;
+use super::super::store::{Store, StoreLocked};
+use super::super::word::WordFreezer;
+use super::{heap_of, Keyed};
+use crate::{Algorithm, Clock, Decision, Fallback};
+
+/// The most idle keys one insert into a full shard reclaims: with the default
+/// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) of 16, every idle key it examines. A
+/// locked section that unlinks anything pays for its grace period (an epoch stamp, and the
+/// advances that end it), and the next inserts use the places this one freed. Reclaiming an
+/// idle key early changes nothing a check can see, but each parks a place in its grace period,
+/// and the inserting check waits for the whole batch.
+pub(super) const RECLAIM_BATCH: usize = 16;
+/// Entries a sweep examines per lock hold.
+const SWEEP_STEP: usize = 256;
+
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// Reclaims every idle key (state indistinguishable from fresh), one shard at a time and a
+    /// few hundred entries per lock hold, so checks of held keys never wait and inserts wait
+    /// little. Returns how many keys it reclaimed. Inserts into full shards reclaim on their own;
+    /// call this to return memory to the free lists sooner, e.g. from a periodic task.
+    pub fn sweep_idle(&self) -> usize {
+        on_shards!(self, shards => self.sweep_idle_in(shards))
+    }
+
+    fn sweep_idle_in<S: Store<K, A::Cell>>(&self, shards: &[S]) -> usize {
+        let hash_key = |k: &K| self.hash(k);
+        let mut reclaimed = 0;
+        for shard in shards.iter() {
+            let mut pos = 0;
+            loop {
+                let guard = epoch::pin();
+                let mut locked = shard.lock(&guard);
+                let positions = locked.positions();
+                if pos >= positions {
+                    break;
+                }
+                let end = (pos + SWEEP_STEP).min(positions);
+                let now = self.clock.now_nanos_precise();
+                while pos < end {
+                    if let Some(entry) = locked.entry_at(pos) {
+                        let algorithm = self.quotas.get(locked.quota(entry));
+                        let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
+                        if algorithm.is_idle(locked.cell(entry), now)
+                            && locked.unlink_if(
+                                pos,
+                                entry,
+                                heap_of(algorithm),
+                                keep,
+                                &WordFreezer(algorithm),
+                                &hash_key,
+                            )
+                        {
+                            reclaimed += 1;
+                            continue;
+                        }
+                    }
+                    pos += 1;
+                }
+            }
+        }
+        reclaimed
+    }
+
+    /// The policy's decision for a new key that found no room. `retry` is the least time until
+    /// a sampled key becomes idle, when the insert sampled any.
+    pub(super) fn table_full(&self, algorithm: &A, cost: u64, retry: Option<u64>) -> Decision {
+        match self.policy {
+            TableFullPolicy::AllowUntracked => {
+                self.fresh_decision(algorithm, cost).with_fallback(Fallback::TableFullUntracked)
+            }
+            TableFullPolicy::DenyNew | TableFullPolicy::EvictClosestToIdle => {
+                let retry = match retry {
+                    Some(nanos) if nanos > 0 && nanos < u64::MAX => nanos,
+                    _ => algorithm.quota().emission_interval_nanos(),
+                };
+                Decision::denied(algorithm.capacity(), 0, retry, 0).with_fallback(Fallback::TableFullDenied)
+            }
+        }
+    }
+
+    /// Frees room in a full shard: reclaims the idle keys (up to [`RECLAIM_BATCH`]) among the
+    /// next `scan` entries from the sweep cursor, or, under
+    /// [`TableFullPolicy::EvictClosestToIdle`], evicts the sampled key closest to idle that is
+    /// not actively limited. On failure, returns the least
+    /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
+    ///
+    /// `now` is the clock's precise reading: with the coarse clock running late on a busy
+    /// machine, a flood at the bound found every sampled key not yet idle, and denied new keys
+    /// whose room was in fact free (tens to hundreds per two seconds of a two-thread flood).
+    pub(super) fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
+        let at = At(now);
+        let hash_key = |k: &K| self.hash(k);
+        let positions = locked.positions();
+        let order = locked.scan_order();
+        let mut pos = locked.cursor();
+        let (mut examined, mut steps) = (0, 0);
+        let (mut soonest, mut reclaimed) = (u64::MAX, 0);
+        // The closest to idle that is not actively limited: (reset, position, entry).
+        let mut closest: Option<(u64, usize, L::Entry)> = None;
+        while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
+            let Some(entry) = locked.entry_at(pos) else {
+                pos = order.next(pos);
+                steps += 1;
+                continue;
+            };
+            examined += 1;
+            let algorithm = self.quotas.get(locked.quota(entry));
+            if algorithm.is_idle(locked.cell(entry), now) {
+                let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
+                if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key)
+                {
+                    // Look at `pos` again (not a step of the pass): a later entry may have
+                    // shifted into it. Each unlink counts towards the batch, so this ends.
+                    reclaimed += 1;
+                    continue;
+                }
+                // Kept: a racing check used it after it looked idle. It is an active key now,
+                // and a candidate for eviction like the others.
+            }
+            {
+                let peek = algorithm.decide_cell(locked.cell(entry), &at, 0);
+                let reset = peek.reset_after_nanos();
+                soonest = soonest.min(reset);
+                let closer = match closest {
+                    Some((best, _, _)) => reset < best,
+                    None => true,
+                };
+                if peek.remaining() > 0 && closer {
+                    closest = Some((reset, pos, entry));
+                }
+            }
+            pos = order.next(pos);
+            steps += 1;
+        }
+        locked.set_cursor(pos);
+        if !locked.is_full() {
+            return Ok(());
+        }
+        if self.policy != TableFullPolicy::EvictClosestToIdle {
+            return Err(soonest);
+        }
+        let Some((_, _, victim)) = closest else { return Err(soonest) };
+        // Idle reclamation above may have shifted the victim: find it again by its key.
+        let key = locked.key(victim);
+        let found = locked.find(self.hash(key), key);
+        let Some((pos, entry)) = found.filter(|&(_, e)| e == victim) else { return Err(soonest) };
+        let algorithm = self.quotas.get(locked.quota(entry));
+        // Keep it after all if a racing check just limited it.
+        let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
+        if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key) {
+            Ok(())
+        } else {
+            Err(soonest)
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The slow path of a check: under the shard's lock, the key looked up again, moved to the
+//! quota passed with the check or inserted, and decided there.
+
+use std::hash::Hash;
+
+use super::super::epoch::Guard;
+use super::super::quotas::{QuotaId, DEFAULT_ID};
+use super::super::store::{Store, StoreLocked};
+use super::{check_cost, heap_of, Keyed};
+use crate::{Algorithm, CheckError, Clock, Decision};
+
+/// What a check already did on a key's place before finding it unlinked.
+pub(super) type Prior = Option<(u32, Decision)>;
+
+/// A check that takes the slow path.
+#[derive(Clone, Copy)]
+pub(super) struct Slow<'k, K> {
+    pub(super) hash: u64,
+    pub(super) key: &'k K,
+    pub(super) cost: u64,
+    /// The quota the key gets if it is inserted.
+    pub(super) new_quota: QuotaId,
+    /// The quota passed with the check: the key moves to it.
+    pub(super) force: Option<QuotaId>,
+}
+
+/// How often a new key waits, unpinned, for a place to leave its grace period before the
+/// table-full policy answers: `NO_SLOT_YIELDS` yields, then sleeps of `NO_SLOT_SLEEP` (about
+/// 3 ms in all). Only when every place of a full shard is held or waiting, which takes a flood of
+/// new keys while some thread is preempted in the middle of a check.
+const NO_SLOT_RETRIES: usize = 20;
+const NO_SLOT_YIELDS: usize = 8;
+const NO_SLOT_SLEEP: std::time::Duration = std::time::Duration::from_micros(250);
+
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// `check`'s slow path (see `check_n_slow`).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_one_slow<S: Store<K, A::Cell>>(
+        &self,
+        shard: &S,
+        hash: u64,
+        key: &K,
+        prior: Prior,
+        guard: Guard,
+    ) -> Decision {
+        match self.check_n_slow(shard, hash, key, 1, prior, guard) {
+            Ok(decision) => decision,
+            // Only an algorithm whose capacity is 0 gets here (kova's are all at least 1): one
+            // unit can never be admitted.
+            Err(CheckError::CostExceedsCapacity { capacity, .. }) => {
+                Decision::denied(capacity, 0, u64::MAX, 0)
+            }
+            // Not made here: the table's cells are always its own algorithms'.
+            Err(CheckError::CellMismatch { .. }) => Decision::denied(0, 0, u64::MAX, 0),
+        }
+    }
+
+    /// `check_n` for a key not found without the lock, or found unlinked after the write: kept
+    /// out of line so that the hit path stays small.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_n_slow<S: Store<K, A::Cell>>(
+        &self,
+        shard: &S,
+        hash: u64,
+        key: &K,
+        cost: u64,
+        prior: Prior,
+        guard: Guard,
+    ) -> Result<Decision, CheckError> {
+        let new_quota = self.quota_for_new(key);
+        self.check_slow(shard, Slow { hash, key, cost, new_quota, force: None }, prior, guard)
+    }
+
+    /// The quota a key not held yet gets: the quota function's, or the default.
+    pub(super) fn quota_for_new(&self, key: &K) -> QuotaId {
+        match &self.quota_fn {
+            None => DEFAULT_ID,
+            Some(f) => self.quotas.intern_or_default(f(key)),
+        }
+    }
+
+    /// The slow path: [`check_locked`](Self::check_locked), retried a few times (unpinned for a
+    /// moment in between) while every place of the shard is held or waiting for its grace period.
+    pub(super) fn check_slow<S: Store<K, A::Cell>>(
+        &self,
+        shard: &S,
+        slow: Slow<'_, K>,
+        mut prior: Prior,
+        mut guard: Guard,
+    ) -> Result<Decision, CheckError> {
+        let mut attempt = 0;
+        loop {
+            let last = attempt == NO_SLOT_RETRIES;
+            if let Some(decision) = self.check_locked(shard, &slow, prior, &guard, last)? {
+                return Ok(decision);
+            }
+            // Once unpinned, the place `prior` names may be reused: it no longer identifies
+            // anything (and if the key still had it, the first attempt returned).
+            prior = None;
+            if attempt < NO_SLOT_YIELDS {
+                guard.repin_after(std::thread::yield_now);
+            } else {
+                // A thread preempted while pinned holds every grace period back: give it time.
+                guard.repin_after(|| std::thread::sleep(NO_SLOT_SLEEP));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The slow path, under the shard's lock: the key is looked up again (authoritatively); if
+    /// `prior` says the check already updated the place the key still has, that decision stands;
+    /// otherwise the check is decided here, after moving the key to `force` (a quota passed with
+    /// the check) or inserting it with `new_quota`. `None` when a new key found no place free of
+    /// its grace period (unless `last`: then the table-full policy answers).
+    pub(super) fn check_locked<S: Store<K, A::Cell>>(
+        &self,
+        shard: &S,
+        slow: &Slow<'_, K>,
+        prior: Prior,
+        guard: &Guard,
+        last: bool,
+    ) -> Result<Option<Decision>, CheckError> {
+        let Slow { hash, key, cost, new_quota, force } = *slow;
+        let mut locked = shard.lock(guard);
+        if let Some((pos, entry)) = locked.find(hash, key) {
+            if let Some((place, decision)) = prior {
+                if locked.place_of(entry) == place {
+                    return Ok(Some(decision));
+                }
+            }
+            let mut entry = entry;
+            if let Some(id) = force {
+                if locked.quota(entry) != id {
+                    entry = self.convert(&mut locked, pos, entry, hash, id).unwrap_or(entry);
+                }
+            }
+            let algorithm = self.quotas.get(locked.quota(entry));
+            check_cost(algorithm, cost)?;
+            return Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)));
+        }
+        let id = force.unwrap_or(new_quota);
+        let algorithm = self.quotas.get(id);
+        check_cost(algorithm, cost)?;
+        if cost == 0 {
+            // A peek inserts nothing.
+            return Ok(Some(self.fresh_decision(algorithm, 0)));
+        }
+        let hash_key = |k: &K| self.hash(k);
+        let Some(place) = locked.take_place(&hash_key) else {
+            return Ok(last.then(|| self.table_full(algorithm, cost, None)));
+        };
+        if locked.is_full() {
+            if let Err(retry) = self.make_room(&mut locked, self.clock.now_nanos_precise()) {
+                locked.put_back(place);
+                return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
+            }
+        }
+        let entry =
+            locked.insert(place, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
+        Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
+    }
+
+    /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap
+    /// (all but the sliding log); for the log, built directly (reset: one period).
+    pub(super) fn fresh_decision(&self, algorithm: &A, cost: u64) -> Decision {
+        if heap_of(algorithm) == 0 {
+            return algorithm.decide_cell(&algorithm.new_cell(), &self.clock, cost);
+        }
+        let capacity = algorithm.capacity();
+        let reset = if cost == 0 { 0 } else { algorithm.quota().period_nanos() };
+        Decision::allowed(capacity, capacity - cost, reset)
+    }
+}

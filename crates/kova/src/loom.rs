@@ -1,0 +1,22 @@
+//! The one place the core takes its atomics, cells, mutex and thread-locals from: std's, or
+//! loom's model-checked ones under `--cfg kova_loom` (tokio's `src/loom` shape), so the loom
+//! models check this same code. Nothing else in the crate imports `std::sync::atomic`, names
+//! `std::cell::UnsafeCell` for shared state, or reads `cfg(kova_loom)` in a hot function.
+//!
+//! - [`faults`]: the switches the should-fail models turn on (`kova::loom_racy`), as functions
+//!   that are constants outside loom.
+
+pub(crate) mod faults;
+#[cfg(kova_loom)]
+mod mocked;
+#[cfg(not(kova_loom))]
+mod std;
+
+#[cfg(kova_loom)]
+pub(crate) use self::mocked::*;
+#[cfg(not(kova_loom))]
+pub(crate) use self::std::*;
+
+/// std's atomic even under loom, for process-wide statics (loom's atomics cannot be statics)
+/// that no model reads: the coarse clock's time, kept by its upkeep thread.
+pub(crate) use ::std::sync::atomic::AtomicU64 as StaticAtomicU64;

@@ -1,0 +1,151 @@
+//! The switches the loom models turn on through `kova::loom_racy`: deliberately broken variants
+//! of the keyed table's protocols (the should-fail models, which prove the models can fail) and
+//! two that are not broken but steer a table onto its other protocol. Each is read through a
+//! function here that is a constant outside loom builds, so the code that asks compiles to the
+//! real protocol alone.
+//!
+//! Under loom each switch is a std thread-local, not loom's: loom runs every thread of a model on
+//! the OS thread that called `loom::model`, so a switch covers the whole model (and only it:
+//! other tests run their models on other OS threads).
+
+/// How the keyed table's lock holder looks at a word cell before unlinking its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// The real protocol: freeze the word.
+    Freeze,
+    /// The sliding log's protocol, for words too (not racy).
+    HideEntry,
+    /// RACY: a plain load, and checks do not look again.
+    LoadOnly,
+}
+
+/// What the keyed tables built on this OS thread (so, in the loom models run on it) have
+/// reclaimed after a grace period, so far. The models compare it before and after to show that a
+/// scenario really frees and reuses what the table retired.
+#[cfg(kova_loom)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reclaimed {
+    /// Slots handed back to the free list (the next insert takes them).
+    pub slots: usize,
+    /// Replaced indexes freed.
+    pub indexes: usize,
+}
+
+#[cfg(kova_loom)]
+pub(crate) use switches::*;
+
+#[cfg(kova_loom)]
+mod switches {
+    use std::cell::Cell;
+
+    use super::{Look, Reclaimed};
+
+    std::thread_local! {
+        static SKIP_PIN_FENCE: Cell<bool> = const { Cell::new(false) };
+        static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
+        static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
+        static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
+        static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
+    }
+
+    /// Runs `f` with `switch` set to `value`, then puts back what it was (also when `f` panics).
+    fn with_switch<T: Copy + 'static, R>(
+        switch: &'static std::thread::LocalKey<Cell<T>>,
+        value: T,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        struct Reset<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
+        impl<T: Copy + 'static> Drop for Reset<T> {
+            fn drop(&mut self) {
+                self.0.with(|cell| cell.set(self.1));
+            }
+        }
+        let _reset = Reset(switch, switch.with(|cell| cell.replace(value)));
+        f()
+    }
+
+    /// Runs `f` with pins publishing their epoch without a fence.
+    pub(crate) fn with_pin_fence_skipped<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_PIN_FENCE, true, f)
+    }
+
+    /// Runs `f` with retired places handed back at the next lock, grace period or not.
+    pub(crate) fn with_grace_periods_skipped<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_GRACE_PERIODS, true, f)
+    }
+
+    /// Runs `f` with word cells looked at by `look`.
+    pub(crate) fn with_look<R>(look: Look, f: impl FnOnce() -> R) -> R {
+        with_switch(&LOOK, look, f)
+    }
+
+    /// Runs `f` with the tables it builds keeping word cells in slots.
+    pub(crate) fn with_slots_forced<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&ON_SLOTS, true, f)
+    }
+
+    pub(crate) fn pin_fence_skipped() -> bool {
+        SKIP_PIN_FENCE.with(Cell::get)
+    }
+
+    pub(crate) fn grace_periods_skipped() -> bool {
+        SKIP_GRACE_PERIODS.with(Cell::get)
+    }
+
+    pub(crate) fn look() -> Look {
+        LOOK.with(Cell::get)
+    }
+
+    /// Slots, or `hiding_entries` (which only slots can do).
+    pub(crate) fn slots_forced() -> bool {
+        ON_SLOTS.with(Cell::get) || look() == Look::HideEntry
+    }
+
+    pub(crate) fn reclaimed() -> Reclaimed {
+        RECLAIMED.with(Cell::get)
+    }
+
+    pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
+        RECLAIMED.with(|total| {
+            let Reclaimed { slots: s, indexes: i } = total.get();
+            total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
+        });
+    }
+}
+
+/// Whether a pin publishes its epoch without its fence (`loom_racy::pinning_without_fence`).
+/// Read by the portable pin only (x86 pins with a locked exchange, outside Miri).
+#[cfg(not(kova_loom))]
+#[cfg_attr(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri)), allow(dead_code))]
+#[inline(always)]
+pub(crate) const fn pin_fence_skipped() -> bool {
+    false
+}
+
+/// Whether retired places are handed back before their grace period ends
+/// (`loom_racy::without_grace_periods`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn grace_periods_skipped() -> bool {
+    false
+}
+
+/// How the lock holder looks at a word cell (`loom_racy::looking_without_freezing`,
+/// `loom_racy::hiding_entries`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn look() -> Look {
+    Look::Freeze
+}
+
+/// Whether tables keep word cells in slots, not lines (`loom_racy::on_slots`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn slots_forced() -> bool {
+    false
+}
+
+/// Counts places reclaimed after their grace period (`loom_racy::reclaimed`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) fn count_reclaimed(_slots: usize, _indexes: usize) {}
