@@ -16,6 +16,8 @@
 //! - [`pinning_without_fence`]: the real `Keyed` table, but a check pins its thread with a plain
 //!   store and no `SeqCst` fence: its probe can run before an advance of the epoch sees the pin,
 //!   and read a slot freed meanwhile.
+//! - [`striped_take_load_store`]: a striped limiter whose checks spend a stripe's units with a
+//!   load and a plain store (two checks spend one unit; a lease or give-back is overwritten).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -195,6 +197,9 @@ std::thread_local! {
     /// Set by [`looking_without_freezing`] and [`hiding_entries`].
     static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
 
+    /// Set by [`striped_take_load_store`].
+    static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
+
     /// Set by [`on_slots`].
     static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
 
@@ -233,6 +238,18 @@ fn with_switch<T: Copy + 'static, R>(
 /// Whether [`without_grace_periods`] is in effect on this OS thread.
 pub(crate) fn grace_periods_skipped() -> bool {
     SKIP_GRACE_PERIODS.with(Cell::get)
+}
+
+/// RACY: runs `f` (a loom model of a [`StripedLimiter`](crate::StripedLimiter)) with checks
+/// spending a stripe's units by load and store instead of a CAS: two checks on one stripe both
+/// spend the same unit, and a lease or a give-back between the load and the store is overwritten.
+pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
+    with_switch(&SKIP_STRIPE_CAS, true, f)
+}
+
+/// Whether [`striped_take_load_store`] is in effect on this OS thread.
+pub(crate) fn stripe_cas_skipped() -> bool {
+    SKIP_STRIPE_CAS.with(Cell::get)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch
