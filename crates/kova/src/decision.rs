@@ -62,7 +62,8 @@ pub enum Fallback {
     /// A [`StripedLimiter`](crate::StripedLimiter) decided from units a stripe had leased from
     /// the central word: exact only within the striped bound (the algorithm's amount plus the
     /// units stripes hold). `remaining` counts that stripe's units and `reset_after` the time
-    /// until its lease expires. On a denial: other stripes held units at the time.
+    /// until its lease expires. Every denial of a striped limiter says so: units held by stripes
+    /// might have admitted it.
     StripeLease,
 }
 

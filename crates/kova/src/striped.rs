@@ -40,9 +40,9 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 /// # What a decision says
 /// A decision spent from units a stripe held is marked [`Fallback::StripeLease`]: its
 /// `remaining` counts the units its stripe still holds and its `reset_after` the time until that
-/// stripe's lease expires. A denial is marked too when other stripes held units at the time (a
-/// check on another stripe might have been admitted). A decision of the central word alone is
-/// not marked: it is exact.
+/// stripe's lease expires. Every denial is marked too: units held by stripes, or on their way
+/// back to the central word, might have admitted it (its `retry_after` is the central word's).
+/// An admission decided on the central word alone is not marked: it is exact.
 ///
 /// ```
 /// use kova::{Fallback, Gcra, ManualClock, Quota, StripedLimiter};
@@ -227,7 +227,7 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
             return self.peek();
         }
         if cost > self.batch {
-            return self.central_decide(cost);
+            return self.central_check(cost);
         }
         let stripe = &self.stripes[stripe & self.mask];
         let now = self.clock.now_nanos();
@@ -283,21 +283,19 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
         let expired_here = |stamp| expired(stamp, now_stamp, self.lease_units);
         let returned: u64 = self.stripes.iter().map(|s| self.empty_stripe(s, expired_here)).sum();
         if returned > 0 {
-            let retried = self.central_decide(cost);
-            if retried.is_allowed() {
-                return retried;
-            }
-            return self.mark_denial(retried);
+            return self.central_check(cost);
         }
-        self.mark_denial(exact)
+        exact.with_fallback(Fallback::StripeLease)
     }
 
-    /// A central denial, marked when stripes hold units that another check could spend.
-    fn mark_denial(&self, denial: Decision) -> Decision {
-        if self.held() > 0 {
-            denial.with_fallback(Fallback::StripeLease)
+    /// A check of the central word alone: exact when allowed; a denial is marked, since units
+    /// held by stripes (or on their way back) might have admitted it.
+    fn central_check(&self, cost: u64) -> Decision {
+        let decision = self.central_decide(cost);
+        if decision.is_allowed() {
+            decision
         } else {
-            denial
+            decision.with_fallback(Fallback::StripeLease)
         }
     }
 

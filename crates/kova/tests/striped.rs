@@ -62,6 +62,15 @@ impl<W: WordAlgorithm> Model<W> {
     }
 
     fn check(&mut self, stripe: usize, cost: u64, now: u64) -> Decision {
+        let decision = self.check_unmarked(stripe, cost, now);
+        if decision.is_allowed() {
+            decision
+        } else {
+            decision.with_fallback(Fallback::StripeLease)
+        }
+    }
+
+    fn check_unmarked(&mut self, stripe: usize, cost: u64, now: u64) -> Decision {
         if cost > self.batch {
             return self.central(now, cost);
         }
@@ -97,11 +106,10 @@ impl<W: WordAlgorithm> Model<W> {
                 returned = true;
             }
         }
-        let denial = if returned { self.central(now, cost) } else { exact };
-        if !denial.is_allowed() && self.held() > 0 {
-            denial.with_fallback(Fallback::StripeLease)
+        if returned {
+            self.central(now, cost)
         } else {
-            denial
+            exact
         }
     }
 }

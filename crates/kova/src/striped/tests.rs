@@ -67,6 +67,7 @@ fn near_the_end_checks_go_exact_and_denials_say_where_units_are_parked() {
     let denied = limiter.check_n_on(1, 1).unwrap();
     assert!(!denied.is_allowed());
     assert_eq!(denied.fallback(), Some(Fallback::StripeLease), "stripe 0 still holds 3");
+    assert!(limiter.check_n_on(1, 1).unwrap().retry_after_nanos() > 0);
     assert_eq!(limiter.held(), 3);
 }
 
@@ -95,7 +96,8 @@ fn a_denial_takes_nothing_and_big_checks_are_exact() {
     let (limiter, _) = limiter::<Gcra>(20, 1, 4);
     let big = limiter.check_n_on(0, 15).unwrap();
     assert_eq!((big.is_allowed(), big.fallback(), big.remaining()), (true, None, 5));
-    assert!(!limiter.check_n_on(0, 6).unwrap().is_allowed());
+    let denied = limiter.check_n_on(0, 6).unwrap();
+    assert_eq!((denied.is_allowed(), denied.fallback()), (false, Some(Fallback::StripeLease)));
     assert_eq!(limiter.peek().remaining(), 5);
     assert_eq!(limiter.held(), 0);
     assert_eq!(limiter.check_n(21), Err(CheckError::CostExceedsCapacity { cost: 21, capacity: 20 }));
