@@ -9,9 +9,9 @@
 #   an unoptimised build makes several times slower; debug assertions keep overflow checks and
 #   the code's `debug_assert!`s on.
 # - LOOM_MAX_PREEMPTIONS bounds how many times an execution may switch away from a runnable
-#   thread. 3 covers every interleaving of the 2-3 short threads in the CAS-loop and should-fail
-#   models; the table models run at 4 (their largest, index growth racing a check, takes about
-#   90,000 executions there); the sliding log's models touch many more atomics per call (head,
+#   thread. 3 covers every interleaving of the 2-3 short threads in the CAS-loop, striped and
+#   should-fail models; the table models run at 4 (their largest, index growth racing a check,
+#   takes about 90,000 executions there); the sliding log's models touch many more atomics per call (head,
 #   floor, a seqlock read per slot), so they run at 2. The table models run one of their lanes
 #   on loom's main thread (one model thread fewer to schedule).
 #
@@ -22,6 +22,7 @@
 #   racy (17 should-fail models, bound 3; 8 in child processes)    ~2 s
 #   limits (3 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
+#   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on lines, and the main ones again on slots)
 #   sliding_log (5 models, bound 2)                                ~45-75 s
@@ -40,7 +41,7 @@ cargo_test() {
 }
 
 start=$SECONDS
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

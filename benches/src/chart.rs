@@ -19,6 +19,9 @@ pub fn color_of(subject: &str) -> RGBColor {
         "fixed_window" => RGBColor(33, 113, 181),
         "sliding_window_counter" => RGBColor(66, 146, 198),
         "sliding_window_log" => RGBColor(120, 170, 215),
+        // kova's striped mode: teal, beside the blues.
+        "token_bucket_striped" => RGBColor(0, 109, 119),
+        "gcra_striped" => RGBColor(42, 157, 143),
         // Peers: warm and distinct colours, none blue.
         "governor" => RGBColor(230, 85, 13),
         "mutex_bucket" => RGBColor(140, 86, 75),

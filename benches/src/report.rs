@@ -255,12 +255,14 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 14] = [
+pub const SUBJECT_ORDER: [&str; 16] = [
     "token_bucket",
     "gcra",
     "fixed_window",
     "sliding_window_counter",
     "sliding_window_log",
+    "token_bucket_striped",
+    "gcra_striped",
     "governor",
     "mutex_bucket",
     "ratelimit",

@@ -22,7 +22,7 @@ use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
-use crate::subject::{CasFloor, KovaDirect, KovaKeyed, PinnedCasFloor, ReadFloor, Subject};
+use crate::subject::{CasFloor, KovaDirect, KovaKeyed, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
 
 /// Where a scenario's keys come from.
@@ -164,11 +164,20 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 
 /// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
 /// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
-/// keyed), one floor,
-/// and the pinned floor where there is one.
+/// keyed), one floor, the pinned floor where there is one, and in the admitting direct
+/// scenario kova's striped GCRA and token bucket ([`STRIPED`]).
 pub fn subject_count(scenario: Scenario) -> usize {
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
-    8 + own_peers + usize::from(has_pinned_floor(scenario))
+    let striped = if scenario == Scenario::Direct { STRIPED.len() } else { 0 };
+    8 + own_peers + striped + usize::from(has_pinned_floor(scenario))
+}
+
+/// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
+pub const STRIPED: [&str; 2] = ["gcra_striped", "token_bucket_striped"];
+
+/// kova's striped limiter on `W`, with its default stripes, batch and lease.
+fn striped<W: kova::WordAlgorithm>(quota: Quota) -> Runner {
+    shared(KovaStriped(kova::StripedLimiter::<W>::new(quota).expect("quota representable")))
 }
 
 /// Whether `scenario` also measures the CAS loop behind kova's pin
@@ -281,6 +290,14 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     let word_quota = scenario.quota(AlgorithmKind::Gcra);
     if scenario.is_direct() {
         each_algorithm(&mut DirectBuilder { scenario, entries: &mut entries });
+        if scenario == Scenario::Direct {
+            // Opt-in striped mode beside the exact word: the same quota, every check admitted.
+            for (name, runner) in
+                STRIPED.into_iter().zip([striped::<Gcra>(word_quota), striped::<TokenBucket>(word_quota)])
+            {
+                entries.push(Entry { subject: name.into(), kind: SubjectKind::Kova, runner });
+            }
+        }
         // Each peer as its own type (a boxed `dyn Subject` would put a virtual call in the loop).
         let deny = scenario == Scenario::DirectDeny;
         let mut peer = |name: &str, runner: Runner| {
@@ -507,7 +524,7 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (11 + 10));
+        assert_eq!(ticks, 2 * (13 + 10));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 

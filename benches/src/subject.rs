@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use kova::{Algorithm, Keyed, RateLimiter};
+use kova::{Algorithm, Keyed, RateLimiter, StripedLimiter, WordAlgorithm};
 
 /// One decision per call.
 pub trait Subject: Sync {
@@ -41,6 +41,27 @@ impl<A: Algorithm> std::fmt::Debug for KovaDirect<A> {
 }
 
 impl<A: Algorithm> Subject for KovaDirect<A> {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.check().is_allowed()
+    }
+}
+
+/// A kova striped direct limiter (per-thread stripes leasing batches from one central word)
+/// with its default stripes, batch and lease, on its default coarse clock.
+pub struct KovaStriped<W: WordAlgorithm>(pub StripedLimiter<W>);
+
+impl<W: WordAlgorithm> std::fmt::Debug for KovaStriped<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KovaStriped")
+            .field("algorithm", &W::NAME)
+            .field("stripes", &self.0.stripes())
+            .field("batch", &self.0.batch())
+            .finish()
+    }
+}
+
+impl<W: WordAlgorithm> Subject for KovaStriped<W> {
     #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
         self.0.check().is_allowed()

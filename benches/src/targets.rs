@@ -42,6 +42,32 @@ impl Report {
                 format!("one hot key (direct), 2 threads, {algo}: aggregate decisions/s vs the best peer");
             t.push(self.peer_target(name, ">= 1x", ("direct", algo, 2), Goal::ThroughputAtLeast(1.0)));
         }
+        // Issue 20: the exact word under contention, and the striped mode.
+        for algo in ["token_bucket", "gcra", "fixed_window", "sliding_window_counter"] {
+            t.push(self.ratio_target(
+                format!("one hot key (direct), 2 threads, {algo} (exact): aggregate vs governor"),
+                ">= 1.2x",
+                ("direct", algo, 2),
+                ("direct", "governor", 2),
+                1.2,
+            ));
+        }
+        for algo in crate::scenarios::STRIPED {
+            t.push(self.ratio_target(
+                format!("one hot key (direct), {algo}: 2 threads vs 1 thread"),
+                ">= 1.7x",
+                ("direct", algo, 2),
+                ("direct", algo, 1),
+                1.7,
+            ));
+            t.push(self.ratio_target(
+                format!("one hot key (direct), 2 threads, {algo}: aggregate vs governor"),
+                ">= 3x",
+                ("direct", algo, 2),
+                ("direct", "governor", 2),
+                3.0,
+            ));
+        }
         let mut large = self.peer_target(
             "keyed, 1,000,000 live keys, uniform, 1 thread, gcra: throughput vs the best peer".into(),
             ">= 3x",

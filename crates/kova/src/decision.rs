@@ -59,6 +59,12 @@ pub enum Fallback {
     /// A shared store could not be reached in time; a local in-memory limiter at this server's
     /// share of the limit decided (allowed or denied).
     StoreUnavailableLocal,
+    /// A [`StripedLimiter`](crate::StripedLimiter) decided from units a stripe had leased from
+    /// the central word: exact only within the striped bound (the algorithm's amount plus the
+    /// units stripes hold). `remaining` counts that stripe's units and `reset_after` the time
+    /// until its lease expires. Every denial of a striped limiter says so: units held by stripes
+    /// might have admitted it.
+    StripeLease,
 }
 
 impl Decision {
@@ -159,6 +165,7 @@ impl Fallback {
             Fallback::StoreUnavailableDenied => 4,
             Fallback::LocalCache => 5,
             Fallback::StoreUnavailableLocal => 6,
+            Fallback::StripeLease => 7,
         }
     }
 
@@ -170,6 +177,7 @@ impl Fallback {
             4 => Fallback::StoreUnavailableDenied,
             5 => Fallback::LocalCache,
             6 => Fallback::StoreUnavailableLocal,
+            7 => Fallback::StripeLease,
             _ => return None,
         })
     }
@@ -188,6 +196,7 @@ mod tests {
             Fallback::StoreUnavailableDenied,
             Fallback::LocalCache,
             Fallback::StoreUnavailableLocal,
+            Fallback::StripeLease,
         ];
         for fallback in all {
             assert_eq!(Fallback::from_code(fallback.code()), Some(fallback));
@@ -202,7 +211,7 @@ mod tests {
             assert_eq!((denied.fallback(), denied.retry_after_nanos()), (Some(fallback), 1));
         }
         assert_eq!(Fallback::from_code(0), None);
-        assert_eq!(Fallback::from_code(7), None);
+        assert_eq!(Fallback::from_code(8), None);
         assert_eq!(Decision::allowed(1, 0, 0).fallback(), None);
         let shown = format!("{:?}", Decision::denied(3, 0, 2, 4));
         assert!(shown.contains("allowed: false") && shown.contains("fallback: None"), "{shown}");

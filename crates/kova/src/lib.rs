@@ -47,6 +47,8 @@
 //!   a bounded debt ([`Quota::with_overdraft`]).
 //! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
+//! - **Hot limits** shared by many threads: [`StripedLimiter`], per-thread stripes leasing
+//!   batches from the central word, within a stated bound.
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.
@@ -69,6 +71,7 @@ mod quota;
 mod quota_change;
 mod reservation;
 mod settle;
+mod striped;
 mod wait;
 
 /// The README's examples, compiled and run as doctests.
@@ -89,6 +92,7 @@ pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
 pub use reservation::{Reservation, ReserveError};
 pub use settle::Settlement;
+pub use striped::{StripedBuilder, StripedError, StripedLimiter, DEFAULT_LEASE, MAX_STRIPES};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;
 pub use wait::{Pacer, ThreadTimer, Timer};

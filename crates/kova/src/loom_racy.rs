@@ -16,6 +16,8 @@
 //! - [`pinning_without_fence`]: the real `Keyed` table, but a check pins its thread with a plain
 //!   store and no `SeqCst` fence: its probe can run before an advance of the epoch sees the pin,
 //!   and read a slot freed meanwhile.
+//! - [`striped_take_load_store`]: a striped limiter whose checks spend a stripe's units with a
+//!   load and a plain store (two checks spend one unit; a lease or give-back is overwritten).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -193,6 +195,13 @@ impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
 /// check alone passes.
 pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
     faults::with_grace_periods_skipped(f)
+}
+
+/// RACY: runs `f` (a loom model of a [`StripedLimiter`](crate::StripedLimiter)) with checks
+/// spending a stripe's units by load and store instead of a CAS: two checks on one stripe both
+/// spend the same unit, and a lease or a give-back between the load and the store is overwritten.
+pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_stripe_cas_skipped(f)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch

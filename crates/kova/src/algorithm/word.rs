@@ -33,6 +33,9 @@ impl<W: WordAlgorithm> Algorithm for W {
         // read its clock before writing, so the clock we read after this load is no older than
         // theirs (a monotonic clock never looks as if it ran backwards to a later reader).
         let mut old = cell.load(Ordering::Acquire);
+        // A failed CAS means another thread holds the line: waiting a few spins (doubling up to
+        // a bound) before deciding again lets it finish instead of stealing the line back.
+        let backoff = crossbeam_utils::Backoff::new();
         loop {
             let now = clock.now_nanos();
             let (decision, new) = self.decide(old, now, cost);
@@ -45,7 +48,10 @@ impl<W: WordAlgorithm> Algorithm for W {
             // the same reason as the first load, since we decide again on the value it returns.
             match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return decision,
-                Err(actual) => old = actual,
+                Err(actual) => {
+                    backoff.spin();
+                    old = actual;
+                }
             }
         }
     }

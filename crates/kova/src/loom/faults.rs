@@ -45,6 +45,7 @@ mod switches {
         static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
         static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
         static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
+        static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
     }
 
@@ -84,8 +85,17 @@ mod switches {
         with_switch(&ON_SLOTS, true, f)
     }
 
+    /// Runs `f` with striped limiters spending a stripe by load and store, not a CAS.
+    pub(crate) fn with_stripe_cas_skipped<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_STRIPE_CAS, true, f)
+    }
+
     pub(crate) fn pin_fence_skipped() -> bool {
         SKIP_PIN_FENCE.with(Cell::get)
+    }
+
+    pub(crate) fn stripe_cas_skipped() -> bool {
+        SKIP_STRIPE_CAS.with(Cell::get)
     }
 
     pub(crate) fn grace_periods_skipped() -> bool {
@@ -149,3 +159,10 @@ pub(crate) const fn slots_forced() -> bool {
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) fn count_reclaimed(_slots: usize, _indexes: usize) {}
+
+/// Whether striped limiters spend a stripe by load and store (`loom_racy::striped_take_load_store`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn stripe_cas_skipped() -> bool {
+    false
+}

@@ -1,0 +1,356 @@
+//! Striped mode for a hot direct limiter: per-thread stripes leasing batches from the central word.
+
+mod builder;
+mod stripe;
+
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+pub use builder::{StripedBuilder, StripedError, DEFAULT_LEASE, MAX_STRIPES};
+use stripe::{expired, older, pack, stamp_of, unpack, until_expiry, EMPTY, STAMP_UNIT_SHIFT};
+
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::StaticAtomicU64;
+use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra, Quota, WordAlgorithm};
+
+/// A direct limiter for one hot limit shared by many threads (a global limit on an upstream, one
+/// tenant's quota), opt-in where [`RateLimiter`](crate::RateLimiter)'s one word is contended.
+///
+/// The budget lives in a central word driven by the algorithm `W`, exactly as in `RateLimiter`.
+/// Checks do not spend from it one by one: each thread spends from its **stripe** (one of
+/// [`stripes`](Self::stripes), each on its own cache line), which takes [`batch`](Self::batch)
+/// units from the central word at once with the algorithm's own check, and gives back what it
+/// does not spend (a [refund](WordAlgorithm::refund)) once its [lease](Self::lease) has expired:
+/// at the next check on that stripe, at any denial, or at [`flush`](Self::flush).
+///
+/// # The bound
+/// Over any interval of length `T`, the limiter admits at most
+/// - what `W` admits over `T`, plus `stripes x batch` units (what the stripes can hold when the
+///   interval begins), plus one batch for each check that is taking a batch at that instant; and
+/// - what `W` admits over `T + lease`: every unit admitted from a stripe was taken from the
+///   central word at most one lease earlier.
+///
+/// Nothing is lost: every unit taken from the central word is admitted, still held by a stripe,
+/// or given back (where the algorithm no longer counts it, say a fixed window that has passed,
+/// the unit has expired). A denial never takes units. A check of more than `batch` units, and a
+/// check made while the central word cannot give a whole batch, is decided on the central word
+/// alone, exactly.
+///
+/// # What a decision says
+/// A decision spent from units a stripe held is marked [`Fallback::StripeLease`]: its
+/// `remaining` counts the units its stripe still holds and its `reset_after` the time until that
+/// stripe's lease expires. Every denial is marked too: units held by stripes, or on their way
+/// back to the central word, might have admitted it (its `retry_after` is the central word's).
+/// An admission decided on the central word alone is not marked: it is exact.
+///
+/// ```
+/// use kova::{Fallback, Gcra, ManualClock, Quota, StripedLimiter};
+/// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_second(1_000)?)
+///     .stripes(2)
+///     .batch(10)
+///     .build_with_clock(ManualClock::new())?;
+/// let decision = limiter.check();
+/// assert!(decision.is_allowed());
+/// assert_eq!(decision.fallback(), Some(Fallback::StripeLease));
+/// assert_eq!(limiter.peek().remaining(), 999); // 990 in the central word, 9 in a stripe
+/// assert_eq!(limiter.flush(), 9); // the stripe's units back in the central word
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct StripedLimiter<W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
+    algorithm: W,
+    /// Padded so that the stripes' lines are not this line.
+    central: CachePadded<AtomicU64>,
+    stripes: Box<[CachePadded<AtomicU64>]>,
+    mask: usize,
+    batch: u64,
+    lease_units: u64,
+    clock: C,
+}
+
+impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
+    /// A limiter for `quota` with the default stripes, batch and lease, on the coarse clock.
+    ///
+    /// ```
+    /// use kova::{Quota, StripedLimiter, TokenBucket};
+    /// let limiter = StripedLimiter::<TokenBucket>::new(Quota::per_second(10_000)?)?;
+    /// assert!(limiter.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota) -> Result<Self, StripedError> {
+        Self::builder(quota).build()
+    }
+}
+
+impl<W: WordAlgorithm> StripedLimiter<W> {
+    /// A builder for `quota`, to choose stripes, batch, lease and clock.
+    ///
+    /// ```
+    /// use kova::{Gcra, Quota, StripedError, StripedLimiter};
+    /// let quota = Quota::per_second(100)?;
+    /// assert!(matches!(
+    ///     StripedLimiter::<Gcra>::builder(quota).stripes(3).build(),
+    ///     Err(StripedError::Stripes { stripes: 3 })
+    /// ));
+    /// assert!(matches!(
+    ///     StripedLimiter::<Gcra>::builder(quota).batch(101).build(),
+    ///     Err(StripedError::Batch { batch: 101, max: 100 })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(quota: Quota) -> StripedBuilder<W> {
+        StripedBuilder::new(quota)
+    }
+}
+
+/// The next thread's stripe index. std's atomic even under loom (a process-wide static); the
+/// models pass their stripe explicitly.
+static NEXT_THREAD: StaticAtomicU64 = StaticAtomicU64::new(0);
+
+std::thread_local! {
+    /// This thread's place in the stripes (taken modulo their count): threads in turn.
+    static THREAD_INDEX: usize =
+        // Relaxed: a ticket counter; only distinctness matters.
+        NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
+}
+
+impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
+    pub(super) fn from_parts(algorithm: W, stripes: usize, batch: u64, lease_units: u64, clock: C) -> Self {
+        StripedLimiter {
+            central: CachePadded::new(algorithm.new_cell()),
+            algorithm,
+            stripes: (0..stripes).map(|_| CachePadded::new(AtomicU64::new(EMPTY))).collect(),
+            mask: stripes - 1,
+            batch,
+            lease_units,
+            clock,
+        }
+    }
+
+    /// Checks one unit on the calling thread's stripe.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        // Every capacity is at least 1, so a cost of 1 is always checkable.
+        self.decide_on(Self::thread_stripe(), 1)
+    }
+
+    /// Checks `cost` units on the calling thread's stripe; an error (not a denial) when `cost`
+    /// exceeds the capacity. Cost 0 is a [`peek`](Self::peek).
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.check_n_on(Self::thread_stripe(), cost)
+    }
+
+    /// Checks `cost` units on stripe `stripe` (taken modulo the count): for a runtime with one
+    /// thread per core, which can pass its worker's index instead of relying on kova's
+    /// assignment of threads to stripes.
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, StripedLimiter};
+    /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_minute(60)?)
+    ///     .stripes(4)
+    ///     .batch(5)
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert_eq!(limiter.check_n_on(1, 2)?.remaining(), 3); // stripe 1 took 5, spent 2
+    /// assert_eq!(limiter.check_n_on(2, 1)?.remaining(), 4); // stripe 2 took its own 5
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_n_on(&self, stripe: usize, cost: u64) -> Result<Decision, CheckError> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity });
+        }
+        Ok(self.decide_on(stripe, cost))
+    }
+
+    /// The state without changing it: the central word's peek, with the units the stripes hold
+    /// added to `remaining` (and then marked [`Fallback::StripeLease`]).
+    pub fn peek(&self) -> Decision {
+        let central = self.central_decide(0);
+        let held = self.held();
+        if held == 0 {
+            return central;
+        }
+        let remaining = central.remaining().saturating_add(held).min(central.limit());
+        Decision::allowed(central.limit(), remaining, central.reset_after_nanos())
+            .with_fallback(Fallback::StripeLease)
+    }
+
+    /// Gives every stripe's units back to the central word now, whatever their lease; returns
+    /// how many units the stripes held. Checks go on meanwhile (a stripe may lease again at once).
+    pub fn flush(&self) -> u64 {
+        self.stripes.iter().map(|stripe| self.empty_stripe(stripe, |_| true)).sum()
+    }
+
+    /// Units the stripes hold now.
+    pub fn held(&self) -> u64 {
+        // Relaxed: a count for a report.
+        self.stripes.iter().map(|stripe| unpack(stripe.load(Ordering::Relaxed)).0).sum()
+    }
+
+    /// The number of stripes.
+    pub fn stripes(&self) -> usize {
+        self.stripes.len()
+    }
+
+    /// Units a stripe takes from the central word at once.
+    pub fn batch(&self) -> u64 {
+        self.batch
+    }
+
+    /// How long a stripe keeps units it leased (rounded up to the stripes' time step).
+    pub fn lease(&self) -> Duration {
+        Duration::from_nanos(self.lease_units << STAMP_UNIT_SHIFT)
+    }
+
+    /// The algorithm of the central word.
+    pub fn algorithm(&self) -> &W {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    #[inline]
+    fn thread_stripe() -> usize {
+        THREAD_INDEX.with(|index| *index)
+    }
+
+    /// `cost <= capacity` was checked.
+    #[inline]
+    fn decide_on(&self, stripe: usize, cost: u64) -> Decision {
+        if cost == 0 {
+            return self.peek();
+        }
+        if cost > self.batch {
+            return self.central_check(cost);
+        }
+        let stripe = &self.stripes[stripe & self.mask];
+        let now = self.clock.now_nanos();
+        let now_stamp = stamp_of(now);
+        // Relaxed on every access to a stripe: it is a count changed only by read-modify-writes,
+        // so no unit is spent twice whatever the ordering, and nothing else is published
+        // through it (the units were taken from the central word by its own AcqRel CAS).
+        let mut word = stripe.load(Ordering::Relaxed);
+        loop {
+            let (units, stamp) = unpack(word);
+            if units < cost || expired(stamp, now_stamp, self.lease_units) {
+                return self.lease_and_decide(stripe, cost, now);
+            }
+            let new = pack(units - cost, stamp);
+            if crate::loom::faults::stripe_cas_skipped() {
+                stripe.store(new, Ordering::Relaxed);
+                return self.spent(units - cost, stamp, now_stamp);
+            }
+            match stripe.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return self.spent(units - cost, stamp, now_stamp),
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// An admission spent from a stripe, which holds `left` units stamped `stamp`.
+    #[inline]
+    fn spent(&self, left: u64, stamp: u64, now_stamp: u64) -> Decision {
+        let until = until_expiry(stamp, now_stamp, self.lease_units) << STAMP_UNIT_SHIFT;
+        Decision::allowed(self.algorithm.capacity(), left, until).with_fallback(Fallback::StripeLease)
+    }
+
+    /// The stripe cannot pay `cost` (too few units, or its lease expired): give back what it
+    /// holds if expired, take a batch from the central word, or decide on the central word.
+    #[cold]
+    #[inline(never)]
+    fn lease_and_decide(&self, stripe: &AtomicU64, cost: u64, now: u64) -> Decision {
+        let now_stamp = stamp_of(now);
+        self.empty_stripe(stripe, |stamp| expired(stamp, now_stamp, self.lease_units));
+        let lease = self.central_decide(self.batch);
+        if lease.is_allowed() {
+            let left = self.batch - cost;
+            self.put_back(stripe, left, now_stamp);
+            return self.spent(left, now_stamp, now_stamp);
+        }
+        // Less than a batch left: this check alone, exactly, on the central word.
+        let exact = self.central_decide(cost);
+        if exact.is_allowed() {
+            return exact;
+        }
+        // Units parked in stripes whose lease has passed go back; then one more try.
+        let expired_here = |stamp| expired(stamp, now_stamp, self.lease_units);
+        let returned: u64 = self.stripes.iter().map(|s| self.empty_stripe(s, expired_here)).sum();
+        if returned > 0 {
+            return self.central_check(cost);
+        }
+        exact.with_fallback(Fallback::StripeLease)
+    }
+
+    /// A check of the central word alone: exact when allowed; a denial is marked, since units
+    /// held by stripes (or on their way back) might have admitted it.
+    fn central_check(&self, cost: u64) -> Decision {
+        let decision = self.central_decide(cost);
+        if decision.is_allowed() {
+            decision
+        } else {
+            decision.with_fallback(Fallback::StripeLease)
+        }
+    }
+
+    /// Adds `units` (leased at `stamp`) to `stripe` while it stays within a batch; what does not
+    /// fit goes back to the central word.
+    fn put_back(&self, stripe: &AtomicU64, units: u64, stamp: u64) {
+        if units == 0 {
+            return;
+        }
+        // Relaxed: see `decide_on`.
+        let mut word = stripe.load(Ordering::Relaxed);
+        loop {
+            let (held, held_stamp) = unpack(word);
+            let new = if held == 0 {
+                pack(units, stamp)
+            } else if held + units <= self.batch {
+                pack(held + units, older(held_stamp, stamp))
+            } else {
+                self.give_back(units);
+                return;
+            };
+            match stripe.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Empties `stripe` if it holds units whose stamp `give_up` accepts, giving them back to
+    /// the central word; returns how many.
+    fn empty_stripe(&self, stripe: &AtomicU64, give_up: impl Fn(u64) -> bool) -> u64 {
+        // Relaxed: see `decide_on`.
+        let mut word = stripe.load(Ordering::Relaxed);
+        loop {
+            let (units, stamp) = unpack(word);
+            if units == 0 || !give_up(stamp) {
+                return 0;
+            }
+            match stripe.compare_exchange_weak(word, EMPTY, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.give_back(units);
+                    return units;
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    fn give_back(&self, units: u64) {
+        self.algorithm.refund_cell(&self.central, &self.clock, units);
+    }
+
+    fn central_decide(&self, cost: u64) -> Decision {
+        self.algorithm.decide_cell(&self.central, &self.clock, cost)
+    }
+}
+
+#[cfg(test)]
+mod tests;
