@@ -29,6 +29,9 @@ pub const PINGORA_SLOTS: usize = 1024;
 /// What a `Rate` holds whatever the number of keys: two sketches of `isize` counters.
 pub const PINGORA_BYTES: usize = 2 * PINGORA_HASHES * PINGORA_SLOTS * std::mem::size_of::<isize>();
 
+/// How old a `Rate` must be before two threads may race its reset ([`PingoraRate::new`]).
+const PINGORA_RESET_AGE: Duration = Duration::from_millis(1_001);
+
 /// `pingora_limits::rate::Rate` with its defaults, denying past `limit` per interval.
 pub struct PingoraRate {
     rate: Rate,
@@ -43,8 +46,19 @@ impl std::fmt::Debug for PingoraRate {
 
 impl PingoraRate {
     /// A `Rate` over the quota's period, denying past its limit.
+    ///
+    /// For a period under a second, the `Rate` is a second old before it is returned:
+    /// pingora-limits' `maybe_reset` asserts `new >= now - 1000` when another thread won the
+    /// reset, with `now` in milliseconds since the `Rate` was made, so two threads racing a
+    /// reset in its first second wrap that subtraction and panic. A period of a second or more
+    /// cannot reset in the first second.
     pub fn new(quota: kova::Quota) -> Self {
-        PingoraRate { rate: Rate::new(interval_of(quota)), limit: limit_of(quota) }
+        let interval = interval_of(quota);
+        let rate = Rate::new(interval);
+        if interval < PINGORA_RESET_AGE {
+            std::thread::sleep(PINGORA_RESET_AGE);
+        }
+        PingoraRate { rate, limit: limit_of(quota) }
     }
 }
 
