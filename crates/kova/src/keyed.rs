@@ -69,4 +69,5 @@ pub(crate) fn keys_before_first_growth(max_keys: usize, slots: bool) -> usize {
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
 pub use policy::TableFullPolicy;
+pub(crate) use quotas::carry_over;
 pub use table::Keyed;

@@ -1,15 +1,7 @@
 //! Changing a direct limiter's quota at run time, keeping what it has consumed.
 
+use crate::keyed::carry_over;
 use crate::{Algorithm, Clock, Quota, QuotaError, RateLimiter};
-
-/// A clock stopped at one reading: the carry-over decides both cells at the same instant.
-struct At(u64);
-
-impl Clock for At {
-    fn now_nanos(&self) -> u64 {
-        self.0
-    }
-}
 
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Moves the limiter to `quota`, keeping what it has consumed, by the rule of
@@ -60,17 +52,4 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         let cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
         Ok(RateLimiter { algorithm, cell, clock: self.clock.clone() })
     }
-}
-
-/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used.
-fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
-    let at = At(now);
-    let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
-    let fresh = new.new_cell();
-    let carried = used.min(new.capacity());
-    if carried > 0 {
-        // Admitted: a fresh state admits up to its capacity at once.
-        new.decide_cell(&fresh, &at, carried);
-    }
-    fresh
 }

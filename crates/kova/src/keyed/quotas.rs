@@ -130,8 +130,9 @@ impl Clock for At {
     }
 }
 
-/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used.
-pub(super) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
+/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used (a
+/// key's quota change here, a direct limiter's in `quota_change.rs`).
+pub(crate) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
     let at = At(now);
     let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
     let fresh = new.new_cell();
