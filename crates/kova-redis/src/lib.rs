@@ -83,6 +83,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod batch;
+mod composite;
 mod degrade;
 mod error;
 mod key;
@@ -90,14 +91,19 @@ mod limit;
 mod limiter;
 mod local;
 mod policy;
+mod reserve;
 mod scripts;
+mod settle;
 mod store;
 
 pub use batch::BatchStats;
+pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
+pub use kova::Settlement;
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 pub use limiter::{Builder, RedisLimiter, Stats};
 pub use local::Leasing;
 pub use policy::FailurePolicy;
-pub use scripts::{batch_script_source, script_source};
+pub use reserve::Reservation;
+pub use scripts::{batch_script_source, operation_script_source, script_source, Operation};

@@ -11,6 +11,7 @@ mod failover;
 mod faults;
 mod integers;
 mod local;
+mod settle_reserve;
 mod single;
 
 use std::time::Duration;
