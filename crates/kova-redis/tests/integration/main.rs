@@ -11,6 +11,7 @@ mod degrade;
 mod failover;
 mod faults;
 mod integers;
+mod integers_operations;
 mod local;
 mod policies;
 mod settle_reserve;
