@@ -166,20 +166,33 @@ async fn redis_reset(limiter: &RedisLimiter, key: &str, limits: &Limits) {
     limiter.reset_limits(key, limits).await.unwrap();
 }
 
+/// Every composite case through `limiter` (which must read `clock`); returns the decisions
+/// compared.
+pub async fn run_suite(
+    limiter: &RedisLimiter,
+    clock: &ManualClock,
+    tag: &str,
+    seeds: u64,
+    n: usize,
+) -> usize {
+    let mut compared = 0;
+    for (i, limits) in same_kind_cases().into_iter().chain(mixed_cases()).enumerate() {
+        for seed in 0..seeds {
+            let key = format!("{tag}:composite:{i}:{seed}");
+            compared += run(limiter, clock, &key, &limits, 10 * i as u64 + seed, n).await;
+        }
+    }
+    compared
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composites_match_kova_limits_decision_by_decision() {
     let Some(server) = RedisServer::start() else { return };
     let clock = ManualClock::new();
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
-    let mut compared = 0;
-    for (i, limits) in same_kind_cases().into_iter().chain(mixed_cases()).enumerate() {
-        for seed in 0..3 {
-            compared +=
-                run(&limiter, &clock, &format!("composite:{i}:{seed}"), &limits, 10 * i as u64 + seed, 200)
-                    .await;
-        }
-    }
+    let compared = run_suite(&limiter, &clock, "single", 3, 200).await;
     eprintln!("composites: {compared} decisions identical to the in-memory composites");
+    assert_eq!(compared, 9 * 3 * 200);
 }
 
 /// One script run over keys that share a hash tag: a denial by the last limit leaves the first

@@ -169,20 +169,32 @@ pub async fn run_case(
     }
 }
 
+/// Every case through `limiter` (which must read `clock`); returns the operations compared.
+pub async fn run_suite(
+    limiter: &RedisLimiter,
+    clock: &ManualClock,
+    tag: &str,
+    seeds: u64,
+    n: usize,
+) -> usize {
+    let mut compared = 0;
+    for (i, limit) in cases().iter().enumerate() {
+        for seed in 0..seeds {
+            let key = format!("{tag}:settle-reserve:{i}:{seed}");
+            compared += run_case(limiter, clock, &key, limit, 100 * i as u64 + seed, n).await;
+        }
+    }
+    compared
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settle_and_reservations_match_the_in_memory_limiter() {
     let Some(server) = RedisServer::start() else { return };
     let clock = ManualClock::new();
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
-    let mut compared = 0;
-    for (i, limit) in cases().iter().enumerate() {
-        for seed in 0..4 {
-            let key = format!("settle-reserve:{i}:{seed}");
-            compared += run_case(&limiter, &clock, &key, limit, 100 * i as u64 + seed, 150).await;
-        }
-    }
+    let compared = run_suite(&limiter, &clock, "single", 4, 150).await;
     eprintln!("settle and reservations: {compared} operations identical to kova's in-memory limiter");
-    assert!(compared >= cases().len() * 4 * 150);
+    assert_eq!(compared, cases().len() * 4 * 150);
 }
 
 /// Go's cancel rule where it is subtle: units charged after a reservation, over a TAT that a
@@ -210,4 +222,60 @@ async fn cancel_keeps_the_units_charged_after_the_reservation() {
     let (peek, expected) = (limiter.peek(key, &limit).await.unwrap(), memory.peek());
     assert_eq!(peek, expected);
     assert_eq!(peek.reset_after(), Duration::from_millis(900)); // 1.3 s charged, 0.4 s back
+}
+
+/// Bad input is a typed error before any call (nothing listens on port 1).
+#[tokio::test]
+async fn bad_input_is_a_typed_error() {
+    let limiter = RedisLimiter::builder().open("redis://127.0.0.1:1/").unwrap();
+    let log = Limit::sliding_window_log(Quota::per_second(5).unwrap()).unwrap();
+    for result in [
+        limiter.settle("k", &log, 1, 2).await.map(|_| ()),
+        limiter.charge("k", &log, 1).await.map(|_| ()),
+        limiter.refund("k", &log, 1).await,
+        limiter.reserve_n("k", &log, 1).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(result, Err(Error::Unsupported { algorithm: "sliding_window_log", .. })),
+            "{result:?}"
+        );
+    }
+    let gcra = Limit::gcra(Quota::per_second(5).unwrap()).unwrap();
+    assert!(matches!(
+        limiter.reserve_n("k", &gcra, 6).await,
+        Err(Error::Reserve(ReserveError::CostExceedsCapacity { cost: 6, capacity: 5 }))
+    ));
+    let overdraft = Quota::per_second(5).unwrap().with_overdraft(3);
+    assert!(matches!(
+        Limit::token_bucket(overdraft),
+        Err(kova_redis::LimitError::Quota(kova::QuotaError::OverdraftUnsupported { .. }))
+    ));
+    let message = Error::Unsupported { operation: "settle", algorithm: "sliding_window_log" }.to_string();
+    assert!(message.contains("settle") && message.contains("sliding_window_log"), "{message}");
+}
+
+/// With Redis `TIME` (no client clock) a reservation's times are the server's microseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_on_redis_time() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter =
+        RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
+    let limit = Limit::gcra(Quota::per_second(10).unwrap()).unwrap();
+    let all = limiter.reserve_n("server-time", &limit, 10).await.unwrap();
+    let later = limiter.reserve_n("server-time", &limit, 5).await.unwrap();
+    assert_eq!(all.delay(), Duration::ZERO);
+    // 500 ms after the first, less the time between the two calls.
+    assert!(
+        later.delay() <= Duration::from_millis(500) && later.delay() > Duration::from_millis(400),
+        "{later:?}"
+    );
+    let unix_micros =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    assert!(later.made_at_micros().abs_diff(unix_micros) < 60_000_000, "{later:?}");
+    assert!(later.cancel().await.unwrap());
+    assert!(!limiter.check("server-time", &limit).await.unwrap().is_allowed());
+    assert!(matches!(
+        limiter.reserve_n_within("server-time", &limit, 3, Duration::from_millis(100)).await,
+        Err(Error::Reserve(ReserveError::DelayTooLong { .. }))
+    ));
 }
