@@ -92,3 +92,46 @@ async fn degrade_decides_composites_all_or_nothing_on_the_local_shares() {
     assert!(matches!(limiter.reserve_n("k", &gcra(), 1).await, Err(Error::Store(_))));
     assert!(matches!(limiter.settle("k", &gcra(), 1, 2).await, Err(Error::Store(_))));
 }
+
+/// The way back after an outage under degrade: a composite's first check once Redis answers
+/// charges each limit with what its local share still counts as used (no second full quota),
+/// and so does the first reservation of a key decided locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn degrade_charges_local_units_to_every_limit_on_the_way_back() {
+    let Some(mut server) = crate::server::RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let limiter = crate::deterministic(&clock)
+        .timeout(Duration::from_millis(200))
+        .reconnect_interval(Duration::from_millis(10))
+        .failure_policy(FailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limits = limits(); // shares: 10 a minute, 2 an hour
+    let single = Limit::gcra(Quota::per_second(100).unwrap()).unwrap(); // share: 25
+    assert!(limiter.check_limits("k", &limits).await.unwrap().is_allowed());
+    server.kill9();
+    let d = limiter.check_limits_n("k", &limits, 2).await.unwrap();
+    assert_eq!((d.is_allowed(), d.decision().fallback()), (true, Some(Fallback::StoreUnavailableLocal)));
+    assert!(limiter.check_n("r", &single, 20).await.unwrap().is_allowed());
+    assert_eq!(limiter.degraded_keys(), 3);
+
+    server.restart();
+    let back = std::time::Instant::now();
+    let first = loop {
+        let d = limiter.check_limits("k", &limits).await.unwrap();
+        if d.decision().fallback().is_none() {
+            break d;
+        }
+        assert!(back.elapsed() < Duration::from_secs(2), "Redis not used again within 2 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // Redis lost its state with the kill -9; it now holds the 2 local units plus this check.
+    let left: Vec<u64> = first.limit_decisions().iter().map(|d| d.remaining()).collect();
+    assert_eq!((first.is_allowed(), left), (true, vec![40 - 3, 8 - 3]));
+    // A reservation of the key decided locally: Redis first counts its 20 local units.
+    let r = limiter.reserve_n("r", &single, 80).await.unwrap();
+    assert_eq!((r.delay(), r.fallback()), (Duration::ZERO, None));
+    assert!(!limiter.check("r", &single).await.unwrap().is_allowed());
+    assert_eq!(limiter.degraded_keys(), 0);
+}
