@@ -89,7 +89,8 @@ impl RedisLimiter {
     /// deciding limit ([`LimitsDecision::decided_by`]: the one with least left, or the denying
     /// one to wait for longest) and carries every limit's decision for its headers, as kova's
     /// in-memory [`Limits`](kova::Limits) does. A cost above the smallest capacity is
-    /// [`Error::Cost`]; 0 is a peek.
+    /// [`Error::Cost`]; 0 is a peek. Composites always ask Redis: the local layer's leases and
+    /// denial cache are for single limits.
     ///
     /// **When Redis cannot answer** the failure policy decides every limit, each decision
     /// marked: fail open admits (`remaining` 0, [`Fallback::StoreUnavailableAllowed`]), fail

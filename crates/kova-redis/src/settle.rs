@@ -76,7 +76,9 @@ impl RedisLimiter {
     /// Gives back `cost` units an earlier allowed check of `key` took, as kova's
     /// [`RateLimiter::refund`](kova::RateLimiter::refund) does: the state becomes what it would
     /// be had that check never happened, or full, never beyond; units whose window has passed
-    /// are not given back. A store failure is [`Error::Store`] whatever the policy.
+    /// are not given back. A store failure is [`Error::Store`] whatever the policy. A denial
+    /// this limiter cached locally ([`Builder::cache_denials`](crate::Builder::cache_denials))
+    /// still answers until its retry time (stricter, never looser).
     pub async fn refund(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> Result<(), Error> {
         supported(limit, "refund")?;
         if cost == 0 {
