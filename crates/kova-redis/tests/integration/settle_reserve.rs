@@ -279,3 +279,39 @@ async fn reservations_on_redis_time() {
         Err(Error::Reserve(ReserveError::DelayTooLong { .. }))
     ));
 }
+
+/// Reservations and charges racing on one key: each script run is atomic, so the reservations
+/// get consecutive delays (no two the same unit) and the charges take exactly the burst plus the
+/// overdraft between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_reservations_and_charges_lose_no_update() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::new();
+    clock.set(3_000_000 * MICROS);
+    let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
+    let limit = Limit::gcra(Quota::per_second(10).unwrap().with_overdraft(7)).unwrap();
+    let spawn_all = |task: fn(RedisLimiter, Limit) -> tokio::task::JoinHandle<u64>| {
+        (0..32).map(|_| task(limiter.clone(), limit)).collect::<Vec<_>>()
+    };
+    let reservations = spawn_all(|limiter, limit| {
+        tokio::spawn(
+            async move { limiter.reserve_n("race", &limit, 1).await.unwrap().delay().as_millis() as u64 },
+        )
+    });
+    let mut delays = Vec::new();
+    for task in reservations {
+        delays.push(task.await.unwrap());
+    }
+    delays.sort_unstable();
+    let expected: Vec<u64> = (0..32).map(|i: u64| i.saturating_sub(9) * 100).collect();
+    assert_eq!(delays, expected);
+    limiter.reset("race", &limit).await.unwrap();
+    let charges = spawn_all(|limiter, limit| {
+        tokio::spawn(async move { limiter.charge("race", &limit, 1).await.unwrap() })
+    });
+    let mut charged = 0;
+    for task in charges {
+        charged += task.await.unwrap();
+    }
+    assert_eq!(charged, 10 + 7);
+}
