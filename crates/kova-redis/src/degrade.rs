@@ -159,6 +159,13 @@ impl Degraded {
         })
     }
 
+    /// Gives back `cost` units a local decision of `key` took (a composite's check that a
+    /// later limit denied). The sliding window log takes no refunds.
+    pub(crate) fn refund(&self, key: &[u8], limit: &Limit, cost: u64) {
+        let key = key.to_vec();
+        on_table!(self, limit.kind(), table => table.refund(&key, cost));
+    }
+
     /// Forgets `key`'s local state (once Redis holds what it used).
     pub(crate) fn forget(&self, key: &[u8], limit: &Limit) {
         let key = key.to_vec();

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use kova::CheckError;
+use kova::{CheckError, LimitsError, ReserveError};
 
 use crate::key::PrefixError;
 
@@ -30,6 +30,20 @@ pub enum Error {
     Prefix(PrefixError),
     /// Redis could not be reached in time, or failed.
     Store(StoreError),
+    /// A reservation was refused (nothing was taken): its cost can never fit, its delay is
+    /// longer than the caller accepts, or the algorithm cannot reserve ahead and the units are
+    /// not available now.
+    Reserve(ReserveError),
+    /// The operation is not defined for the limit's algorithm (the sliding window log takes
+    /// no refunds, so it cannot settle or reserve, as in kova's in-memory limiters).
+    Unsupported {
+        /// What was asked: "settle", "charge", "refund" or "reserve".
+        operation: &'static str,
+        /// The limit's algorithm.
+        algorithm: &'static str,
+    },
+    /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::MAX_LIMITS).
+    Limits(LimitsError),
 }
 
 /// A failure of the store itself.
@@ -53,6 +67,11 @@ impl fmt::Display for Error {
             }
             Error::Prefix(e) => e.fmt(f),
             Error::Store(e) => e.fmt(f),
+            Error::Reserve(e) => e.fmt(f),
+            Error::Unsupported { operation, algorithm } => {
+                write!(f, "{operation} is not supported for {algorithm} (it takes no refunds)")
+            }
+            Error::Limits(e) => e.fmt(f),
         }
     }
 }
@@ -73,7 +92,9 @@ impl std::error::Error for Error {
             Error::Cost(e) => Some(e),
             Error::Prefix(e) => Some(e),
             Error::Store(e) => Some(e),
-            Error::TimeOutOfRange { .. } => None,
+            Error::Reserve(e) => Some(e),
+            Error::Limits(e) => Some(e),
+            Error::TimeOutOfRange { .. } | Error::Unsupported { .. } => None,
         }
     }
 }
@@ -108,5 +129,17 @@ impl From<StoreError> for Error {
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         Error::Store(StoreError::Redis(e))
+    }
+}
+
+impl From<ReserveError> for Error {
+    fn from(e: ReserveError) -> Self {
+        Error::Reserve(e)
+    }
+}
+
+impl From<LimitsError> for Error {
+    fn from(e: LimitsError) -> Self {
+        Error::Limits(e)
     }
 }

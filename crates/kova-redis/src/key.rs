@@ -95,6 +95,19 @@ impl KeyBuilder {
     }
 }
 
+impl KeyBuilder {
+    /// The Redis key of limit `index` of a composite on `user_key`:
+    /// `prefix:{tag}:limits:<index>:alg`. The same tag as the key's single limits, so all of a
+    /// composite's keys share one cluster slot, and a suffix no single limit's key has, so a
+    /// composite's state is its own.
+    pub(crate) fn limits_key(&self, user_key: &[u8], index: usize, kind: AlgorithmKind) -> Vec<u8> {
+        let mut out = self.key(user_key, kind);
+        out.truncate(out.len() - short_name(kind).len());
+        out.extend_from_slice(format!("limits:{index}:{}", short_name(kind)).as_bytes());
+        out
+    }
+}
+
 /// The algorithm's suffix in key names.
 fn short_name(kind: AlgorithmKind) -> &'static str {
     match kind {
@@ -196,6 +209,13 @@ mod tests {
             Err(PrefixError::TooLong { len: MAX_PREFIX + 1 })
         );
         assert!(KeyBuilder::new("").is_ok());
+    }
+
+    #[test]
+    fn composite_keys_share_the_tag_not_the_key() {
+        let keys = KeyBuilder::new("p").unwrap();
+        assert_eq!(keys.limits_key(b"u", 2, AlgorithmKind::Gcra), b"p:{=u}:limits:2:gcra");
+        assert_ne!(keys.limits_key(b"u", 0, AlgorithmKind::Gcra), keys.key(b"u", AlgorithmKind::Gcra));
     }
 
     #[test]

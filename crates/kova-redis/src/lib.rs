@@ -30,6 +30,52 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Settling, reservations, several limits at once
+//! The same operations as kova's in-memory limiters, each one script run (one round trip),
+//! decision by decision equal to kova's (the conformance tests compare them on a manual clock):
+//! [`RedisLimiter::settle`] (a refund, or an extra charge into GCRA's bounded
+//! [overdraft](kova::Quota::with_overdraft)), [`RedisLimiter::reserve_n_within`] with Go's
+//! [`Reservation::cancel`], and [`RedisLimiter::check_limits_n`] over [`Limits`] (up to four,
+//! any algorithms, all or nothing: a denial takes nothing from any; every limit's keys share
+//! the key's hash tag, so one cluster node decides them atomically).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use kova::Quota;
+//! use kova_redis::{Limit, Limits, RedisLimiter};
+//! let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
+//!
+//! // LLM tokens: check an estimate, settle the real count (debt of up to 5,000 paid off later).
+//! let tokens = Limit::gcra(Quota::per_minute(10_000)?.with_overdraft(5_000))?;
+//! if limiter.check_n("tenant:7", &tokens, 800).await?.is_allowed() {
+//!     let settled = limiter.settle("tenant:7", &tokens, 800, 1_250).await?;
+//!     println!("charged {} more, {} did not fit", settled.charged, settled.uncharged);
+//! }
+//!
+//! // Pace calls to a vendor: take 3 units now, wait at most 2 s for them.
+//! let vendor = Limit::gcra(Quota::per_second(10)?)?;
+//! let reservation = limiter.reserve_n_within("vendor", &vendor, 3, Duration::from_secs(2)).await?;
+//! tokio::time::sleep(reservation.delay()).await; // or reservation.cancel().await? if unused
+//!
+//! // 10 a second with bursts of 50, AND 1,000 an hour, AND 10,000 a day, all or nothing.
+//! let limits = Limits::new([
+//!     Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
+//!     Limit::gcra(Quota::per_hour(1_000)?)?,
+//!     Limit::sliding_window_counter(Quota::per_day(10_000)?)?,
+//! ])?;
+//! let d = limiter.check_limits("user:42", &limits).await?;
+//! let decided = d.decision(); // the deciding limit's: RateLimit / Retry-After headers
+//! println!("limit {} decided: {} left", d.decided_by(), decided.remaining());
+//! for each in d.limit_decisions() { let _ = each.remaining(); } // one header per limit
+//! # Ok(()) }
+//! ```
+//!
+//! When Redis cannot answer, a composite is decided by the [`FailurePolicy`] (each decision
+//! marked); a settle is [`Error::Store`] under every policy (the real cost was not recorded);
+//! a reservation is made, marked and empty under [`FailurePolicy::FailOpen`], and
+//! [`Error::Store`] under the others.
+//!
 //! ## Time
 //! By default each script reads Redis `TIME`, so all servers share one clock and client clock
 //! skew cannot matter. [`Builder::client_clock`] passes the client's time instead (tests do, to
@@ -83,6 +129,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod batch;
+mod composite;
 mod degrade;
 mod error;
 mod key;
@@ -90,14 +137,19 @@ mod limit;
 mod limiter;
 mod local;
 mod policy;
+mod reserve;
 mod scripts;
+mod settle;
 mod store;
 
 pub use batch::BatchStats;
+pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
+pub use kova::Settlement;
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 pub use limiter::{Builder, RedisLimiter, Stats};
 pub use local::Leasing;
 pub use policy::FailurePolicy;
-pub use scripts::{batch_script_source, script_source};
+pub use reserve::Reservation;
+pub use scripts::{batch_script_source, operation_script_source, script_source, Operation};

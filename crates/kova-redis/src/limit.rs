@@ -108,6 +108,7 @@ pub(crate) enum Params {
 /// | algorithm | accepted |
 /// |---|---|
 /// | GCRA, token bucket | interval >= 1 µs, `burst * interval <= 2^52 µs` |
+/// | GCRA's overdraft ([`Quota::with_overdraft`]) | `(burst + overdraft) * interval <= 2^52 µs`; other algorithms reject one |
 /// | fixed window | period >= 1 µs, `period <= 2^52 µs`, `limit <= 2^52` |
 /// | sliding window counter | period >= 1 µs, `limit * period <= 2^52` (µs) |
 /// | sliding window log | period >= 1 µs, `period <= 2^52 µs`, `limit <= 2^16` ([`MAX_LOG_LIMIT`]) |
@@ -152,11 +153,23 @@ impl Limit {
                 if span > MAX_SPAN_MICROS {
                     return Err(out_of_range("burst * interval (µs)", span, MAX_SPAN_MICROS));
                 }
+                let overdraft = quota.overdraft();
+                if overdraft > 0 && kind != AlgorithmKind::Gcra {
+                    return Err(QuotaError::OverdraftUnsupported { algorithm }.into());
+                }
+                // A settled charge may take the deficit to (burst + overdraft) intervals.
+                let debt = burst.saturating_add(overdraft).saturating_mul(interval_us);
+                if debt > MAX_SPAN_MICROS {
+                    return Err(out_of_range("(burst + overdraft) * interval (µs)", debt, MAX_SPAN_MICROS));
+                }
                 Params::Bucket { interval_us, burst }
             }
             AlgorithmKind::FixedWindow
             | AlgorithmKind::SlidingWindowCounter
             | AlgorithmKind::SlidingWindowLog => {
+                if quota.overdraft() > 0 {
+                    return Err(QuotaError::OverdraftUnsupported { algorithm }.into());
+                }
                 if quota.burst() != quota.limit() {
                     return Err(QuotaError::BurstUnsupported { algorithm }.into());
                 }
@@ -311,9 +324,9 @@ impl Limit {
             return self.quota;
         }
         let rebuilt = match self.params {
-            Params::Bucket { interval_us, burst } => {
-                Quota::from_nanos(1, interval_us * MICROS).and_then(|q| q.with_burst(burst))
-            }
+            Params::Bucket { interval_us, burst } => Quota::from_nanos(1, interval_us * MICROS)
+                .and_then(|q| q.with_burst(burst))
+                .map(|q| q.with_overdraft(self.quota.overdraft())),
             Params::Window { limit, period_us } => Quota::from_nanos(limit, period_us * MICROS),
         };
         // Every step accepted by `new` is at least 1 µs = 1000 ns and at most 2^52 µs, so the
@@ -326,6 +339,12 @@ impl Limit {
             Params::Bucket { .. } => self.quota.emission_interval_nanos() % MICROS == 0,
             Params::Window { .. } => self.quota.period_nanos() % MICROS == 0,
         }
+    }
+
+    /// The units a settled charge may take beyond empty ([`Quota::with_overdraft`]; GCRA only,
+    /// 0 for the others).
+    pub fn overdraft(&self) -> u64 {
+        self.quota.overdraft()
     }
 
     /// The two integers the script takes as `ARGV[5]` and `ARGV[6]`.
@@ -403,6 +422,30 @@ mod tests {
             Limit::fixed_window(long),
             Err(LimitError::OutOfRange { field: "period (µs)", .. })
         ));
+    }
+
+    #[test]
+    fn overdraft_is_gcra_only_and_bounded() {
+        let q = Quota::per_second(10).unwrap().with_overdraft(5);
+        let gcra = Limit::gcra(q).unwrap();
+        assert_eq!((gcra.overdraft(), gcra.effective_quota().overdraft()), (5, 5));
+        let third = Limit::gcra(Quota::per_second(3).unwrap().with_overdraft(2)).unwrap();
+        assert_eq!(third.effective_quota().overdraft(), 2);
+        for kind in [AlgorithmKind::TokenBucket, AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindowLog]
+        {
+            assert_eq!(
+                Limit::new(kind, q),
+                Err(LimitError::Quota(QuotaError::OverdraftUnsupported { algorithm: kind.as_str() }))
+            );
+        }
+        // (burst + overdraft) * interval = 2^52 µs is the edge.
+        let edge = Quota::from_nanos(1, MICROS).unwrap().with_burst(1 << 51).unwrap();
+        assert!(Limit::gcra(edge.with_overdraft(1 << 51)).is_ok());
+        assert!(matches!(
+            Limit::gcra(edge.with_overdraft((1 << 51) + 1)),
+            Err(LimitError::OutOfRange { field: "(burst + overdraft) * interval (µs)", .. })
+        ));
+        assert!(matches!(Limit::gcra(edge.with_overdraft(u64::MAX)), Err(LimitError::OutOfRange { .. })));
     }
 
     #[test]

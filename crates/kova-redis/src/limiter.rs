@@ -537,3 +537,93 @@ impl RedisLimiter {
         Ok(decision)
     }
 }
+
+/// What the operations defined in their own files (settle.rs, reserve.rs, composite.rs) share
+/// with checks: key names, time, one script call under the timeout, and the failure policy.
+impl RedisLimiter {
+    pub(crate) fn keys(&self) -> &KeyBuilder {
+        &self.inner.keys
+    }
+
+    /// The client clock's time in microseconds, or `None` for Redis `TIME`.
+    pub(crate) fn now_micros(&self) -> Result<Option<u64>, Error> {
+        self.client_micros()
+    }
+
+    pub(crate) fn margin_micros(&self) -> u64 {
+        self.inner.margin_us
+    }
+
+    pub(crate) fn policy(&self) -> FailurePolicy {
+        self.inner.policy
+    }
+
+    pub(crate) fn unavailable_retry_nanos(&self) -> u64 {
+        u64::try_from(self.inner.unavailable_retry_after.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn degraded(&self) -> Option<&Degraded> {
+        self.inner.degraded.as_ref()
+    }
+
+    /// Counts a decision the failure policy made.
+    pub(crate) fn note_fallback(&self) {
+        self.inner.counters.fallback_decisions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The deadline of a call starting now.
+    pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.inner.timeout
+    }
+
+    /// Runs one script call (never batched) by `deadline`.
+    pub(crate) async fn invoke(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<i64>, StoreError> {
+        let inner = &*self.inner;
+        inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        match tokio::time::timeout_at(deadline, inner.store.invoke(invocation)).await {
+            Ok(result) => result.map_err(StoreError::Redis),
+            Err(_) => {
+                inner.store.timed_out(inner.timeout);
+                Err(StoreError::Timeout(inner.timeout))
+            }
+        }
+    }
+
+    /// Deletes one Redis key (and what the local layer holds for it), as [`reset`](Self::reset).
+    pub(crate) async fn delete_key(&self, key: &[u8]) -> Result<(), Error> {
+        if let Some(local) = &self.inner.local {
+            local.forget(key);
+        }
+        self.inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        match tokio::time::timeout(self.inner.timeout, self.inner.store.del(key)).await {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                self.inner.store.timed_out(self.inner.timeout);
+                Err(StoreError::Timeout(self.inner.timeout).into())
+            }
+        }
+    }
+
+    /// The way back from an outage under [`FailurePolicy::Degrade`], as a check takes it: when
+    /// `key` holds local state for `limit`, Redis first counts what this server admitted
+    /// locally, then the local state is forgotten.
+    pub(crate) async fn pay_back(
+        &self,
+        key: &[u8],
+        limit: &Limit,
+        now: Option<u64>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
+        let Some(degraded) = &self.inner.degraded else { return Ok(()) };
+        let Some(owed) = degraded.owed(key, limit) else { return Ok(()) };
+        if owed > 0 {
+            self.eval(key, limit, 1, owed - 1, now, deadline).await?;
+        }
+        degraded.forget(key, limit);
+        Ok(())
+    }
+}

@@ -34,6 +34,79 @@ const BATCH: &str = concat!(
     include_str!("../scripts/batch.lua")
 );
 
+/// The four word algorithms and their refunds and charges: what settling and reservations run.
+macro_rules! with_refunds {
+    ($file:literal) => {
+        concat!(
+            include_str!("../scripts/prelude.lua"),
+            include_str!("../scripts/token_bucket.lua"),
+            include_str!("../scripts/gcra.lua"),
+            include_str!("../scripts/fixed_window.lua"),
+            include_str!("../scripts/sliding_window_counter.lua"),
+            include_str!("../scripts/refund.lua"),
+            include_str!(concat!("../scripts/", $file))
+        )
+    };
+}
+
+const SETTLE: &str = with_refunds!("settle.lua");
+const RESERVE: &str = with_refunds!("reserve.lua");
+const LIMITS: &str = concat!(
+    include_str!("../scripts/prelude.lua"),
+    include_str!("../scripts/token_bucket.lua"),
+    include_str!("../scripts/gcra.lua"),
+    include_str!("../scripts/fixed_window.lua"),
+    include_str!("../scripts/sliding_window_counter.lua"),
+    include_str!("../scripts/sliding_window_log.lua"),
+    include_str!("../scripts/limits.lua")
+);
+
+/// The scripts beside the checks: settling a cost, reservations, and several limits at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// [`RedisLimiter::settle`](crate::RedisLimiter::settle), `charge` and `refund`.
+    Settle,
+    /// [`RedisLimiter::reserve_n`](crate::RedisLimiter::reserve_n) and
+    /// [`Reservation::cancel`](crate::Reservation::cancel).
+    Reserve,
+    /// [`RedisLimiter::check_limits_n`](crate::RedisLimiter::check_limits_n).
+    Limits,
+}
+
+/// The full Lua source of `operation`'s script (prelude included).
+///
+/// ```
+/// use kova_redis::{operation_script_source, Operation};
+/// assert!(operation_script_source(Operation::Settle).contains("local function charge_gcra"));
+/// ```
+pub fn operation_script_source(operation: Operation) -> &'static str {
+    match operation {
+        Operation::Settle => SETTLE,
+        Operation::Reserve => RESERVE,
+        Operation::Limits => LIMITS,
+    }
+}
+
+static OPERATION_SCRIPTS: LazyLock<[Script; 3]> = LazyLock::new(|| {
+    [Operation::Settle, Operation::Reserve, Operation::Limits]
+        .map(|op| Script::new(operation_script_source(op)))
+});
+
+/// `operation`'s script (its SHA-1 computed once).
+pub(crate) fn operation_script(operation: Operation) -> &'static Script {
+    &OPERATION_SCRIPTS[operation as usize]
+}
+
+/// Passes the time as a script's first argument: the client clock's microseconds, or `''` for
+/// Redis `TIME`.
+pub(crate) fn arg_now(invocation: &mut redis::ScriptInvocation<'_>, now: Option<u64>) {
+    match now {
+        Some(micros) => invocation.arg(micros),
+        None => invocation.arg(""),
+    };
+}
+
 /// The full Lua source run for one check of `kind` (prelude included), e.g. to load it by hand
 /// or review it.
 ///

@@ -41,6 +41,15 @@ impl Store {
         }
     }
 
+    /// Runs a script of its own (settling, reservations, composites): one call, never batched.
+    /// Every key of one invocation carries the same hash tag, so a cluster runs it on one node.
+    pub(crate) async fn invoke(&self, invocation: ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+        match self {
+            Store::Single(node) => node.run(invocation).await,
+            Store::Cluster(conn) => invocation.invoke_async(&mut conn.clone()).await,
+        }
+    }
+
     /// What batching did (all zero on a cluster).
     pub(crate) fn batch_stats(&self) -> BatchStats {
         match self {

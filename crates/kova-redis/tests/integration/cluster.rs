@@ -16,6 +16,10 @@ async fn conformance_through_a_three_master_cluster() {
     let limiter = crate::deterministic(&clock).connect_cluster(&nodes).await.unwrap();
     let compared = crate::conformance::run_suite(&limiter, &clock, "cluster", 150).await;
     assert!(compared > 4_000, "only {compared} decisions compared");
+    // Settling, reservations and composites (several keys in one script: one slot per user key).
+    let operations = crate::settle_reserve::run_suite(&limiter, &clock, "cluster", 1, 60).await
+        + crate::composite::run_suite(&limiter, &clock, "cluster", 1, 60).await;
+    eprintln!("settle, reservations, composites (3-master cluster): {operations} identical");
     // The limits' keys really are spread over the masters (hash tags, not one node for all).
     let populated =
         cluster.nodes.iter().filter(|n| n.cli(&["DBSIZE"]).trim().parse::<u64>().unwrap() > 0).count();
@@ -29,6 +33,24 @@ async fn conformance_through_a_three_master_cluster() {
         .await
         .unwrap();
     crate::bad_input::hostile_keys_are_isolated(&plain).await;
+    // A composite of hostile keys: its keys share the key's slot (no CROSSSLOT), and its state
+    // is the key's own.
+    let per_hour = |kind| kova_redis::Limit::new(kind, kova::Quota::per_hour(1).unwrap()).unwrap();
+    let limits = kova_redis::Limits::new([
+        per_hour(kova::AlgorithmKind::Gcra),
+        per_hour(kova::AlgorithmKind::FixedWindow),
+    ])
+    .unwrap();
+    let mut keys = crate::bad_input::hostile_keys();
+    keys.sort();
+    keys.dedup();
+    for key in &keys {
+        let d = plain.check_limits(key, &limits).await.unwrap();
+        assert!(d.is_allowed() && d.decision().fallback().is_none(), "{:?}", &key[..key.len().min(40)]);
+    }
+    for key in &keys {
+        assert!(!plain.check_limits(key, &limits).await.unwrap().is_allowed());
+    }
     // SCRIPT FLUSH on every node: scripts are reloaded (on the node that answers NOSCRIPT).
     for node in &cluster.nodes {
         node.cli(&["SCRIPT", "FLUSH"]);

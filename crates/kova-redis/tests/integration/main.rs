@@ -1,6 +1,7 @@
 //! Integration tests against real `redis-server` processes (started and stopped by the tests).
 //! One binary, modules by concern. Each test starts its own server(s) on free loopback ports.
 
+mod composite;
 mod conformance;
 mod server;
 
@@ -10,7 +11,10 @@ mod degrade;
 mod failover;
 mod faults;
 mod integers;
+mod integers_operations;
 mod local;
+mod policies;
+mod settle_reserve;
 mod single;
 
 use std::time::Duration;

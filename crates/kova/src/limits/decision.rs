@@ -40,6 +40,27 @@ impl LimitsDecision {
         LimitsDecision { decisions, len, decided_by }
     }
 
+    /// The answer for limits decided elsewhere (kova-redis's composite script decides the same
+    /// limits in Redis): each limit's decision in the composite's order, and whether the whole
+    /// check was admitted. The deciding limit is chosen by the rule above. `None` for no
+    /// decisions or more than [`MAX_LIMITS`].
+    ///
+    /// ```
+    /// use kova::{Decision, LimitsDecision};
+    /// let each = [Decision::allowed(10, 4, 600), Decision::denied(100, 0, 9_000, 9_000)];
+    /// let answer = LimitsDecision::from_decisions(&each, false).unwrap();
+    /// assert_eq!((answer.is_allowed(), answer.decided_by()), (false, 1));
+    /// assert!(LimitsDecision::from_decisions(&[], true).is_none());
+    /// ```
+    pub fn from_decisions(decisions: &[Decision], allowed: bool) -> Option<Self> {
+        if decisions.is_empty() || decisions.len() > MAX_LIMITS {
+            return None;
+        }
+        let mut all = [Decision::allowed(0, 0, 0); MAX_LIMITS];
+        all[..decisions.len()].copy_from_slice(decisions);
+        Some(Self::new(all, decisions.len(), allowed))
+    }
+
     /// Whether the request may proceed (every limit admitted it).
     pub fn is_allowed(&self) -> bool {
         self.decision().is_allowed()
