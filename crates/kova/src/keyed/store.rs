@@ -1,21 +1,11 @@
-//! What the table's operations need from a shard, whatever its layout. Words used in both
-//! layouts: a key's *place* is where it is held (a slot, or a line); the *array* is what a
-//! probe walks (an index of slot numbers, or the lines themselves).
-//!
-//! Two layouts implement it:
-//! - [`Shard`](super::shard::Shard) (`shard.rs`): an index of tagged slot numbers naming slots that
-//!   never move. Any cell; the sliding log's (and [`AnyAlgorithm`](crate::AnyAlgorithm)'s) use it.
-//! - [`LineShard`](super::line_shard::LineShard) (`line_shard.rs`): the key and its state word
-//!   side by side in the probed array itself, one cache line per hit. Only for the four
-//!   single-word algorithms, whose cell is one `AtomicU64`.
-//!
-//! `table.rs` writes each operation once, generic over this trait, and picks the layout when the
-//! table is built.
+//! What the table's operations need from a shard (`line_shard.rs`): lock-free lookups, and the
+//! lock holder's changes. A key's *place* says which cell a check wrote (`StoreHit::place`); the
+//! *positions* are the lines a probe walks.
 
 use super::epoch::Guard;
 
 use super::quotas::QuotaId;
-use super::shard::Freezer;
+use super::word::Freezer;
 
 /// A shard: lock-free lookups, and a lock for everything else.
 pub(super) trait Store<K, C> {
@@ -38,8 +28,8 @@ pub(super) trait Store<K, C> {
     where
         K: Eq;
 
-    /// After a check wrote `hit`'s cell, a cell its layout cannot freeze: whether the write
-    /// stands (see `shard.rs`'s module docs).
+    /// After a check wrote `hit`'s cell, a cell that cannot be frozen: whether the write stands
+    /// (see `line_cell.rs`).
     fn still_linked(&self, hit: &Self::Hit<'_>) -> bool;
 
     /// Takes the lock, first handing back what finished its grace period.
@@ -56,9 +46,9 @@ pub(super) trait Store<K, C> {
 pub(super) trait StoreHit<'g, C> {
     fn cell(&self) -> &'g C;
     fn quota(&self) -> QuotaId;
-    /// Where the key was found (its place): a slot number, or a line's position in the array
-    /// it was read from.
-    fn place(&self) -> u32;
+    /// Which cell the check wrote (its place), for the lock holder to tell whether the key
+    /// still has it.
+    fn place(&self) -> u64;
 }
 
 /// The operations of the lock holder. `Entry` names a held key until the lock is released (or
@@ -66,7 +56,7 @@ pub(super) trait StoreHit<'g, C> {
 pub(super) trait StoreLocked<K, C> {
     type Entry: Copy + PartialEq + std::fmt::Debug;
 
-    /// Finds `key` (authoritative): its index position and entry.
+    /// Finds `key` (authoritative): its position and entry.
     fn find(&self, hash: u64, key: &K) -> Option<(usize, Self::Entry)>
     where
         K: Eq;
@@ -74,11 +64,11 @@ pub(super) trait StoreLocked<K, C> {
     fn cell(&self, entry: Self::Entry) -> &C;
     fn quota(&self, entry: Self::Entry) -> QuotaId;
     /// What [`StoreHit::place`] says for the key of `entry` found without the lock.
-    fn place_of(&self, entry: Self::Entry) -> u32;
+    fn place_of(&self, entry: Self::Entry) -> u64;
     /// Whether the shard holds its most keys.
     fn is_full(&self) -> bool;
     /// Room for one more key: a place for [`insert`](Self::insert), or `None` when none
-    /// is free of its grace period. May grow the layout (and run the user's `Hash`).
+    /// is free of its grace period. May rehash the array (and run the user's `Hash`).
     fn take_place(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32>;
     /// Gives back room from [`take_place`](Self::take_place) that was not used.
     fn put_back(&mut self, place: u32);
@@ -148,7 +138,7 @@ const SCAN_RUN: usize = 8;
 /// runs of [`SCAN_RUN`] consecutive positions, each run a golden-ratio stride of runs after the
 /// last, the stride coprime with the number of runs, so that every position comes in turn.
 ///
-/// Positions follow the hashes in both layouts (a probe starts where the hash's top bits say).
+/// Positions follow the hashes (a probe starts where the hash's top bits say).
 /// A scan in position order evicts by hash: keys just ahead of the cursor, not scanned for a
 /// whole pass, pile up to twice the average load while those just behind it are gone, and at
 /// the key bound a flood of new keys then probes runs of tens of thousands of lines (seen: a

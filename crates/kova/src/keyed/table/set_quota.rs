@@ -10,7 +10,7 @@ use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
 use crate::{Algorithm, Clock, Quota, QuotaError};
 
-/// How many times `set_quota` waits for a slot to leave its grace period.
+/// How many times `set_quota` waits for a line to leave its grace period.
 const SET_QUOTA_TRIES: usize = 64;
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
@@ -57,14 +57,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             if converted {
                 return Ok(true);
             }
-            // No slot is free of its grace period: let other threads unpin, then try again.
+            // No line is free of its grace period: let other threads unpin, then try again.
             drop(guard);
             std::thread::yield_now();
         }
         Ok(false)
     }
 
-    /// Moves the key at `pos` to quota `id`, carrying over what it consumed. `None` when no slot
+    /// Moves the key at `pos` to quota `id`, carrying over what it consumed. `None` when no line
     /// is free of its grace period (the key keeps its quota for now).
     pub(super) fn convert<L: StoreLocked<K, A::Cell>>(
         &self,

@@ -10,7 +10,7 @@ use super::{check_cost, heap_of, Keyed};
 use crate::{Algorithm, CheckError, Clock, Decision};
 
 /// What a check already did on a key's place before finding it unlinked.
-pub(super) type Prior = Option<(u32, Decision)>;
+pub(super) type Prior = Option<(u64, Decision)>;
 
 /// A check that takes the slow path.
 #[derive(Clone, Copy)]

@@ -126,14 +126,14 @@ fn removals_keep_every_other_key_reachable() {
     }
 }
 
-/// The sliding log's cells cannot be frozen: an unlink hides the entry, and a check that wrote
-/// the cell looks at the entry again afterwards.
+/// The sliding log's cells cannot be frozen: an unlink hides the line, and a check that wrote
+/// the cell looks at the line again afterwards.
 #[test]
 fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 100, TableFullPolicy::default());
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.slots(), hash);
+    let shard = keyed.shard(keyed.lines(), hash);
     let guard = epoch::pin();
     let freezer = WordFreezer(keyed.algorithm());
 
@@ -141,7 +141,7 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     let hit = shard.find(hash, &7, &guard).unwrap();
     assert!(shard.still_linked(&hit));
 
-    // An eviction unlinks the slot between the lookup and the re-read.
+    // An eviction unlinks the line between the lookup and the re-read.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1).expect("never frozen");
     assert_eq!(decision.remaining(), 3);
@@ -151,25 +151,30 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
         assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
     }
     assert!(!shard.still_linked(&hit));
-    // The slow path finds the key gone and redoes the check on a fresh slot.
+    // The slow path finds the key gone and redoes the check on a fresh cell.
     let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
     let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(redone.unwrap().unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
-    // A prior decision on the slot the key still has is kept (an entry moved, not unlinked).
+    // A prior decision on the cell the key still has is kept.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
     let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(kept, Ok(Some(decision)));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
-    // Growing the index also sends the check to the slow path.
+    // Growing the array also sends the check to the slow path, which keeps its decision: the
+    // boxed cell did not move.
     let hit = shard.find(hash, &7, &guard).unwrap();
+    let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
     for key in 100..200 {
         keyed.check(&key);
     }
     assert!(!shard.still_linked(&hit));
+    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
+    assert_eq!(kept, Ok(Some(decision)));
+    assert_eq!(keyed.peek(&7).remaining(), 2);
 }
 
 /// A word cell is frozen while the lock holder looks at it: checks decide nothing on it (they
