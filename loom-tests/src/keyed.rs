@@ -359,29 +359,29 @@ pub fn check_table_capped<T: Table>(plan: TablePlan, make: MakeTable<T>, cap: Op
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reclaim {
     /// Whether some execution must hand a retired slot back for reuse.
-    pub reuses_a_slot: bool,
+    pub reuses_a_line: bool,
     /// Whether some execution must free a replaced index.
-    pub frees_an_index: bool,
+    pub frees_an_array: bool,
     /// The most preemptions explored, when `LOOM_MAX_PREEMPTIONS` is higher (`None`: no cap).
     pub max_preemptions: Option<usize>,
 }
 
 /// Like [`check_table`] (capped at `reclaim.max_preemptions`), and also asserts that the table
 /// reclaimed what the scenario retires in at least one execution: a retired slot handed back for
-/// reuse (if `reclaim.reuses_a_slot`) and a replaced index freed (if `reclaim.frees_an_index`). A model meant to check
+/// reuse (if `reclaim.reuses_a_line`) and a replaced index freed (if `reclaim.frees_an_array`). A model meant to check
 /// reclamation must not pass because nothing was ever reclaimed. Returns the totals over all
 /// executions.
 pub fn check_table_with_reuse<T: Table>(plan: TablePlan, make: MakeTable<T>, reclaim: Reclaim) -> Reclaimed {
     let before = kova::loom_racy::reclaimed();
     check_table_capped(plan, make, reclaim.max_preemptions);
     let after = kova::loom_racy::reclaimed();
-    let total = Reclaimed { slots: after.slots - before.slots, indexes: after.indexes - before.indexes };
+    let total = Reclaimed { lines: after.lines - before.lines, arrays: after.arrays - before.arrays };
     eprintln!("loom: reclaimed over all executions: {total:?}");
     assert!(
-        !reclaim.reuses_a_slot || total.slots > 0,
+        !reclaim.reuses_a_line || total.lines > 0,
         "no execution reused a retired slot: the model checks no reclamation"
     );
-    assert!(!reclaim.frees_an_index || total.indexes > 0, "no execution freed a replaced index");
+    assert!(!reclaim.frees_an_array || total.arrays > 0, "no execution freed a replaced index");
     total
 }
 
@@ -469,7 +469,7 @@ pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
         ],
         final_keys: vec![7, 8],
     };
-    (plan, Reclaim { reuses_a_slot: true, frees_an_index: false, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: true, frees_an_array: false, max_preemptions: None })
 }
 
 /// The old index freed under a check, with no slot reuse: keys fill the first array (lines)
@@ -478,13 +478,13 @@ pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
 /// end (`AdvanceEpoch`) and removes key 2, whose lock frees the old index when no check holds it.
 /// Under loom, freeing an index writes each of its entries (`index.rs`; a line array, each line's
 /// word), so a probe of a freed index is a causality violation. `racy.rs` runs it without grace
-/// periods. Build it on the layout it runs on (inside `kova::loom_racy::on_slots` for slots).
+/// periods. Build it on the layout it runs on (inside `kova::loom_racy::boxed_cells` for slots).
 pub fn index_free_plan() -> (TablePlan, Reclaim) {
     let (filled, plan) = full_index_plan(|grower| {
         (vec![KeyOp::Check(grower, 1), KeyOp::AdvanceEpoch, KeyOp::Remove(2)], vec![1, 2, grower])
     });
     debug_assert!(filled >= 2, "key 2 is in the table");
-    (plan, Reclaim { reuses_a_slot: false, frees_an_index: true, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: false, frees_an_array: true, max_preemptions: None })
 }
 
 /// Keys 1 to n (key 1 used twice) fill a one-shard table of 8 keys to the last key its first
@@ -527,7 +527,7 @@ pub fn index_growth_plan() -> (TablePlan, Reclaim) {
             vec![1, grower, reuser],
         )
     });
-    (plan, Reclaim { reuses_a_slot: true, frees_an_index: true, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: true, frees_an_array: true, max_preemptions: None })
 }
 
 /// `set_quota` racing a check of the same key: key 7 holds 1 of 3 units used (GCRA 3 per 3 us)

@@ -66,8 +66,8 @@ fn check_during_idle_sweep() {
 
 /// The same on the slot layout (word frozen in its slot; `AnyAlgorithm`'s word tables).
 #[test]
-fn check_during_idle_sweep_on_slots() {
-    kova::loom_racy::on_slots(|| check_table(idle_sweep_plan(), keyed));
+fn check_during_idle_sweep_boxed() {
+    kova::loom_racy::boxed_cells(|| check_table(idle_sweep_plan(), keyed));
 }
 
 /// The same with the entry hidden instead (`BUSY`, and the check looks at it again after its
@@ -94,8 +94,8 @@ fn check_during_eviction_by_new_key() {
 
 /// The same on the slot layout.
 #[test]
-fn check_during_eviction_by_new_key_on_slots() {
-    kova::loom_racy::on_slots(|| {
+fn check_during_eviction_by_new_key_boxed() {
+    kova::loom_racy::boxed_cells(|| {
         check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed)
     });
 }
@@ -152,9 +152,9 @@ fn check_racing_remove_and_slot_reuse_by_new_key() {
 
 /// The same on the slot layout, where key 8 takes 7's very slot in some executions.
 #[test]
-fn check_racing_remove_and_slot_reuse_by_new_key_on_slots() {
+fn check_racing_remove_and_slot_reuse_by_new_key_boxed() {
     let (plan, reclaim) = slot_reuse_plan();
-    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+    kova::loom_racy::boxed_cells(|| check_table_with_reuse(plan, keyed, reclaim));
 }
 
 /// Index growth (reclamation of the old index): a check of key 1 probing the smallest index races
@@ -173,9 +173,9 @@ fn check_probing_old_index_during_growth_and_reuse() {
 /// The same on the slot layout: the slots never move, so a probe of the old index updates the
 /// same cell the new one names.
 #[test]
-fn check_probing_old_index_during_growth_and_reuse_on_slots() {
+fn check_probing_old_index_during_growth_and_reuse_boxed() {
     // The plan fills the smallest index of the layout in effect: built on slots.
-    kova::loom_racy::on_slots(|| {
+    kova::loom_racy::boxed_cells(|| {
         let (plan, reclaim) = index_growth_plan();
         check_table_with_reuse(plan, keyed, reclaim)
     });
@@ -191,9 +191,9 @@ fn check_probing_old_index_while_it_is_freed() {
 
 /// The same on the slot layout.
 #[test]
-fn check_probing_old_index_while_it_is_freed_on_slots() {
+fn check_probing_old_index_while_it_is_freed_boxed() {
     // The plan fills the smallest index of the layout in effect: built on slots.
-    kova::loom_racy::on_slots(|| {
+    kova::loom_racy::boxed_cells(|| {
         let (plan, reclaim) = index_free_plan();
         check_table_with_reuse(plan, keyed, reclaim)
     });
@@ -221,8 +221,8 @@ fn check_during_quota_change() {
 
 /// The same on the slot layout: exactly once too.
 #[test]
-fn check_during_quota_change_on_slots() {
-    let seen = kova::loom_racy::on_slots(|| quota_change_racing_a_check(false));
+fn check_during_quota_change_boxed() {
+    let seen = kova::loom_racy::boxed_cells(|| quota_change_racing_a_check(false));
     assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
 }
 

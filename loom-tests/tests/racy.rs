@@ -213,11 +213,11 @@ fn table_slot_reuse_without_grace_periods() {
 
 /// The same on the slot layout, where key 8 takes 7's very slot.
 #[test]
-fn table_slot_reuse_without_grace_periods_on_slots() {
+fn table_slot_reuse_without_grace_periods_boxed() {
     use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
-    table_model_fails_in_child("table_slot_reuse_without_grace_periods_on_slots", || {
+    table_model_fails_in_child("table_slot_reuse_without_grace_periods_boxed", || {
         let (plan, reclaim) = slot_reuse_plan();
-        kova::loom_racy::on_slots(|| {
+        kova::loom_racy::boxed_cells(|| {
             without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions))
         });
     });
@@ -260,10 +260,10 @@ fn table_eviction_looking_without_freezing() {
 
 /// The same on the slot layout.
 #[test]
-fn table_eviction_looking_without_freezing_on_slots() {
+fn table_eviction_looking_without_freezing_boxed() {
     use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
-    let message = table_model_fails_in_child("table_eviction_looking_without_freezing_on_slots", || {
-        kova::loom_racy::on_slots(|| {
+    let message = table_model_fails_in_child("table_eviction_looking_without_freezing_boxed", || {
+        kova::loom_racy::boxed_cells(|| {
             kova::loom_racy::looking_without_freezing(|| check_table(idle_sweep_plan(), keyed))
         });
     });

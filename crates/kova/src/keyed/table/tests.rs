@@ -179,7 +179,7 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
 
 /// A word cell is frozen while the lock holder looks at it: checks decide nothing on it (they
 /// take the lock, where the look is over); kept, it gets its state back; unlinked or replaced,
-/// the old slot stays frozen, so a check still holding it redoes itself on the key's new state.
+/// the old line stays frozen, so a check still holding it redoes itself on the key's new state.
 #[test]
 fn checks_decide_nothing_on_a_frozen_word() {
     let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
@@ -206,7 +206,7 @@ fn checks_decide_nothing_on_a_frozen_word() {
     }
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1).map(|d| d.remaining()), Some(3));
 
-    // Unlinked: the old slot stays frozen; `check` takes the slow path and starts the key afresh.
+    // Unlinked: the old line stays frozen; `check` takes the slow path and starts the key afresh.
     {
         let mut locked = shard.lock(&guard);
         let (pos, entry) = locked.find(hash, &7).unwrap();
@@ -215,7 +215,7 @@ fn checks_decide_nothing_on_a_frozen_word() {
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
     assert_eq!(keyed.check(&7).remaining(), 4);
 
-    // Replaced (a quota change): the same for the slot the key had.
+    // Replaced (a quota change): the same for the line the key had.
     let hit = shard.find(hash, &7, &guard).unwrap();
     assert!(keyed.set_quota(&7, per_second(10)).unwrap());
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
@@ -457,7 +457,7 @@ fn keys_and_cells_are_dropped_exactly_once() {
             self.0.hash(state)
         }
     }
-    // Both layouts: slots (the sliding log) and lines (GCRA), whose keys are also moved by
+    // Both kinds of cell: boxed (the sliding log) and inline (GCRA); keys are also moved by
     // rehashes and dropped with replaced arrays.
     fn cycle<A: Algorithm>() {
         let token = Arc::new(());
@@ -670,11 +670,9 @@ fn a_removed_key_comes_back_fresh() {
 }
 
 /// A flood of new keys at the key bound, each new key reclaiming an idle one, keeps probes short
-/// on both layouts: the reclamation scan visits scattered runs of positions (`store.rs`'s
-/// `ScanOrder`). Scanning in position order, which follows the hashes, reclaimed keys by hash:
-/// keys piled up ahead of the cursor and runs of thousands of positions formed (here, on lines:
-/// 9,382 of 29,792; a shard of 131,072 keys fell to about 10 thousand inserts a second, on
-/// either layout). At this size the slots' index (no tombstones) stayed short either way.
+/// for inline and boxed cells: the reclamation scan visits scattered runs of positions
+/// (`store.rs`'s `ScanOrder`). Scanning in position order, which follows the hashes, reclaimed
+/// keys by hash: keys piled up ahead of the cursor and runs of thousands of positions formed.
 #[test]
 fn a_flood_at_the_key_bound_keeps_probes_short() {
     fn flood<A: Algorithm>() -> (usize, usize) {
@@ -698,7 +696,7 @@ fn a_flood_at_the_key_bound_keeps_probes_short() {
             (locked.longest_run(), locked.positions())
         })
     }
-    let layouts = [("lines", flood::<Gcra>()), ("slots", flood::<SlidingWindowLog>())];
+    let layouts = [("inline", flood::<Gcra>()), ("boxed", flood::<SlidingWindowLog>())];
     for (layout, (longest, positions)) in layouts {
         eprintln!("{layout}: longest run {longest} of {positions} positions");
     }
