@@ -7,8 +7,8 @@
 //!   check under the shard's lock (a new key's insert); `table/evict.rs`, room for new keys (idle
 //!   keys reclaimed, [`TableFullPolicy`]); `table/set_quota.rs`, moving a key to another quota.
 //! - `line_shard.rs`: a shard, whose keys sit beside their words in the probed array
-//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `store.rs`, what the
-//!   table's operations ask of it.
+//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `scan_order.rs`, the order
+//!   in which the reclamation scan visits the lines.
 //! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
 //!   ([`Algorithm::CELL_IS_WORD`](crate::Algorithm::CELL_IS_WORD): every
 //!   [`WordAlgorithm`](crate::WordAlgorithm)'s), boxed for any other (the sliding log's,
@@ -40,7 +40,7 @@ mod lock;
 mod policy;
 mod quotas;
 mod reclaim;
-mod store;
+mod scan_order;
 mod table;
 mod word;
 

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::hash::Hash;
 
-use super::policy::TableFullPolicy;
 use super::line_shard::MAX_KEYS;
+use super::policy::TableFullPolicy;
 use super::Keyed;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
 

@@ -50,7 +50,7 @@ pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
 /// pinned (or under the shard's lock) by a caller that stays so while the reference lives: the
 /// cell is dropped only after a grace period that began after its line was removed.
 #[inline(always)]
-pub(super) unsafe fn cell<'a, A: Algorithm>(word: &'a AtomicU64, value: u64) -> &'a A::Cell {
+pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicU64, value: u64) -> &A::Cell {
     if boxed::<A>() {
         // SAFETY: an address `into_word` exposed, alive by the caller's contract.
         unsafe { &*std::ptr::with_exposed_provenance::<A::Cell>(value as usize) }

@@ -54,7 +54,7 @@ use super::line_sizing::{fits, grown_lines, lines_for, start_lines, RETIRED_ARRA
 use super::lock::{Cold, MutexGuard};
 use super::quotas::QuotaId;
 use super::reclaim::{Retired, RetiredPlace};
-use super::store::{ScanOrder, Store, StoreHit, StoreLocked};
+use super::scan_order::ScanOrder;
 use super::word::{Freezer, FROZEN, MARKERS, TOMB, VACANT};
 use crate::loom::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::Algorithm;
@@ -62,7 +62,6 @@ use crate::Algorithm;
 /// The most keys one shard holds, so that a rehash, which holds the shard's lock while it moves
 /// every key, stays short: bigger tables get more shards (`KeyedBuilder::build`).
 pub(super) const MAX_KEYS: usize = 1 << 24;
-
 
 /// What the lock holder knows of a position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +98,7 @@ struct LineWriter<K, A: Algorithm> {
 struct Hot<K> {
     /// The current array (the writer's); set under the lock.
     view: AtomicPtr<LineArray<K>>,
-    /// Its lines and their number, for [`Store::prefetch`] only: read unpinned, they may be
+    /// Its lines and their number, for [`LineShard::prefetch`] only: read unpinned, they may be
     /// stale or from two arrays, which only makes the hint wrong.
     hint_lines: AtomicPtr<Line<K>>,
     hint_len: AtomicUsize,
@@ -129,20 +128,20 @@ impl<A: Algorithm> Clone for LineHit<'_, A> {
 
 impl<A: Algorithm> Copy for LineHit<'_, A> {}
 
-impl<'g, A: Algorithm> StoreHit<'g, A::Cell> for LineHit<'g, A> {
+impl<'g, A: Algorithm> LineHit<'g, A> {
     #[inline(always)]
-    fn cell(&self) -> &'g A::Cell {
+    pub(super) fn cell(&self) -> &'g A::Cell {
         self.cell
     }
 
     #[inline(always)]
-    fn quota(&self) -> QuotaId {
+    pub(super) fn quota(&self) -> QuotaId {
         self.quota
     }
 
     /// A boxed cell's address: the cell stays the key's until it is unlinked, wherever its line
     /// moves. The position, for an inline word (whose writes always stand).
-    fn place(&self) -> u64 {
+    pub(super) fn place(&self) -> u64 {
         if boxed::<A>() {
             self.value
         } else {
@@ -198,18 +197,11 @@ impl<K, A: Algorithm> LineShard<K, A> {
     }
 }
 
-impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
-    type Hit<'g>
-        = LineHit<'g, A>
-    where
-        Self: 'g;
-    type Locked<'a>
-        = LineLocked<'a, K, A>
-    where
-        Self: 'a;
-
+impl<K, A: Algorithm> LineShard<K, A> {
+    /// Starts loading where `hash`'s key would be, before the thread is pinned (so that the
+    /// cache miss overlaps the pin). A hint: it reads nothing it relies on.
     #[inline(always)]
-    fn prefetch(&self, hash: u64) {
+    pub(super) fn prefetch(&self, hash: u64) {
         // Relaxed: a hint (see `Hot`).
         let len = self.hot.hint_len.load(Ordering::Relaxed);
         // A small array stays in the cache: there the hint would cost more than it saves.
@@ -224,8 +216,10 @@ impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
 
     /// Probes from the key's home, one line at a time: at the load factors kept here (at most
     /// 13/20 held, 3/4 with the removed) most hits end at the home line, which holds the key and its word.
+    /// `None` is not proof of absence: the key's line may be frozen, or in an array that has
+    /// just been replaced.
     #[inline(always)]
-    fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, A>>
+    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, A>>
     where
         K: Eq,
     {
@@ -266,7 +260,7 @@ impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
 
     /// An inline word is frozen before any look: a check's write always stands. A boxed cell's
     /// line is hidden instead, so the check looks at it again after its write (`line_cell.rs`).
-    fn still_linked(&self, hit: &LineHit<'_, A>) -> bool {
+    pub(super) fn still_linked(&self, hit: &LineHit<'_, A>) -> bool {
         if !boxed::<A>() {
             return true;
         }
@@ -277,17 +271,20 @@ impl<K, A: Algorithm> Store<K, A::Cell> for LineShard<K, A> {
         hit.word.load(Ordering::Relaxed) == hit.value
     }
 
-    fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
+    /// Takes the lock, first handing back what finished its grace period.
+    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard };
         locked.collect();
         locked
     }
 
-    fn len(&self) -> usize {
+    /// Keys held (a snapshot).
+    pub(super) fn len(&self) -> usize {
         self.cold.len()
     }
 
-    fn memory(&self) -> usize {
+    /// Bytes held (a snapshot), the shard struct itself not included.
+    pub(super) fn memory(&self) -> usize {
         self.cold.memory()
     }
 }
@@ -350,7 +347,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// The cell of the held line `pos`.
-    fn cell_at(&self, pos: usize) -> &A::Cell {
+    pub(super) fn cell(&self, pos: usize) -> &A::Cell {
         let word = &self.line(pos).word;
         // Relaxed: under the lock, a held line's word is only written by checks (an inline
         // state, which `cell` does not read) or by us.
@@ -482,12 +479,17 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// (module docs): an inline word is frozen; a boxed cell's line is hidden, then its own
     /// word frozen if it has one. `f` gets the state to look at: the frozen copy, or the hidden
     /// cell itself.
-    fn look<R>(&self, pos: usize, freezer: &impl Freezer<A::Cell>, f: impl FnOnce(&A::Cell) -> R) -> (R, Look<A::Cell>) {
+    fn look<R>(
+        &self,
+        pos: usize,
+        freezer: &impl Freezer<A::Cell>,
+        f: impl FnOnce(&A::Cell) -> R,
+    ) -> (R, Look<A::Cell>) {
         let word = &self.line(pos).word;
         if !boxed::<A>() {
             // Relaxed: only to keep the shape of `Look`; the freeze below reads the state.
             let value = word.load(Ordering::Relaxed);
-            let Some(copy) = freezer.freeze(self.cell_at(pos)) else {
+            let Some(copy) = freezer.freeze(self.cell(pos)) else {
                 unreachable!("an inline cell is a word, which freezes");
             };
             return (f(&copy), Look { value, frozen: Some(copy) });
@@ -509,7 +511,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         let word = &self.line(pos).word;
         if !boxed::<A>() {
             if let Some(copy) = &look.frozen {
-                freezer.thaw(self.cell_at(pos), copy);
+                freezer.thaw(self.cell(pos), copy);
             }
             return;
         }
@@ -523,10 +525,19 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 }
 
-impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
-    type Entry = u32;
+/// A key to put in a line: its hash, the key, its quota, and the heap bytes its cell owns.
+pub(super) struct NewKey<K> {
+    pub(super) hash: u64,
+    pub(super) key: K,
+    pub(super) quota: QuotaId,
+    pub(super) heap: usize,
+}
 
-    fn find(&self, hash: u64, key: &K) -> Option<(usize, u32)>
+/// The lock holder's operations. A key is named by its position in the current array, valid
+/// until the lock is released or a change through it moves the key (a rehash).
+impl<K, A: Algorithm> LineLocked<'_, K, A> {
+    /// Finds `key` (authoritative): its position.
+    pub(super) fn find(&self, hash: u64, key: &K) -> Option<usize>
     where
         K: Eq,
     {
@@ -536,7 +547,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
             match w.marks[pos] {
                 Mark::Vacant => return None,
                 // SAFETY: a held line's key is written; we hold the lock.
-                Mark::Held if unsafe { self.line(pos).key() } == key => return Some((pos, pos as u32)),
+                Mark::Held if unsafe { self.line(pos).key() } == key => return Some(pos),
                 _ => {}
             }
             pos = w.array.next(pos);
@@ -544,31 +555,35 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
         None
     }
 
-    fn key(&self, entry: u32) -> &K {
-        debug_assert_eq!(self.writer.marks[entry as usize], Mark::Held);
-        // SAFETY: an entry names a held line (written key); we hold the lock.
-        unsafe { self.line(entry as usize).key() }
+    /// Whether position `pos` holds a key.
+    pub(super) fn is_held(&self, pos: usize) -> bool {
+        self.writer.marks[pos] == Mark::Held
     }
 
-    fn cell(&self, entry: u32) -> &A::Cell {
-        self.cell_at(entry as usize)
+    /// The key of the held line `pos`.
+    pub(super) fn key(&self, pos: usize) -> &K {
+        debug_assert!(self.is_held(pos));
+        // SAFETY: a held line's key is written; we hold the lock.
+        unsafe { self.line(pos).key() }
     }
 
-    fn quota(&self, entry: u32) -> QuotaId {
-        self.writer.array.quota_at(entry as usize)
+    /// The quota of the held line `pos`.
+    pub(super) fn quota(&self, pos: usize) -> QuotaId {
+        self.writer.array.quota_at(pos)
     }
 
-    /// As [`LineHit`]'s place: a boxed cell's address, or an inline word's position.
-    fn place_of(&self, entry: u32) -> u64 {
+    /// What [`LineHit::place`] says for the key of the held line `pos` found without the lock.
+    pub(super) fn place_of(&self, pos: usize) -> u64 {
         if boxed::<A>() {
             // Relaxed: under the lock, only we write a boxed cell's line word.
-            self.line(entry as usize).word.load(Ordering::Relaxed)
+            self.line(pos).word.load(Ordering::Relaxed)
         } else {
-            u64::from(entry)
+            pos as u64
         }
     }
 
-    fn is_full(&self) -> bool {
+    /// Whether the shard holds its most keys.
+    pub(super) fn is_full(&self) -> bool {
         self.writer.held >= self.writer.max_keys
     }
 
@@ -576,16 +591,16 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
     /// removed lines): into a bigger array when the held keys need it (by at least
     /// [`GROWTH_NUM`]/[`GROWTH_DEN`], so that growth is geometric), else into one of the same
     /// size (shedding tombstones), or a smaller one when it is four times what the held keys
-    /// need. Replaced arrays wait for their grace period; a rehash waits (`None` when it must)
+    /// need. Replaced arrays wait for their grace period; a rehash waits (`false` when it must)
     /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
     /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
     /// the array is used past its load bound, up to its last open line.
-    fn take_place(&mut self, hash_key: &impl Fn(&K) -> u64) -> Option<u32> {
+    pub(super) fn make_space(&mut self, hash_key: &impl Fn(&K) -> u64) -> bool {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
             if fits(w.held + 1, w.held + w.removed + 1, len) {
-                return Some(0);
+                return true;
             }
             let needed = lines_for(w.held + 1);
             let target = if needed > len {
@@ -600,7 +615,7 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
             let budget = (RETIRED_ARRAYS * LineArray::<K>::bytes_for(target, true)).max(floor);
             if w.retired.array_bytes() <= budget {
                 self.rehash(target, hash_key);
-                return Some(0);
+                return true;
             }
             if attempt < 2 {
                 // Seal what this section retired so far, collect what earlier sections sealed
@@ -611,41 +626,34 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
         }
         // A line is still open (the load bound is below 1): use it rather than wait.
         let w = &*self.writer;
-        (w.held + w.removed + 1 < w.array.len()).then_some(0)
+        w.held + w.removed + 1 < w.array.len()
     }
 
-    fn put_back(&mut self, _place: u32) {}
-
-    fn insert(
-        &mut self,
-        _place: u32,
-        hash: u64,
-        key: K,
-        cell: A::Cell,
-        quota: QuotaId,
-        heap: usize,
-        _hash_key: &impl Fn(&K) -> u64,
-    ) -> u32 {
-        let pos = self.open_line(hash);
-        self.fill(pos, key, line_cell::into_word::<A>(cell), heap, quota);
-        pos as u32
+    /// Inserts `new.key` (absent, checked by the caller, with room made by
+    /// [`make_space`](Self::make_space)) with `cell`; returns its position.
+    pub(super) fn insert(&mut self, new: NewKey<K>, cell: A::Cell) -> usize {
+        let pos = self.open_line(new.hash);
+        self.fill(pos, new.key, line_cell::into_word::<A>(cell), new.heap, new.quota);
+        pos
     }
 
-    fn remove_at(&mut self, pos: usize, _entry: u32, heap: usize, _hash_key: &impl Fn(&K) -> u64) {
+    /// Removes the key of the held line `pos`, whose cell owns `heap` heap bytes.
+    pub(super) fn remove(&mut self, pos: usize, heap: usize) {
         // Relaxed: under the lock, only we write a boxed cell's line word (an inline one's
         // value is not kept).
         let value = self.line(pos).word.load(Ordering::Relaxed);
         self.bury(pos, value, heap);
     }
 
-    fn unlink_if(
+    /// Removes the key of the held line `pos` (its cell owning `heap` heap bytes) unless `keep`
+    /// says otherwise after looking at its cell, with racing checks either seen or redone;
+    /// returns whether it was removed.
+    pub(super) fn unlink_if(
         &mut self,
         pos: usize,
-        _entry: u32,
         heap: usize,
         keep: impl FnOnce(&A::Cell) -> bool,
         freezer: &impl Freezer<A::Cell>,
-        _hash_key: &impl Fn(&K) -> u64,
     ) -> bool {
         let (kept, look) = self.look(pos, freezer, keep);
         if kept {
@@ -656,67 +664,64 @@ impl<K, A: Algorithm> StoreLocked<K, A::Cell> for LineLocked<'_, K, A> {
         true
     }
 
-    /// Buries the old line and inserts the key again, in another line: a line's quota id never
-    /// changes while it is held, so a check never pairs a word with another quota's id.
-    fn replace(
+    /// Moves the key of the held line `pos` (its cell owning `old_heap` heap bytes) to
+    /// `new.quota`, with the cell `build` makes from its cell: the old line is buried and the key
+    /// inserted again, in another line, so that a line's quota id never changes while it is held
+    /// and a check never pairs a word with another quota's id. Gives the key back when there is
+    /// no room free of its grace period.
+    pub(super) fn replace(
         &mut self,
         pos: usize,
-        _old: u32,
         old_heap: usize,
-        hash: u64,
-        key: K,
-        quota: QuotaId,
-        new_heap: usize,
+        new: NewKey<K>,
         build: impl FnOnce(&A::Cell) -> A::Cell,
         freezer: &impl Freezer<A::Cell>,
         hash_key: &impl Fn(&K) -> u64,
-    ) -> Result<u32, K>
+    ) -> Result<usize, K>
     where
         K: Eq,
     {
-        if self.take_place(hash_key).is_none() {
-            return Err(key);
+        if !self.make_space(hash_key) {
+            return Err(new.key);
         }
         // A rehash may have moved the key.
-        let pos = if self.writer.marks[pos] == Mark::Held && self.key(pos as u32) == &key {
+        let pos = if self.is_held(pos) && self.key(pos) == &new.key {
             pos
         } else {
-            match StoreLocked::find(self, hash, &key) {
-                Some((pos, _)) => pos,
-                None => return Err(key),
+            match self.find(new.hash, &new.key) {
+                Some(pos) => pos,
+                None => return Err(new.key),
             }
         };
         let (cell, look) = self.look(pos, freezer, build);
         self.bury(pos, look.value, old_heap);
-        let to = self.open_line(hash);
-        self.fill(to, key, line_cell::into_word::<A>(cell), new_heap, quota);
-        Ok(to as u32)
+        Ok(self.insert(new, cell))
     }
 
-    fn entry_at(&self, pos: usize) -> Option<u32> {
-        (self.writer.marks[pos] == Mark::Held).then_some(pos as u32)
-    }
-
-    fn positions(&self) -> usize {
+    /// Positions [`is_held`](Self::is_held) can look at.
+    pub(super) fn positions(&self) -> usize {
         self.writer.array.len()
     }
 
+    /// The longest run of positions in use (held or removed) that a probe may pass.
     #[cfg(test)]
-    fn longest_run(&self) -> usize {
+    pub(super) fn longest_run(&self) -> usize {
         let runs = self.writer.marks.split(|&mark| mark == Mark::Vacant);
         runs.map(<[Mark]>::len).max().unwrap_or(0)
     }
 
-    fn scan_order(&self) -> ScanOrder {
+    /// The order the reclamation scan visits positions in.
+    pub(super) fn scan_order(&self) -> ScanOrder {
         debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
         self.writer.scan
     }
 
-    fn cursor(&self) -> usize {
+    /// Where the reclamation scan resumes.
+    pub(super) fn cursor(&self) -> usize {
         self.writer.cursor % self.positions()
     }
 
-    fn set_cursor(&mut self, cursor: usize) {
+    pub(super) fn set_cursor(&mut self, cursor: usize) {
         self.writer.cursor = cursor;
     }
 }
@@ -729,4 +734,3 @@ impl<K, A: Algorithm> Drop for LineLocked<'_, K, A> {
         self.shard.cold.publish(self.writer.held, memory);
     }
 }
-

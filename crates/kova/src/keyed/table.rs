@@ -6,10 +6,9 @@ use std::marker::PhantomData;
 
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::epoch::{self, Guard};
-use super::line_shard::LineShard;
+use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
 use super::quotas::{Quotas, MAX_QUOTAS};
-use super::store::{Store, StoreHit, StoreLocked};
 use super::word;
 use super::KeyedError;
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
@@ -111,9 +110,9 @@ fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> 
 /// unlink looks at it (a word: nothing to check after the CAS), or if its line was still linked
 /// after the write. Otherwise the check is redone under the lock.
 #[inline(always)]
-fn stands<'g, K, A: Algorithm, S: Store<K, A::Cell>>(
-    shard: &S,
-    hit: &S::Hit<'g>,
+fn stands<K, A: Algorithm>(
+    shard: &LineShard<K, A>,
+    hit: &LineHit<'_, A>,
     algorithm: &A,
     decision: &Decision,
     cost: u64,
@@ -228,13 +227,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// not found, a frozen cell, a write that may be lost) goes to `slow`, with what the hit
     /// path already did on the key's place.
     #[inline(always)]
-    fn lookup<S: Store<K, A::Cell>, R>(
+    fn lookup<R>(
         &self,
-        shards: &[S],
+        shards: &[LineShard<K, A>],
         key: &K,
         on_hit: impl FnOnce(&A) -> OnHit<R>,
         decided: impl FnOnce(Decision) -> R,
-        slow: impl FnOnce(&S, u64, Prior, Guard) -> R,
+        slow: impl FnOnce(&LineShard<K, A>, u64, Prior, Guard) -> R,
     ) -> R {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
@@ -249,7 +248,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 OnHit::Decide(cost) => {
                     // `None`: the cell is frozen by the lock holder, decide under the lock.
                     if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) {
-                        if stands::<K, A, S>(shard, &hit, algorithm, &decision, cost) {
+                        if stands(shard, &hit, algorithm, &decision, cost) {
                             return decided(decision);
                         }
                         prior = Some((hit.place(), decision));
@@ -356,9 +355,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
                 match locked.find(hash, key) {
-                    Some((_, entry)) => {
-                        self.quotas.get(locked.quota(entry)).decide_cell(locked.cell(entry), &self.clock, 0)
-                    }
+                    Some(pos) => self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0),
                     None => {
                         drop(locked);
                         self.fresh_decision(self.quotas.get(self.quota_for_new(key)), 0)
@@ -375,8 +372,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
-            if let Some((_, entry)) = locked.find(hash, key) {
-                self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
+            if let Some(pos) = locked.find(hash, key) {
+                self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
         })
     }
@@ -402,9 +399,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
             match locked.find(hash, key) {
-                Some((_, entry)) => {
-                    self.quotas.get(locked.quota(entry)).refund_cell(locked.cell(entry), &self.clock, cost)
-                }
+                Some(pos) => self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost),
                 None => false,
             }
         })
@@ -419,8 +414,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let hash = self.hash(key);
             let guard = epoch::pin();
             let locked = self.shard(shards, hash).lock(&guard);
-            let (_, entry) = locked.find(hash, key)?;
-            Some(f(self.quotas.get(locked.quota(entry)), locked.cell(entry), &self.clock))
+            let pos = locked.find(hash, key)?;
+            Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
         })
     }
 
@@ -431,9 +426,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let mut locked = self.shard(shards, hash).lock(&guard);
-            let Some((pos, entry)) = locked.find(hash, key) else { return false };
-            let heap = heap_of(self.quotas.get(locked.quota(entry)));
-            locked.remove_at(pos, entry, heap, &|k: &K| self.hash(k));
+            let Some(pos) = locked.find(hash, key) else { return false };
+            let heap = heap_of(self.quotas.get(locked.quota(pos)));
+            locked.remove(pos, heap);
             true
         })
     }
@@ -448,7 +443,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |_| None,
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
-                locked.find(hash, key).map(|(_, entry)| self.quotas.get(locked.quota(entry)).quota())
+                locked.find(hash, key).map(|pos| self.quotas.get(locked.quota(pos)).quota())
             },
         ))
     }
@@ -457,7 +452,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        on_shards!(self, shards => shards.iter().map(Store::len).sum())
+        on_shards!(self, shards => shards.iter().map(LineShard::len).sum())
     }
 
     /// Whether no key is held.
@@ -515,7 +510,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         std::mem::size_of::<Self>()
             + self.shards_bytes()
             + std::mem::size_of_val(&*self.shard_keys)
-            + on_shards!(self, shards => shards.iter().map(Store::memory).sum::<usize>())
+            + on_shards!(self, shards => shards.iter().map(LineShard::memory).sum::<usize>())
             + self.quotas.bytes()
     }
 
@@ -529,7 +524,11 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         std::mem::size_of::<Self>()
             + self.shards_bytes()
             + std::mem::size_of_val(&*self.shard_keys)
-            + self.shard_keys.iter().map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes)).sum::<usize>()
+            + self
+                .shard_keys
+                .iter()
+                .map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes))
+                .sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
     }
 }

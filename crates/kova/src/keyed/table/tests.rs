@@ -129,7 +129,7 @@ fn removals_keep_every_other_key_reachable() {
 /// The sliding log's cells cannot be frozen: an unlink hides the line, and a check that wrote
 /// the cell looks at the line again afterwards.
 #[test]
-fn a_write_to_a_hidden_entry_is_detected_and_redone() {
+fn a_write_to_a_hidden_line_is_detected_and_redone() {
     let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 100, TableFullPolicy::default());
     keyed.check(&7);
     let hash = keyed.hash(&7);
@@ -147,8 +147,8 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     assert_eq!(decision.remaining(), 3);
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
-        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
+        let pos = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, 0, |_| false, &freezer));
     }
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh cell.
@@ -195,22 +195,22 @@ fn checks_decide_nothing_on_a_frozen_word() {
     // state is back and checks decide on it again.
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let pos = locked.find(hash, &7).unwrap();
         let keep = |copy: &AtomicU64| {
             assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
             assert_eq!(algorithm.decide_cell(copy, clock, 0).remaining(), 4);
             true
         };
-        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
-        assert_eq!(locked.find(hash, &7), Some((pos, entry)));
+        assert!(!locked.unlink_if(pos, 0, keep, &freezer));
+        assert_eq!(locked.find(hash, &7), Some(pos));
     }
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1).map(|d| d.remaining()), Some(3));
 
     // Unlinked: the old line stays frozen; `check` takes the slow path and starts the key afresh.
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
-        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
+        let pos = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, 0, |_| false, &freezer));
     }
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
     assert_eq!(keyed.check(&7).remaining(), 4);
@@ -258,18 +258,15 @@ fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
 fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
     fn keeps<A: Algorithm>() {
         let (keyed, _) = table::<A>(per_second(5), 1, 100, TableFullPolicy::default());
-        on_shards!(keyed, shards => keeps_in(&keyed, shards));
-    }
-    fn keeps_in<A: Algorithm, S: Store<u64, A::Cell>>(keyed: &Keyed<u64, A, ManualClock>, shards: &[S]) {
         keyed.check(&1);
         let hash = keyed.hash(&1);
-        let shard = keyed.shard(shards, hash);
+        let shard = keyed.shard(keyed.lines(), hash);
         let guard = epoch::pin();
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &1).unwrap();
+        let pos = locked.find(hash, &1).unwrap();
         let freezer = WordFreezer(keyed.algorithm());
-        assert!(!locked.unlink_if(pos, entry, 0, |_| true, &freezer, &|k: &u64| keyed.hash(k)));
-        assert_eq!(locked.find(hash, &1), Some((pos, entry)));
+        assert!(!locked.unlink_if(pos, 0, |_| true, &freezer));
+        assert_eq!(locked.find(hash, &1), Some(pos));
         drop(locked);
         assert_eq!(keyed.peek(&1).remaining(), 4);
     }
@@ -810,13 +807,13 @@ fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
     // Frozen, the lock-free loop decides nothing (`decide_cell` would have decided).
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let pos = locked.find(hash, &7).unwrap();
         let keep = |_: &AtomicU64| {
             assert_eq!(word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1), None);
             true
         };
         let freezer = WordFreezer(keyed.algorithm());
-        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
+        assert!(!locked.unlink_if(pos, 0, keep, &freezer));
     }
     drop(guard);
     assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 0);
