@@ -34,6 +34,7 @@ mod epoch;
 mod error;
 mod line_array;
 mod line_cell;
+mod line_locked;
 mod line_shard;
 mod line_sizing;
 mod lock;

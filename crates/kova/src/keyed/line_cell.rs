@@ -25,8 +25,8 @@ use crate::loom::faults;
 use crate::Algorithm;
 
 /// Whether a table of `A` keeps its cells boxed (module docs). Under loom,
-/// [`boxed_cells`](crate::loom_racy::boxed_cells) and
-/// [`hiding_entries`](crate::loom_racy::hiding_entries) box word cells too.
+/// `loom_racy::boxed_cells` and
+/// `loom_racy::hiding_entries` box word cells too.
 #[inline(always)]
 pub(super) fn boxed<A: Algorithm>() -> bool {
     !A::CELL_IS_WORD || faults::cells_boxed()

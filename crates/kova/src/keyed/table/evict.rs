@@ -5,7 +5,8 @@
 use std::hash::Hash;
 
 use super::super::epoch;
-use super::super::line_shard::{LineLocked, LineShard};
+use super::super::line_locked::LineLocked;
+use super::super::line_shard::LineShard;
 use super::super::policy::TableFullPolicy;
 use super::super::quotas::At;
 use super::super::word::WordFreezer;

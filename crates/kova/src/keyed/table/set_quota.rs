@@ -4,7 +4,7 @@
 use std::hash::Hash;
 
 use super::super::epoch;
-use super::super::line_shard::{LineLocked, NewKey};
+use super::super::line_locked::{LineLocked, NewKey};
 use super::super::quotas::{carry_over, QuotaId};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};

@@ -4,7 +4,8 @@
 use std::hash::Hash;
 
 use super::super::epoch::Guard;
-use super::super::line_shard::{LineShard, NewKey};
+use super::super::line_locked::NewKey;
+use super::super::line_shard::LineShard;
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::{check_cost, heap_of, Keyed};
 use crate::{Algorithm, CheckError, Clock, Decision};
