@@ -24,9 +24,9 @@
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `policy.rs`,
 //!   `error.rs`.
 //!
-//! Checked by the unit tests (also under Miri with its default flags: `cargo +nightly miri test
-//! -p kova --lib keyed`), the integration tests `tests/keyed_*.rs` (threads against a model,
-//! floods, leaks), the loom models (`loom-tests/`, through `crate::loom`, whose should-fail
+//! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
+//! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other
+//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks), the loom models (`loom-tests/`, through `crate::loom`, whose should-fail
 //! switches are `loom/faults.rs`) and the `keyed_table` fuzz target.
 
 mod builder;
