@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Runs kova's loom models (see loom-tests/src/lib.rs) with a stated budget.
 #
-# - `--cfg kova_loom` switches the core's `loom` module (atomics, the keyed table's lock, slot
-#   cells, thread-locals) to loom's types; loom itself is only a dependency under that cfg, so normal
+# - `--cfg kova_loom` switches the core's `loom` module (atomics, the keyed table's lock, line
+#   keys, thread-locals) to loom's types; loom itself is only a dependency under that cfg, so normal
 #   builds never see it. The keyed table's grace periods (`keyed/epoch.rs`: pins, stamps, epoch
-#   advances), and the reuse of slots and indexes after them, are model-checked with it.
+#   advances), and the reuse of lines and arrays after them, are model-checked with it.
 # - `--release` with `-C debug-assertions`: loom explores tens of thousands of executions, which
 #   an unoptimised build makes several times slower; debug assertions keep overflow checks and
 #   the code's `debug_assert!`s on.
 # - LOOM_MAX_PREEMPTIONS bounds how many times an execution may switch away from a runnable
 #   thread. 3 covers every interleaving of the 2-3 short threads in the CAS-loop, striped and
-#   should-fail models; the table models run at 4 (their largest, index growth racing a check,
+#   should-fail models; the table models run at 4 (their largest, array growth racing a check,
 #   takes about 90,000 executions there); the sliding log's models touch many more atomics per call (head,
-#   floor, a seqlock read per slot), so they run at 2. The table models run one of their lanes
+#   floor, a seqlock read per entry), so they run at 2. The table models run one of their lanes
 #   on loom's main thread (one model thread fewer to schedule).
 #
 # Budget, measured on the 2-core dev machine (release build already cached; a cold build of the
@@ -24,7 +24,7 @@
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   keyed (19 models, bound 4)                                     ~30 s
-#     (the word algorithms' models run on lines, and the main ones again on slots)
+#     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
 #   sliding_log (5 models, bound 2)                                ~45-75 s
 #   total                                                           ~2-2.5 minutes.
 #

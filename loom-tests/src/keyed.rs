@@ -8,11 +8,11 @@
 //!
 //! Reclamation is model-checked too: the table's epoch (`keyed/epoch.rs`) runs on loom's atomics,
 //! so its pins, the lock holder's stamps and epoch advances, the shard's `Retired::collect` and
-//! the reuse of freed slots and indexes all run inside each execution.
-//! Loom tracks the slots' key and cell (`crate::loom::UnsafeCell` in the core): a slot emptied or
+//! the reuse of freed lines and arrays all run inside each execution.
+//! Loom tracks the lines' key and cell (`crate::loom::UnsafeCell` in the core): a line emptied or
 //! refilled while a check can still read it fails the model as a causality violation.
 //! [`KeyOp::AdvanceEpoch`] lets a scenario push the epoch on, as other threads' locked sections
-//! would in a busy program, so that a grace period can end (and a slot be reused) within a model.
+//! would in a busy program, so that a grace period can end (and a line be reused) within a model.
 //!
 //! A failing table model aborts the test process (after loom's message): the panic unwinds out
 //! of loom while model threads still hold their epoch participants (thread-locals), whose
@@ -328,7 +328,7 @@ impl ahash::random_state::RandomSource for FixedSeed {
 }
 
 /// Makes every table's hashing the same in every execution. Loom replays an execution by its
-/// recorded choices; with a fresh random seed per table the keys land in different index
+/// recorded choices; with a fresh random seed per table the keys land in different array
 /// positions each time, the replay diverges, and loom reads garbage ("Is the model fully
 /// deterministic?"). ahash's per-process keys stay random; only the per-table part is pinned.
 fn pin_hash_seeds() {
@@ -358,30 +358,30 @@ pub fn check_table_capped<T: Table>(plan: TablePlan, make: MakeTable<T>, cap: Op
 /// What a reclamation model must see, and how deep it is explored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reclaim {
-    /// Whether some execution must hand a retired slot back for reuse.
-    pub reuses_a_slot: bool,
-    /// Whether some execution must free a replaced index.
-    pub frees_an_index: bool,
+    /// Whether some execution must hand a retired line back for reuse.
+    pub reuses_a_line: bool,
+    /// Whether some execution must free a replaced array.
+    pub frees_an_array: bool,
     /// The most preemptions explored, when `LOOM_MAX_PREEMPTIONS` is higher (`None`: no cap).
     pub max_preemptions: Option<usize>,
 }
 
 /// Like [`check_table`] (capped at `reclaim.max_preemptions`), and also asserts that the table
-/// reclaimed what the scenario retires in at least one execution: a retired slot handed back for
-/// reuse (if `reclaim.reuses_a_slot`) and a replaced index freed (if `reclaim.frees_an_index`). A model meant to check
+/// reclaimed what the scenario retires in at least one execution: a retired line handed back for
+/// reuse (if `reclaim.reuses_a_line`) and a replaced array freed (if `reclaim.frees_an_array`). A model meant to check
 /// reclamation must not pass because nothing was ever reclaimed. Returns the totals over all
 /// executions.
 pub fn check_table_with_reuse<T: Table>(plan: TablePlan, make: MakeTable<T>, reclaim: Reclaim) -> Reclaimed {
     let before = kova::loom_racy::reclaimed();
     check_table_capped(plan, make, reclaim.max_preemptions);
     let after = kova::loom_racy::reclaimed();
-    let total = Reclaimed { slots: after.slots - before.slots, indexes: after.indexes - before.indexes };
+    let total = Reclaimed { lines: after.lines - before.lines, arrays: after.arrays - before.arrays };
     eprintln!("loom: reclaimed over all executions: {total:?}");
     assert!(
-        !reclaim.reuses_a_slot || total.slots > 0,
+        !reclaim.reuses_a_line || total.lines > 0,
         "no execution reused a retired slot: the model checks no reclamation"
     );
-    assert!(!reclaim.frees_an_index || total.indexes > 0, "no execution freed a replaced index");
+    assert!(!reclaim.frees_an_array || total.arrays > 0, "no execution freed a replaced index");
     total
 }
 
@@ -454,10 +454,10 @@ pub fn idle_sweep_plan() -> TablePlan {
 }
 
 /// Slot reuse under a check: key 7 (2 of 3 used) is checked by one thread while the other removes
-/// it, lets its grace period end (`AdvanceEpoch`) and inserts key 8, which takes 7's old slot when
+/// it, lets its grace period end (`AdvanceEpoch`) and inserts key 8, which takes 7's old line when
 /// the grace period ended first. Run on `Keyed` (must pass, with reuse in some executions) and
 /// with the grace periods switched off (must fail).
-pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
+pub fn line_reuse_plan() -> (TablePlan, Reclaim) {
     let plan = TablePlan {
         quota: quota(),
         max_keys: 2,
@@ -469,30 +469,29 @@ pub fn slot_reuse_plan() -> (TablePlan, Reclaim) {
         ],
         final_keys: vec![7, 8],
     };
-    (plan, Reclaim { reuses_a_slot: true, frees_an_index: false, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: true, frees_an_array: false, max_preemptions: None })
 }
 
-/// The old index freed under a check, with no slot reuse: keys fill the first array (lines)
-/// or smallest index (slots) (see `full_index_plan`); one thread checks key 1 while the other
-/// inserts one key more (the array or index grows, the old one is retired), lets the grace period
-/// end (`AdvanceEpoch`) and removes key 2, whose lock frees the old index when no check holds it.
-/// Under loom, freeing an index writes each of its entries (`index.rs`; a line array, each line's
-/// word), so a probe of a freed index is a causality violation. `racy.rs` runs it without grace
-/// periods. Build it on the layout it runs on (inside `kova::loom_racy::on_slots` for slots).
-pub fn index_free_plan() -> (TablePlan, Reclaim) {
-    let (filled, plan) = full_index_plan(|grower| {
+/// The old array freed under a check, with no line reuse: keys fill the first array (see
+/// `full_array_plan`); one thread checks key 1 while the other inserts one key more (the array
+/// grows, the old one is retired), lets the grace period
+/// end (`AdvanceEpoch`) and removes key 2, whose lock frees the old array when no check holds it.
+/// Under loom, freeing an array writes each of its entries (each line's
+/// word), so a probe of a freed array is a causality violation. `racy.rs` runs it without grace
+/// periods. Build it on the layout it runs on (inside `kova::loom_racy::boxed_cells` for boxed cells).
+pub fn array_free_plan() -> (TablePlan, Reclaim) {
+    let (filled, plan) = full_array_plan(|grower| {
         (vec![KeyOp::Check(grower, 1), KeyOp::AdvanceEpoch, KeyOp::Remove(2)], vec![1, 2, grower])
     });
     debug_assert!(filled >= 2, "key 2 is in the table");
-    (plan, Reclaim { reuses_a_slot: false, frees_an_index: true, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: false, frees_an_array: true, max_preemptions: None })
 }
 
 /// Keys 1 to n (key 1 used twice) fill a one-shard table of 8 keys to the last key its first
-/// array holds (lines: 5 of 8 lines at the load 13/20; slots: 6 of the smallest index's 8
-/// positions at 3/4), as `kova::loom_racy::keys_before_first_growth` says for the layout in
-/// effect; one thread checks key 1 while the other runs the writer that `race` makes from the
+/// array holds (5 of 8 lines at the load 13/20), as `kova::loom_racy::keys_before_first_growth`
+/// says; one thread checks key 1 while the other runs the writer that `race` makes from the
 /// next key, n + 1, whose insert grows it. Returns n and the plan.
-fn full_index_plan(race: impl FnOnce(u64) -> (Vec<KeyOp>, Vec<u64>)) -> (u64, TablePlan) {
+fn full_array_plan(race: impl FnOnce(u64) -> (Vec<KeyOp>, Vec<u64>)) -> (u64, TablePlan) {
     let max_keys = 8;
     let filled = kova::loom_racy::keys_before_first_growth(max_keys) as u64;
     assert!((2..max_keys as u64).contains(&filled), "{filled} keys fill the first array");
@@ -510,24 +509,24 @@ fn full_index_plan(race: impl FnOnce(u64) -> (Vec<KeyOp>, Vec<u64>)) -> (u64, Ta
     (filled, plan)
 }
 
-/// Index growth under a check: keys fill the first array or index (see `full_index_plan`); one
-/// thread checks key 1 while the other inserts one key more (the array or index grows: words
-/// moved or entries copied, the old one retired), removes key 1, lets the grace period end
+/// Array growth under a check: keys fill the first array (see `full_array_plan`); one thread
+/// checks key 1 while the other inserts one key more (the array grows: words moved, the old one
+/// retired), removes key 1, lets the grace period end
 /// (`AdvanceEpoch`) and inserts another new key, whose lock frees the old one and hands key 1's
 /// place to the new key when no check holds them. The check of key 1 may still be probing the
 /// old one: it must reach key 1's state (never the new key's) and its admission lands before the
 /// removal or on a fresh key 1. Build it on the layout it runs on.
 ///
 /// The largest table model: about 17,000 executions at a preemption bound of 3, 90,000 at 4.
-pub fn index_growth_plan() -> (TablePlan, Reclaim) {
-    let (_, plan) = full_index_plan(|grower| {
+pub fn array_growth_plan() -> (TablePlan, Reclaim) {
+    let (_, plan) = full_array_plan(|grower| {
         let reuser = grower + 1;
         (
             vec![KeyOp::Check(grower, 1), KeyOp::Remove(1), KeyOp::AdvanceEpoch, KeyOp::Check(reuser, 1)],
             vec![1, grower, reuser],
         )
     });
-    (plan, Reclaim { reuses_a_slot: true, frees_an_index: true, max_preemptions: None })
+    (plan, Reclaim { reuses_a_line: true, frees_an_array: true, max_preemptions: None })
 }
 
 /// `set_quota` racing a check of the same key: key 7 holds 1 of 3 units used (GCRA 3 per 3 us)

@@ -6,16 +6,16 @@
 //!
 //! The table's epoch runs on loom's atomics here, so every model also interleaves the table's pins
 //! and grace-period bookkeeping; the last two models make grace
-//! periods end within the model (`KeyOp::AdvanceEpoch`) and check the reuse of slots and the
-//! freeing of a replaced index, and assert that some executions really reclaimed them.
+//! periods end within the model (`KeyOp::AdvanceEpoch`) and check the reuse of lines and the
+//! freeing of a replaced array, and assert that some executions really reclaimed them.
 //!
 //! GCRA at 3 units per 3 us (interval 1 us, burst 3).
 #![cfg(kova_loom)]
 
 use kova::{Quota, TableFullPolicy};
 use kova_loom_tests::keyed::{
-    check_table, check_table_with_reuse, idle_sweep_plan, index_free_plan, index_growth_plan, keyed,
-    quota_change_racing_a_check, slot_reuse_plan, KeyOp, TablePlan, TablePre,
+    array_free_plan, array_growth_plan, check_table, check_table_with_reuse, idle_sweep_plan, keyed,
+    line_reuse_plan, quota_change_racing_a_check, KeyOp, TablePlan, TablePre,
 };
 
 fn quota() -> Quota {
@@ -40,7 +40,7 @@ fn same_new_key_inserted_once() {
 }
 
 /// A check of a held key racing its removal: ordered before the removal (its admission forgotten
-/// with the key) or after it (a fresh entry holding the admission); never an update to a slot
+/// with the key) or after it (a fresh entry holding the admission); never an update to a line
 /// that is gone.
 #[test]
 fn check_during_remove() {
@@ -64,10 +64,10 @@ fn check_during_idle_sweep() {
     check_table(idle_sweep_plan(), keyed);
 }
 
-/// The same on the slot layout (word frozen in its slot; `AnyAlgorithm`'s word tables).
+/// The same with boxed cells (the boxed cell's own word frozen; `AnyAlgorithm`'s word tables).
 #[test]
-fn check_during_idle_sweep_on_slots() {
-    kova::loom_racy::on_slots(|| check_table(idle_sweep_plan(), keyed));
+fn check_during_idle_sweep_boxed() {
+    kova::loom_racy::boxed_cells(|| check_table(idle_sweep_plan(), keyed));
 }
 
 /// The same with the entry hidden instead (`BUSY`, and the check looks at it again after its
@@ -92,10 +92,10 @@ fn check_during_eviction_by_new_key() {
     check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed);
 }
 
-/// The same on the slot layout.
+/// The same with boxed cells.
 #[test]
-fn check_during_eviction_by_new_key_on_slots() {
-    kova::loom_racy::on_slots(|| {
+fn check_during_eviction_by_new_key_boxed() {
+    kova::loom_racy::boxed_cells(|| {
         check_table(eviction_by_new_key_plan(TableFullPolicy::EvictClosestToIdle), keyed)
     });
 }
@@ -116,9 +116,9 @@ fn check_during_idle_reclaim_deny_new() {
     check_table(eviction_by_new_key_plan(TableFullPolicy::DenyNew), keyed);
 }
 
-/// Reclamation, as loom can see it here: a check of key 7 through the slot it found races the
-/// removal of 7 and the re-insertion of 7 into a new slot (the old one retired, not reused while
-/// any check may hold it). The stale check's update lands in the retired slot, ordered before the
+/// Reclamation, as loom can see it here: a check of key 7 through the line it found races the
+/// removal of 7 and the re-insertion of 7 into a new line (the old one retired, not reused while
+/// any check may hold it). The stale check's update lands in the retired line, ordered before the
 /// removal; it never reaches the new entry, which starts fresh and takes cost 3 whole.
 #[test]
 fn check_racing_remove_and_reinsert() {
@@ -137,64 +137,62 @@ fn check_racing_remove_and_reinsert() {
 
 /// Slot reuse (reclamation model-checked): a check of key 7 races the removal of 7, the end of
 /// its grace period (`advance_epoch`: two tries to advance the epoch) and the insert of a new key 8, which takes 7's
-/// old slot when the grace period ended before its lock (`Retired::collect` hands the slot back;
-/// `take_slot` prefers freed slots), or a fresh one while the check still holds it back. In every
-/// interleaving the check of 7 reads 7's key and cell only before the slot is emptied (loom tracks
-/// the slot's cells: anything else is a causality violation), its decision is 7's (2 used of 3:
+/// old line when the grace period ended before its lock (`Retired::collect` hands the line back;
+/// the insert prefers a freed line), or a fresh one while the check still holds it back. In every
+/// interleaving the check of 7 reads 7's key and cell only before the line is emptied (loom tracks
+/// the line's cells: anything else is a causality violation), its decision is 7's (2 used of 3:
 /// allowed with 0 left, or a fresh 7 after the removal), and key 8's state holds only its own unit.
-/// The model asserts that some executions did reuse the slot. `racy.rs` runs it without grace
+/// The model asserts that some executions did reuse the line. `racy.rs` runs it without grace
 /// periods.
 #[test]
-fn check_racing_remove_and_slot_reuse_by_new_key() {
-    let (plan, reclaim) = slot_reuse_plan();
+fn check_racing_remove_and_line_reuse_by_new_key() {
+    let (plan, reclaim) = line_reuse_plan();
     check_table_with_reuse(plan, keyed, reclaim);
 }
 
-/// The same on the slot layout, where key 8 takes 7's very slot in some executions.
+/// The same with boxed cells, where key 8 takes 7's very line in some executions.
 #[test]
-fn check_racing_remove_and_slot_reuse_by_new_key_on_slots() {
-    let (plan, reclaim) = slot_reuse_plan();
-    kova::loom_racy::on_slots(|| check_table_with_reuse(plan, keyed, reclaim));
+fn check_racing_remove_and_line_reuse_by_new_key_boxed() {
+    let (plan, reclaim) = line_reuse_plan();
+    kova::loom_racy::boxed_cells(|| check_table_with_reuse(plan, keyed, reclaim));
 }
 
-/// Index growth (reclamation of the old index): a check of key 1 probing the smallest index races
+/// Array growth (reclamation of the old array): a check of key 1 probing the smallest array races
 /// the insert that grows it, the removal of key 1, the end of the grace period and an insert
-/// that frees the old index and may reuse key 1's place (see `index_growth_plan`). On lines (GCRA's
-/// layout) growth is a rehash: it freezes each word it moves, so a check still on the old array
+/// that frees the old array and may reuse key 1's place (see `array_growth_plan`). For inline cells (GCRA's)
+/// growth is a rehash: it freezes each word it moves, so a check still on the old array
 /// finds its key frozen and is redone on the new one; its words and keys are freed (the keys are
 /// not dropped: they moved) after the grace period. The check is ordered before the removal or
 /// redone on a fresh key 1, and the key that takes its place starts fresh.
 #[test]
-fn check_probing_old_index_during_growth_and_reuse() {
-    let (plan, reclaim) = index_growth_plan();
+fn check_probing_old_array_during_growth_and_reuse() {
+    let (plan, reclaim) = array_growth_plan();
     check_table_with_reuse(plan, keyed, reclaim);
 }
 
-/// The same on the slot layout: the slots never move, so a probe of the old index updates the
+/// The same with boxed cells: a boxed cell never moves, so a check through the old array updates the
 /// same cell the new one names.
 #[test]
-fn check_probing_old_index_during_growth_and_reuse_on_slots() {
-    // The plan fills the smallest index of the layout in effect: built on slots.
-    kova::loom_racy::on_slots(|| {
-        let (plan, reclaim) = index_growth_plan();
+fn check_probing_old_array_during_growth_and_reuse_boxed() {
+    kova::loom_racy::boxed_cells(|| {
+        let (plan, reclaim) = array_growth_plan();
         check_table_with_reuse(plan, keyed, reclaim)
     });
 }
 
-/// The old index (a line array, or on slots an index) freed while a check of key 1 may still
-/// probe it (see `index_free_plan`): the free waits for the check's grace period.
+/// The old array freed while a check of key 1 may still
+/// probe it (see `array_free_plan`): the free waits for the check's grace period.
 #[test]
-fn check_probing_old_index_while_it_is_freed() {
-    let (plan, reclaim) = index_free_plan();
+fn check_probing_old_array_while_it_is_freed() {
+    let (plan, reclaim) = array_free_plan();
     check_table_with_reuse(plan, keyed, reclaim);
 }
 
-/// The same on the slot layout.
+/// The same with boxed cells.
 #[test]
-fn check_probing_old_index_while_it_is_freed_on_slots() {
-    // The plan fills the smallest index of the layout in effect: built on slots.
-    kova::loom_racy::on_slots(|| {
-        let (plan, reclaim) = index_free_plan();
+fn check_probing_old_array_while_it_is_freed_boxed() {
+    kova::loom_racy::boxed_cells(|| {
+        let (plan, reclaim) = array_free_plan();
         check_table_with_reuse(plan, keyed, reclaim)
     });
 }
@@ -219,10 +217,10 @@ fn check_during_quota_change() {
     assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
 }
 
-/// The same on the slot layout: exactly once too.
+/// The same with boxed cells: exactly once too.
 #[test]
-fn check_during_quota_change_on_slots() {
-    let seen = kova::loom_racy::on_slots(|| quota_change_racing_a_check(false));
+fn check_during_quota_change_boxed() {
+    let seen = kova::loom_racy::boxed_cells(|| quota_change_racing_a_check(false));
     assert!(seen.contains(&(1, 4)) && seen.contains(&(4, 4)), "{seen:?}");
 }
 

@@ -8,13 +8,13 @@
 //!
 //! - `table_*_without_grace_periods`: the keyed table's reclamation models (`keyed.rs`) on the real
 //!   table with its grace periods switched off (`kova::loom_racy::without_grace_periods`): a
-//!   retired slot is emptied and refilled with another key while a check still reads it.
-//! - `table_slot_reuse_pinning_without_fence`: the same model with the checks' pins a plain
+//!   retired line is emptied and refilled with another key while a check still reads it.
+//! - `table_line_reuse_pinning_without_fence`: the same model with the checks' pins a plain
 //!   store and no fence (`kova::loom_racy::pinning_without_fence`): the epoch advances past a
-//!   check that already reads the slot.
+//!   check that already reads the line.
 //!
 //! Each expects loom to fail with the harness's messages: "over the bound" or "not
-//! linearizable", or, for the reclamation models, loom's own "Causality violation" (a slot's key
+//! linearizable", or, for the reclamation models, loom's own "Causality violation" (a line's key
 //! or cell accessed by two threads with no happens-before between them), so that a panic for
 //! another reason (a bad plan, a loom limit) does not count as the model working.
 #![cfg(kova_loom)]
@@ -129,7 +129,7 @@ fn lost_update_under_the_bound_is_caught_by_linearizability() {
 
 /// The table model catches a check-then-insert: the same scenario as
 /// `keyed.rs::same_new_key_inserted_once`, on `RacyTable` (lookup, then plain stores into a free
-/// slot): loom finds the interleaving where both threads insert key 7 (two entries, or one
+/// line): loom finds the interleaving where both threads insert key 7 (two entries, or one
 /// admission overwritten).
 #[test]
 fn table_racy_insert() {
@@ -198,57 +198,57 @@ fn table_model_fails_in_child(name: &str, model: impl FnOnce()) -> String {
     first_panic
 }
 
-/// Premature slot reuse: `keyed.rs::check_racing_remove_and_slot_reuse_by_new_key` on the real
+/// Premature line reuse: `keyed.rs::check_racing_remove_and_line_reuse_by_new_key` on the real
 /// table, but whatever a shard retired is handed back at its next lock, grace period or not. Key 8
-/// then takes 7's slot while the check of 7 may still read it: loom reports the key or cell
+/// then takes 7's line while the check of 7 may still read it: loom reports the key or cell
 /// emptied and refilled under that read (and the check would land in 8's state).
 #[test]
-fn table_slot_reuse_without_grace_periods() {
-    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
-    table_model_fails_in_child("table_slot_reuse_without_grace_periods", || {
-        let (plan, reclaim) = slot_reuse_plan();
+fn table_line_reuse_without_grace_periods() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, line_reuse_plan};
+    table_model_fails_in_child("table_line_reuse_without_grace_periods", || {
+        let (plan, reclaim) = line_reuse_plan();
         without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
     });
 }
 
-/// The same on the slot layout, where key 8 takes 7's very slot.
+/// The same with boxed cells, where key 8 takes 7's very line.
 #[test]
-fn table_slot_reuse_without_grace_periods_on_slots() {
-    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
-    table_model_fails_in_child("table_slot_reuse_without_grace_periods_on_slots", || {
-        let (plan, reclaim) = slot_reuse_plan();
-        kova::loom_racy::on_slots(|| {
+fn table_line_reuse_without_grace_periods_boxed() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, line_reuse_plan};
+    table_model_fails_in_child("table_line_reuse_without_grace_periods_boxed", || {
+        let (plan, reclaim) = line_reuse_plan();
+        kova::loom_racy::boxed_cells(|| {
             without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions))
         });
     });
 }
 
-/// The same for `keyed.rs::check_probing_old_index_during_growth_and_reuse`: key 1's place reused
+/// The same for `keyed.rs::check_probing_old_array_during_growth_and_reuse`: key 1's place reused
 /// by a new key (and the old array freed) while the check of key 1 still probes the old array.
 #[test]
 fn table_index_growth_without_grace_periods() {
-    use kova_loom_tests::keyed::{check_table_capped, index_growth_plan, keyed};
+    use kova_loom_tests::keyed::{array_growth_plan, check_table_capped, keyed};
     table_model_fails_in_child("table_index_growth_without_grace_periods", || {
-        let (plan, reclaim) = index_growth_plan();
+        let (plan, reclaim) = array_growth_plan();
         without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
     });
 }
 
-/// Premature index free: `keyed.rs::check_probing_old_index_while_it_is_freed` without grace
-/// periods. The old index is freed at the next lock while the check of key 1 may still probe it:
+/// Premature array free: `keyed.rs::check_probing_old_array_while_it_is_freed` without grace
+/// periods. The old array is freed at the next lock while the check of key 1 may still probe it:
 /// loom reports the free (a tracked write to every entry under loom) racing the probe's load.
 #[test]
 fn table_index_free_without_grace_periods() {
-    use kova_loom_tests::keyed::{check_table_capped, index_free_plan, keyed};
+    use kova_loom_tests::keyed::{array_free_plan, check_table_capped, keyed};
     table_model_fails_in_child("table_index_free_without_grace_periods", || {
-        let (plan, reclaim) = index_free_plan();
+        let (plan, reclaim) = array_free_plan();
         without_grace_periods(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
     });
 }
 
 /// A lost update: `keyed.rs::check_during_idle_sweep`, but the sweep looks at key 7's word with a
 /// plain load (no freeze) and the check does not look again after its CAS. Loom finds the check
-/// admitted between the look and the unlink, its admission gone with the slot.
+/// admitted between the look and the unlink, its admission gone with the line.
 #[test]
 fn table_eviction_looking_without_freezing() {
     use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
@@ -258,12 +258,12 @@ fn table_eviction_looking_without_freezing() {
     assert!(message.contains("not linearizable"), "{message}");
 }
 
-/// The same on the slot layout.
+/// The same with boxed cells.
 #[test]
-fn table_eviction_looking_without_freezing_on_slots() {
+fn table_eviction_looking_without_freezing_boxed() {
     use kova_loom_tests::keyed::{check_table, idle_sweep_plan, keyed};
-    let message = table_model_fails_in_child("table_eviction_looking_without_freezing_on_slots", || {
-        kova::loom_racy::on_slots(|| {
+    let message = table_model_fails_in_child("table_eviction_looking_without_freezing_boxed", || {
+        kova::loom_racy::boxed_cells(|| {
             kova::loom_racy::looking_without_freezing(|| check_table(idle_sweep_plan(), keyed))
         });
     });
@@ -272,7 +272,7 @@ fn table_eviction_looking_without_freezing_on_slots() {
 
 /// A lost update in a quota change: `keyed.rs::check_during_quota_change`, but the change reads
 /// the old word with a plain load (no freeze) and the check does not look again. Loom finds the
-/// check admitted on the old slot after the state was carried over, its admission lost.
+/// check admitted on the old line after the state was carried over, its admission lost.
 #[test]
 fn table_quota_change_looking_without_freezing() {
     use kova_loom_tests::keyed::quota_change_racing_a_check;
@@ -282,16 +282,16 @@ fn table_quota_change_looking_without_freezing() {
     assert!(message.contains("ended with 5"), "{message}");
 }
 
-/// A pin without its fence: `keyed.rs::check_racing_remove_and_slot_reuse_by_new_key`, but the
+/// A pin without its fence: `keyed.rs::check_racing_remove_and_line_reuse_by_new_key`, but the
 /// check pins its thread with a plain store and no `SeqCst` fence
 /// (`kova::loom_racy::pinning_without_fence`). The lock holder's stamp and advance can then miss
 /// the pin of the check of key 7, which already reads 7's line, and key 8 takes the line under
 /// that read: loom reports the key or word refilled racing it.
 #[test]
-fn table_slot_reuse_pinning_without_fence() {
-    use kova_loom_tests::keyed::{check_table_capped, keyed, slot_reuse_plan};
-    let message = table_model_fails_in_child("table_slot_reuse_pinning_without_fence", || {
-        let (plan, reclaim) = slot_reuse_plan();
+fn table_line_reuse_pinning_without_fence() {
+    use kova_loom_tests::keyed::{check_table_capped, keyed, line_reuse_plan};
+    let message = table_model_fails_in_child("table_line_reuse_pinning_without_fence", || {
+        let (plan, reclaim) = line_reuse_plan();
         kova::loom_racy::pinning_without_fence(|| check_table_capped(plan, keyed, reclaim.max_preemptions));
     });
     assert!(message.contains("Causality violation"), "{message}");

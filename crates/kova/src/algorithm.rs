@@ -72,6 +72,12 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
         Self::from_quota(quota)
     }
 
+    /// Whether the cell type is one word, which [`inline_cell`](Self::inline_cell) and
+    /// [`inline_word`](Self::inline_word) then convert: a keyed table keeps such a cell inline,
+    /// as its key's word, and any other cell boxed, the word holding its address. `true` for
+    /// every [`WordAlgorithm`].
+    const CELL_IS_WORD: bool = false;
+
     /// A bare word viewed as this algorithm's cell, when the cell type is one word: a keyed
     /// table then keeps each cell inline beside its key. `Some` for every [`WordAlgorithm`],
     /// `None` (the default) for any other cell type.

@@ -6,40 +6,42 @@
 //!   seeded `ahash`) and the one hit path every lock-free operation shares; `table/slow.rs`, a
 //!   check under the shard's lock (a new key's insert); `table/evict.rs`, room for new keys (idle
 //!   keys reclaimed, [`TableFullPolicy`]); `table/set_quota.rs`, moving a key to another quota.
-//! - Two layouts, chosen by the algorithm's cell type ([`Algorithm::inline_cell`](crate::Algorithm::inline_cell)),
-//!   behind `store.rs`'s traits:
-//!   - `line_shard.rs`: a cell that is one word sits beside its key in the probed array (one
-//!     cache line per hit), every [`WordAlgorithm`](crate::WordAlgorithm)'s;
-//!   - `shard.rs` with `index.rs` and `slot.rs`: an index of tagged numbers naming slots that
-//!     never move, for any other cell (the sliding log's, [`AnyAlgorithm`](crate::AnyAlgorithm)'s).
+//! - `line_shard.rs`: a shard, whose keys sit beside their words in the probed array
+//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `scan_order.rs`, the order
+//!   in which the reclamation scan visits the lines.
+//! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
+//!   ([`Algorithm::CELL_IS_WORD`](crate::Algorithm::CELL_IS_WORD): every
+//!   [`WordAlgorithm`](crate::WordAlgorithm)'s), boxed for any other (the sliding log's,
+//!   [`AnyAlgorithm`](crate::AnyAlgorithm)'s), and how a boxed cell's line is hidden.
 //! - `word.rs`: the CAS loop on a word cell, which stops at a word the lock holder froze, and
 //!   the freeze itself: how an eviction or a quota change looks at a cell without losing a
 //!   racing check.
 //! - `epoch.rs` (the table's own epoch: crossbeam-epoch's protocol without collection on pins)
 //!   and `reclaim.rs` (what a shard retired, freed after its grace period): a removed key's
-//!   place, and a replaced array or index, are reused only once no check can still read them.
+//!   line, and a replaced array, are reused only once no check can still read them.
 //! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
 //!   what a key consumed when its quota changes.
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `policy.rs`,
 //!   `error.rs`.
 //!
-//! Checked by the unit tests (also under Miri with its default flags: `cargo +nightly miri test
-//! -p kova --lib keyed`), the integration tests `tests/keyed_*.rs` (threads against a model,
-//! floods, leaks), the loom models (`loom-tests/`, through `crate::loom`, whose should-fail
+//! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
+//! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other
+//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks), the loom models (`loom-tests/`, through `crate::loom`, whose should-fail
 //! switches are `loom/faults.rs`) and the `keyed_table` fuzz target.
 
 mod builder;
 mod epoch;
 mod error;
-mod index;
+mod line_array;
+mod line_cell;
+mod line_locked;
 mod line_shard;
+mod line_sizing;
 mod lock;
 mod policy;
 mod quotas;
 mod reclaim;
-mod shard;
-mod slot;
-mod store;
+mod scan_order;
 mod table;
 mod word;
 
@@ -55,15 +57,11 @@ pub(crate) fn advance_epoch() {
     epoch::pin().advance();
 }
 
-/// How many keys one shard of `max_keys` keys holds before it first grows its array (lines) or
-/// its index (`slots`): for the loom models that race the growth itself.
+/// How many keys one shard of `max_keys` keys holds before it first grows its array: for the
+/// loom models that race the growth itself.
 #[cfg(kova_loom)]
-pub(crate) fn keys_before_first_growth(max_keys: usize, slots: bool) -> usize {
-    if slots {
-        index::Index::keys_in_smallest()
-    } else {
-        line_shard::keys_in_first_array(max_keys)
-    }
+pub(crate) fn keys_before_first_growth(max_keys: usize) -> usize {
+    line_sizing::keys_in_first_array(max_keys)
 }
 
 pub use builder::KeyedBuilder;

@@ -10,21 +10,21 @@
 //!   concurrent update is overwritten;
 //! - [`refund_cell_load_store`]: the refund loop with a plain store;
 //! - [`RacyTable`]: a keyed table whose insert of a new key is check-then-act;
-//! - [`without_grace_periods`]: the real `Keyed` table, but a retired slot or index is handed back
-//!   for reuse at the shard's next lock, without waiting for its epoch grace period (premature
-//!   reuse: a check still holding the slot reads or writes the next key's state).
+//! - [`without_grace_periods`]: the real `Keyed` table, but a removed line or replaced array is
+//!   handed back for reuse at the shard's next lock, without waiting for its epoch grace period
+//!   (premature reuse: a check still holding the line reads or writes the next key's state).
 //! - [`pinning_without_fence`]: the real `Keyed` table, but a check pins its thread with a plain
 //!   store and no `SeqCst` fence: its probe can run before an advance of the epoch sees the pin,
-//!   and read a slot freed meanwhile.
+//!   and read a line freed meanwhile.
 //! - [`striped_take_load_store`]: a striped limiter whose checks spend a stripe's units with a
 //!   load and a plain store (two checks spend one unit; a lease or give-back is overwritten).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
 //! And two switches that are not racy: [`hiding_entries`] makes the table treat word cells like
-//! the sliding log's (hide the entry, and checks look again after writing), so that the models
-//! of evictions cover that protocol too; [`on_slots`] keeps word cells in the slot layout
-//! (frozen, not hidden), the one `AnyAlgorithm` uses, where by default they go in lines.
+//! the sliding log's (hide the line, and checks look again after writing), so that the models
+//! of evictions cover that protocol too; [`boxed_cells`] keeps word cells boxed (frozen, not
+//! hidden), as `AnyAlgorithm`'s word kinds are, where by default they are inline.
 //!
 //! Nothing here is reachable from a normal build.
 
@@ -186,10 +186,10 @@ impl<W: WordAlgorithm, C: Clock> RacyTable<W, C> {
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's grace periods switched off:
-/// whatever a shard retired (slots of removed or evicted keys, replaced indexes) is handed back at
-/// its next lock even though a check may still be reading it, so a slot can be emptied and
+/// whatever a shard retired (lines of removed or evicted keys, replaced arrays) is handed back at
+/// its next lock even though a check may still be reading it, so a line can be emptied and
 /// refilled with another key under a check of the old one. Loom reports the accesses to the
-/// slot's key or cell that no happens-before orders (a causality violation). The slot's loom
+/// line's key that no happens-before orders (a causality violation). The key's loom
 /// `UnsafeCell` is what makes this visible: with plain memory loom does not see the check's
 /// accesses conflict with the refill, never runs the refill between them, and the linearizability
 /// check alone passes.
@@ -206,7 +206,7 @@ pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch
 /// with a plain store and no fence. A lock holder's stamp and advance can then miss a check that
-/// has already loaded the array or index it is retiring, and free it under the check: loom
+/// has already loaded the array it is retiring, and free it under the check: loom
 /// reports the access as a causality violation.
 pub fn pinning_without_fence<R>(f: impl FnOnce() -> R) -> R {
     faults::with_pin_fence_skipped(f)
@@ -221,31 +221,31 @@ pub fn advance_epoch() {
 /// RACY: runs `f` (a loom model of `Keyed`) with evictions and quota changes looking at word
 /// cells through a plain load, neither freezing the word nor hiding the entry, while checks still
 /// trust their CAS as if the word could not have been looked at meanwhile. A check whose CAS
-/// lands between the look and the unlink is lost with the slot: the models' linearizability check
+/// lands between the look and the unlink is lost with the line: the models' linearizability check
 /// reports it.
 pub fn looking_without_freezing<R>(f: impl FnOnce() -> R) -> R {
     faults::with_look(Look::LoadOnly, f)
 }
 
-/// Not racy: runs `f` with word cells unlinked the way other cells are (the entry hidden by
-/// `BUSY`, and checks re-reading it after their write), so that the word-algorithm models also
-/// check that protocol, which the sliding log relies on.
+/// Not racy: runs `f` with word cells boxed and unlinked the way other cells are (the line
+/// hidden by `FROZEN`, and checks re-reading it after their write), so that the word-algorithm
+/// models also check that protocol, which the sliding log relies on.
 pub fn hiding_entries<R>(f: impl FnOnce() -> R) -> R {
     faults::with_look(Look::HideEntry, f)
 }
 
-/// Not racy: runs `f` with the keyed tables it builds keeping word cells in slots (`shard.rs`,
-/// frozen before a look), the layout [`AnyAlgorithm`](crate::AnyAlgorithm)'s word algorithms
-/// use, instead of lines (`line_shard.rs`), so that the models cover both layouts.
-pub fn on_slots<R>(f: impl FnOnce() -> R) -> R {
-    faults::with_slots_forced(f)
+/// Not racy: runs `f` with the keyed tables it builds keeping word cells boxed (the line holds
+/// the cell's address, and the cell's own word is frozen before a look), as
+/// [`AnyAlgorithm`](crate::AnyAlgorithm)'s word kinds are, instead of inline, so that the models
+/// cover both ways a line holds a cell (`keyed/line_cell.rs`).
+pub fn boxed_cells<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_cells_boxed(f)
 }
 
-/// Not racy: how many keys a one-shard table of `max_keys` keys, built here now, holds before
-/// it first grows (its first line array, or on slots its smallest index), so that a model can
-/// fill it exactly and race the growth itself.
+/// Not racy: how many keys a one-shard table of `max_keys` keys holds before it first grows
+/// its array, so that a model can fill it exactly and race the growth itself.
 pub fn keys_before_first_growth(max_keys: usize) -> usize {
-    crate::keyed::keys_before_first_growth(max_keys, faults::slots_forced())
+    crate::keyed::keys_before_first_growth(max_keys)
 }
 
 /// The running totals of what the keyed tables reclaimed on this OS thread (see [`Reclaimed`]).

@@ -84,6 +84,8 @@ impl<W: WordAlgorithm> Algorithm for W {
         std::mem::size_of::<AtomicU64>()
     }
 
+    const CELL_IS_WORD: bool = true;
+
     #[inline(always)]
     fn inline_cell(word: &AtomicU64) -> Option<&AtomicU64> {
         Some(word)

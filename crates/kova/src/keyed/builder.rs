@@ -3,8 +3,8 @@
 use std::fmt;
 use std::hash::Hash;
 
+use super::line_shard::MAX_KEYS;
 use super::policy::TableFullPolicy;
-use super::shard::ShardConfig;
 use super::Keyed;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
 
@@ -167,11 +167,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         let algorithm = self.algorithm?;
         let mut shards =
             self.shards.unwrap_or_else(default_shards).clamp(1, Self::MAX_SHARDS).next_power_of_two();
-        let max_keys = self.max_keys.min(Self::MAX_SHARDS * ShardConfig::MAX_KEYS);
+        let max_keys = self.max_keys.min(Self::MAX_SHARDS * MAX_KEYS);
         while shards > 1 && shards > max_keys {
             shards /= 2;
         }
-        while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > ShardConfig::MAX_KEYS {
+        while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > MAX_KEYS {
             shards *= 2;
         }
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn))

@@ -1,7 +1,7 @@
 //! What a full table does with a new key.
 
 /// What a keyed table does with a key it does not hold when the key's shard is full and the
-/// insert found no idle key to reclaim (nor any slot free of a pending grace period).
+/// insert found no idle key to reclaim (nor any line free of a pending grace period).
 ///
 /// Every decision a policy makes carries a [`Fallback`](crate::Fallback), so the caller can tell
 /// it from a measurement of the client's usage.

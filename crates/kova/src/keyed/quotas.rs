@@ -1,5 +1,5 @@
 //! Per-key quotas: each distinct quota gets a small id and one built algorithm, shared by every
-//! key that has it. A slot stores only the id (and only when it is not the default).
+//! key that has it. A line stores only the id (and only when it is not the default).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

@@ -1,53 +1,56 @@
 //! Grace periods: what a shard unlinked waits here until no check can still hold it.
 //!
-//! The lock holder retires slots and replaced indexes into the current batch; at the end of its
-//! locked section it seals the batch with an epoch stamp (`epoch.rs`). Once an advance of the
-//! epoch returns two past the stamp, every check pinned when the batch was unlinked has
-//! unpinned, so no check can reach the batch's slots or indexes. The shard then frees or reuses
+//! The lock holder retires removed lines and replaced arrays into the current batch; at the end
+//! of its locked section it seals the batch with an epoch stamp (`epoch.rs`). Once an advance of
+//! the epoch returns two past the stamp, every check pinned when the batch was unlinked has
+//! unpinned, so no check can reach the batch's lines or arrays. The shard then frees or reuses
 //! them itself, under its lock. Collecting advances the epoch only while something waits, so
 //! checks of a table that inserts nothing never see the epoch move.
 //!
 //! In the loom build the epoch's atomics are loom's, so loom sees the whole chain from a check's
-//! unpin to the slot's reuse. Slots stay in their chunks and are dropped in place.
+//! unpin to the line's reuse.
 
 use std::collections::VecDeque;
 
 use super::epoch::{self, Guard};
-use super::index::Index;
 use crate::loom::faults;
 
-/// Something replaced as a whole (an index, a line array), freed after its grace period.
+/// Something replaced as a whole (a line array), freed after its grace period.
 pub(super) trait Reclaimable {
     /// Bytes it holds.
     fn bytes(&self) -> usize;
 }
 
-impl Reclaimable for Box<Index> {
-    fn bytes(&self) -> usize {
-        Index::bytes(self)
-    }
+/// A removed line waiting for its grace period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RetiredPlace {
+    /// The line's position in the shard's array.
+    pub(super) line: u32,
+    /// Heap bytes its cell owns.
+    pub(super) heap: usize,
+    /// The word its cell was (a boxed cell's address: `line_cell.rs`).
+    pub(super) cell: u64,
 }
 
-/// One retired slot: its batch, the slot, and the heap bytes its cell owns.
+/// One retired line and its batch.
 #[derive(Debug)]
-struct RetiredSlot {
+struct Queued {
     batch: u64,
-    slot: u32,
-    heap: usize,
+    place: RetiredPlace,
 }
 
-/// A shard's retired slots and indexes (`I`: what its layout replaces as a whole), oldest first.
+/// A shard's retired lines and arrays (`I`: what it replaces as a whole), oldest first.
 #[derive(Debug)]
 pub(super) struct Retired<I> {
-    slots: VecDeque<RetiredSlot>,
-    indexes: VecDeque<(u64, I)>,
+    lines: VecDeque<Queued>,
+    arrays: VecDeque<(u64, I)>,
     /// Sealed batches, oldest first: (batch, epoch stamp).
     stamps: VecDeque<(u64, u64)>,
     /// The batch being filled.
     current: u64,
     /// Whether the current batch holds anything.
     dirty: bool,
-    /// Bytes of the retired indexes.
+    /// Bytes of the retired arrays.
     array_bytes: usize,
 }
 
@@ -60,17 +63,17 @@ fn shrink<T>(queue: &mut VecDeque<T>) {
 
 /// What [`Retired::collect`] handed back.
 pub(super) struct Ready {
-    /// Places (slots, or lines) no check can reach any more, with the heap bytes of their cells.
-    pub(super) places: Vec<(u32, usize)>,
-    /// Bytes of the arrays (indexes, or line arrays) it freed.
+    /// Lines no check can reach any more.
+    pub(super) places: Vec<RetiredPlace>,
+    /// Bytes of the arrays it freed.
     pub(super) array_bytes: usize,
 }
 
 impl<I> Default for Retired<I> {
     fn default() -> Self {
         Retired {
-            slots: VecDeque::new(),
-            indexes: VecDeque::new(),
+            lines: VecDeque::new(),
+            arrays: VecDeque::new(),
             stamps: VecDeque::new(),
             current: 0,
             dirty: false,
@@ -80,16 +83,19 @@ impl<I> Default for Retired<I> {
 }
 
 impl<I: Reclaimable> Retired<I> {
-    /// Retires the place `slot` (a slot, or a line), whose cell owns `heap` bytes on the heap.
-    pub(super) fn place(&mut self, slot: u32, heap: usize) {
-        self.slots.push_back(RetiredSlot { batch: self.current, slot, heap });
+    /// Bytes one retired line takes in the queue.
+    pub(super) const PLACE_BYTES: usize = std::mem::size_of::<Queued>();
+
+    /// Retires a removed line.
+    pub(super) fn place(&mut self, place: RetiredPlace) {
+        self.lines.push_back(Queued { batch: self.current, place });
         self.dirty = true;
     }
 
-    /// Retires a replaced array (an index, or a line array).
-    pub(super) fn array(&mut self, index: I) {
-        self.array_bytes += index.bytes();
-        self.indexes.push_back((self.current, index));
+    /// Retires a replaced array.
+    pub(super) fn array(&mut self, array: I) {
+        self.array_bytes += array.bytes();
+        self.arrays.push_back((self.current, array));
         self.dirty = true;
     }
 
@@ -98,10 +104,10 @@ impl<I: Reclaimable> Retired<I> {
         self.array_bytes
     }
 
-    /// Takes every retired place out of the queue, grace period or not, with its cell's heap
-    /// bytes: for a layout that hands them to what it retires next.
-    pub(super) fn take_places(&mut self) -> Vec<(u32, usize)> {
-        self.slots.drain(..).map(|r| (r.slot, r.heap)).collect()
+    /// Takes every retired line out of the queue, grace period or not: for a rehash, which
+    /// hands them to the array it retires.
+    pub(super) fn take_places(&mut self) -> Vec<RetiredPlace> {
+        self.lines.drain(..).map(|r| r.place).collect()
     }
 
     /// Seals the current batch (if it holds anything) with `guard`'s epoch stamp.
@@ -114,8 +120,8 @@ impl<I: Reclaimable> Retired<I> {
         self.dirty = false;
     }
 
-    /// Takes everything whose grace period has ended: the slots are returned (still holding
-    /// their contents, for the caller to drop), the indexes are freed.
+    /// Takes everything whose grace period has ended: the lines are returned (still holding
+    /// their contents, for the caller to drop), the arrays are freed.
     pub(super) fn collect(&mut self, guard: &Guard) -> Ready {
         let mut done = None;
         if let Some(&(_, oldest)) = self.stamps.front() {
@@ -135,38 +141,39 @@ impl<I: Reclaimable> Retired<I> {
         }
         let mut ready = Ready { places: Vec::new(), array_bytes: 0 };
         let Some(done) = done else { return ready };
-        while self.slots.front().is_some_and(|r| r.batch <= done) {
-            if let Some(r) = self.slots.pop_front() {
-                ready.places.push((r.slot, r.heap));
+        while self.lines.front().is_some_and(|r| r.batch <= done) {
+            if let Some(r) = self.lines.pop_front() {
+                ready.places.push(r.place);
             }
         }
-        let indexes_before = self.indexes.len();
-        while self.indexes.front().is_some_and(|(batch, _)| *batch <= done) {
-            if let Some((_, index)) = self.indexes.pop_front() {
-                ready.array_bytes += index.bytes();
+        let arrays_before = self.arrays.len();
+        while self.arrays.front().is_some_and(|(batch, _)| *batch <= done) {
+            if let Some((_, array)) = self.arrays.pop_front() {
+                ready.array_bytes += array.bytes();
             }
         }
         self.array_bytes -= ready.array_bytes;
         // Give back queue room a burst left unused (a flood of removals while some check held a
         // grace period back), so that memory returns once the burst has passed.
-        shrink(&mut self.slots);
+        shrink(&mut self.lines);
         shrink(&mut self.stamps);
-        faults::count_reclaimed(ready.places.len(), indexes_before - self.indexes.len());
+        faults::count_reclaimed(ready.places.len(), arrays_before - self.arrays.len());
         ready
     }
 
-    /// Every retired slot, sealed or not (for the table's `Drop`, when no check can run).
-    pub(super) fn drain_all(&mut self) -> impl Iterator<Item = u32> + '_ {
-        self.indexes.clear();
+    /// Every retired line, sealed or not (for the shard's `Drop`, when no check can run); the
+    /// arrays are freed.
+    pub(super) fn drain_all(&mut self) -> impl Iterator<Item = RetiredPlace> + '_ {
+        self.arrays.clear();
         self.stamps.clear();
         self.array_bytes = 0;
-        self.slots.drain(..).map(|r| r.slot)
+        self.lines.drain(..).map(|r| r.place)
     }
 
-    /// Heap bytes held here: the queues and the retired indexes.
+    /// Heap bytes held here: the queues and the retired arrays.
     pub(super) fn bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<RetiredSlot>()
-            + self.indexes.capacity() * std::mem::size_of::<(u64, I)>()
+        self.lines.capacity() * std::mem::size_of::<Queued>()
+            + self.arrays.capacity() * std::mem::size_of::<(u64, I)>()
             + self.stamps.capacity() * std::mem::size_of::<(u64, u64)>()
             + self.array_bytes
     }

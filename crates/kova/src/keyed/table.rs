@@ -6,12 +6,9 @@ use std::marker::PhantomData;
 
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::epoch::{self, Guard};
-use super::line_shard::LineShard;
+use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
 use super::quotas::{Quotas, MAX_QUOTAS};
-use super::shard::{Shard, ShardConfig};
-use super::slot::Slot;
-use super::store::{Store, StoreHit, StoreLocked};
 use super::word;
 use super::KeyedError;
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
@@ -44,9 +41,10 @@ use slow::{Prior, Slow};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
-    shards: Shards<K, A>,
+    shards: Box<[LineShard<K, A>]>,
     shard_mask: usize,
-    configs: Box<[ShardConfig]>,
+    /// The most keys of each shard.
+    shard_keys: Box<[usize]>,
     hasher: ahash::RandomState,
     quotas: Quotas<A>,
     clock: C,
@@ -65,7 +63,7 @@ unsafe impl<K: Send, A: Algorithm, C: Clock> Send for Keyed<K, A, C> {}
 
 // SAFETY: shared use reads keys and cells from many threads (`K: Sync`, `A::Cell: Sync`), and a
 // key is dropped by whichever thread removes or reclaims it (`K: Send`). Every mutation of shared
-// state is through atomics or under a shard's mutex; see `shard.rs` for the protocol.
+// state is through atomics or under a shard's mutex; see `line_shard.rs` for the protocol.
 unsafe impl<K: Send + Sync, A: Algorithm, C: Clock> Sync for Keyed<K, A, C> {}
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
@@ -75,29 +73,18 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
             .field("quota", &self.quotas.default_algorithm().quota())
             .field("len", &self.len())
             .field("max_keys", &self.max_keys)
-            .field("shards", &self.configs.len())
+            .field("shards", &self.shard_keys.len())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
 
-/// The shards, in the layout the algorithm's cells take (`store.rs`).
-enum Shards<K, A: Algorithm> {
-    /// Keys beside their state words: algorithms whose cell is one word.
-    Lines(Box<[LineShard<K, A>]>),
-    /// An index naming slots: any cell.
-    Slots(Box<[Shard<K, A::Cell>]>),
-}
-
-/// Runs `$body` with `$shards` bound to the table's shards, whichever their layout (the body is
-/// compiled once per layout; the match is on a value fixed when the table was built).
+/// Runs `$body` with `$shards` bound to the table's shards.
 macro_rules! on_shards {
-    ($self:ident, $shards:ident => $body:expr) => {
-        match &$self.shards {
-            $crate::keyed::table::Shards::Lines($shards) => $body,
-            $crate::keyed::table::Shards::Slots($shards) => $body,
-        }
-    };
+    ($self:ident, $shards:ident => $body:expr) => {{
+        let $shards = &*$self.shards;
+        $body
+    }};
 }
 
 /// A randomly seeded hasher (fixed seeds under loom, whose models must be deterministic).
@@ -120,12 +107,12 @@ fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> 
 
 /// Whether a lock-free `decision` of `cost` units on `hit`'s cell stands. One that wrote nothing
 /// (a peek, a denial) cannot be lost; one that wrote stands if the cell is frozen before any
-/// unlink looks at it (a word: nothing to check after the CAS), or if its place was still linked
+/// unlink looks at it (a word: nothing to check after the CAS), or if its line was still linked
 /// after the write. Otherwise the check is redone under the lock.
 #[inline(always)]
-fn stands<'g, K, A: Algorithm, S: Store<K, A::Cell>>(
-    shard: &S,
-    hit: &S::Hit<'g>,
+fn stands<K, A: Algorithm>(
+    shard: &LineShard<K, A>,
+    hit: &LineHit<'_, A>,
     algorithm: &A,
     decision: &Decision,
     cost: u64,
@@ -204,20 +191,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         scan: usize,
         quota_fn: Option<QuotaFn<K>>,
     ) -> Self {
-        let configs: Box<[ShardConfig]> = (0..shards)
-            .map(|i| ShardConfig::new(max_keys / shards + usize::from(i < max_keys % shards)))
-            .collect();
-        let max_keys = configs.iter().map(|c| c.max_keys).sum();
-        let lines =
-            if word::in_lines::<A>() { configs.iter().map(|&c| LineShard::new(c)).collect() } else { None };
-        let layout = match lines {
-            Some(lines) => Shards::Lines(lines),
-            None => Shards::Slots(configs.iter().map(|&c| Shard::new(c)).collect()),
-        };
+        let shard_keys: Box<[usize]> =
+            (0..shards).map(|i| (max_keys / shards + usize::from(i < max_keys % shards)).max(1)).collect();
+        let max_keys = shard_keys.iter().sum();
         Keyed {
-            shards: layout,
+            shards: shard_keys.iter().map(|&keys| LineShard::new(keys)).collect(),
             shard_mask: shards - 1,
-            configs,
+            shard_keys,
             hasher: new_hasher(),
             quotas: Quotas::new(algorithm),
             clock,
@@ -247,13 +227,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// not found, a frozen cell, a write that may be lost) goes to `slow`, with what the hit
     /// path already did on the key's place.
     #[inline(always)]
-    fn lookup<S: Store<K, A::Cell>, R>(
+    fn lookup<R>(
         &self,
-        shards: &[S],
+        shards: &[LineShard<K, A>],
         key: &K,
         on_hit: impl FnOnce(&A) -> OnHit<R>,
         decided: impl FnOnce(Decision) -> R,
-        slow: impl FnOnce(&S, u64, Prior, Guard) -> R,
+        slow: impl FnOnce(&LineShard<K, A>, u64, Prior, Guard) -> R,
     ) -> R {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
@@ -268,7 +248,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 OnHit::Decide(cost) => {
                     // `None`: the cell is frozen by the lock holder, decide under the lock.
                     if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) {
-                        if stands::<K, A, S>(shard, &hit, algorithm, &decision, cost) {
+                        if stands(shard, &hit, algorithm, &decision, cost) {
                             return decided(decision);
                         }
                         prior = Some((hit.place(), decision));
@@ -375,9 +355,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
                 match locked.find(hash, key) {
-                    Some((_, entry)) => {
-                        self.quotas.get(locked.quota(entry)).decide_cell(locked.cell(entry), &self.clock, 0)
-                    }
+                    Some(pos) => self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0),
                     None => {
                         drop(locked);
                         self.fresh_decision(self.quotas.get(self.quota_for_new(key)), 0)
@@ -394,8 +372,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
-            if let Some((_, entry)) = locked.find(hash, key) {
-                self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
+            if let Some(pos) = locked.find(hash, key) {
+                self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
         })
     }
@@ -421,9 +399,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
             match locked.find(hash, key) {
-                Some((_, entry)) => {
-                    self.quotas.get(locked.quota(entry)).refund_cell(locked.cell(entry), &self.clock, cost)
-                }
+                Some(pos) => self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost),
                 None => false,
             }
         })
@@ -438,8 +414,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let hash = self.hash(key);
             let guard = epoch::pin();
             let locked = self.shard(shards, hash).lock(&guard);
-            let (_, entry) = locked.find(hash, key)?;
-            Some(f(self.quotas.get(locked.quota(entry)), locked.cell(entry), &self.clock))
+            let pos = locked.find(hash, key)?;
+            Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
         })
     }
 
@@ -450,9 +426,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let mut locked = self.shard(shards, hash).lock(&guard);
-            let Some((pos, entry)) = locked.find(hash, key) else { return false };
-            let heap = heap_of(self.quotas.get(locked.quota(entry)));
-            locked.remove_at(pos, entry, heap, &|k: &K| self.hash(k));
+            let Some(pos) = locked.find(hash, key) else { return false };
+            let heap = heap_of(self.quotas.get(locked.quota(pos)));
+            locked.remove(pos, heap);
             true
         })
     }
@@ -467,7 +443,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |_| None,
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
-                locked.find(hash, key).map(|(_, entry)| self.quotas.get(locked.quota(entry)).quota())
+                locked.find(hash, key).map(|pos| self.quotas.get(locked.quota(pos)).quota())
             },
         ))
     }
@@ -476,7 +452,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        on_shards!(self, shards => shards.iter().map(Store::len).sum())
+        on_shards!(self, shards => shards.iter().map(LineShard::len).sum())
     }
 
     /// Whether no key is held.
@@ -491,7 +467,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Number of shards (a power of two).
     pub fn shard_count(&self) -> usize {
-        self.configs.len()
+        self.shard_keys.len()
     }
 
     /// The policy for new keys when the table is full.
@@ -515,8 +491,8 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         self.quotas.rejected()
     }
 
-    /// Bytes the table holds on the heap and inline: shards, index, slots (keys and cells, at
-    /// `size_of`), heap owned by cells (the sliding log's rings), slots and indexes waiting for
+    /// Bytes the table holds on the heap and inline: shards, arrays (keys and inline cells, at
+    /// `size_of`), boxed cells with their heap (the sliding log's rings), lines and arrays waiting for
     /// their grace period, and bookkeeping. Heap memory owned by the keys themselves (a
     /// `String`'s buffer) is not counted. A snapshot: concurrent inserts may be under way.
     ///
@@ -533,53 +509,40 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.shards_bytes()
-            + std::mem::size_of_val(&*self.configs)
-            + on_shards!(self, shards => shards.iter().map(Store::memory).sum::<usize>())
+            + std::mem::size_of_val(&*self.shard_keys)
+            + on_shards!(self, shards => shards.iter().map(LineShard::memory).sum::<usize>())
             + self.quotas.bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
-    /// keys arrive: every shard full, every slot of its grace-period reserve in use, its index
-    /// at its largest with the indexes it replaced still waiting, bookkeeping queues at twice
-    /// their contents, and all 4,095 extra quotas built. Counts each cell's heap (the sliding
+    /// keys arrive: every shard full, its array at its largest with the arrays it replaced still
+    /// waiting, a boxed cell for every line of them, bookkeeping queues at twice their contents,
+    /// and all 4,095 extra quotas built. Counts each cell's heap (the sliding
     /// log's ring) at the default quota's size: per-key quotas with bigger logs can exceed it.
     pub fn memory_bound_bytes(&self) -> usize {
-        let slot_bytes = std::mem::size_of::<Slot<K, A::Cell>>();
-        let heap = heap_of(self.quotas.default_algorithm());
-        let shard_bound = |c: &ShardConfig| match &self.shards {
-            Shards::Lines(_) => LineShard::<K, A>::bound_bytes(c.max_keys),
-            Shards::Slots(_) => c.bound_bytes(slot_bytes, heap),
-        };
+        let cell_bytes = std::mem::size_of::<A::Cell>() + heap_of(self.quotas.default_algorithm());
         std::mem::size_of::<Self>()
             + self.shards_bytes()
-            + std::mem::size_of_val(&*self.configs)
-            + self.configs.iter().map(shard_bound).sum::<usize>()
+            + std::mem::size_of_val(&*self.shard_keys)
+            + self
+                .shard_keys
+                .iter()
+                .map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes))
+                .sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
     }
 }
 
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
-    /// The shards, when they are lines (tests).
+    /// The shards (tests).
     #[cfg(test)]
     fn lines(&self) -> &[LineShard<K, A>] {
-        match &self.shards {
-            Shards::Lines(shards) => shards,
-            Shards::Slots(_) => panic!("the table keeps slots"),
-        }
-    }
-
-    /// The shards, when they are slots (tests).
-    #[cfg(test)]
-    fn slots(&self) -> &[Shard<K, A::Cell>] {
-        match &self.shards {
-            Shards::Slots(shards) => shards,
-            Shards::Lines(_) => panic!("the table keeps lines"),
-        }
+        &self.shards
     }
 
     /// Bytes of the shard structs.
     fn shards_bytes(&self) -> usize {
-        on_shards!(self, shards => std::mem::size_of_val(&**shards))
+        std::mem::size_of_val(&*self.shards)
     }
 }
 

@@ -1,17 +1,15 @@
-//! The hot path for kova's single-word algorithms, and how the shard's lock holder freezes
-//! their cells.
+//! The hot path for a cell that is one word, and how the shard's lock holder freezes it.
 //!
-//! The table is generic over any [`Algorithm`]; for the four word algorithms (and
-//! [`AnyAlgorithm`] holding one) it recognises the type by `TypeId`. Their cells are one
-//! `AtomicU64`, which the lock holder can freeze: before it looks at a cell to decide whether to
+//! A cell is one word when the algorithm says so ([`Algorithm::cell_word`]: every
+//! [`WordAlgorithm`](crate::WordAlgorithm)'s, and [`AnyAlgorithm`](crate::AnyAlgorithm)'s of a
+//! word kind). The lock holder can freeze it: before it looks at a cell to decide whether to
 //! unlink or replace its key, it swaps [`FROZEN`] in ([`Freezer`]). A check that finds the cell
 //! frozen decides nothing and takes the slow path (the lock); a check whose CAS raced the freeze
 //! either landed before it (the lock holder sees its write in the value it swapped out) or fails
 //! (the word changed) and then finds it frozen. So a check of a word cell needs nothing after
-//! its CAS: no fence and no second look at the index (see `shard.rs`'s module docs). Other cells
-//! (the sliding log) are hidden by their index entry instead, and their checks look again.
+//! its CAS: no fence and no second look at its line. Other cells (the sliding log's) are hidden
+//! by their line instead, and their checks look again (`line_cell.rs`).
 
-use super::shard::Freezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults::{self, Look};
 use crate::{Algorithm, Clock, Decision};
@@ -29,7 +27,7 @@ pub(super) const VACANT: u64 = u64::MAX - 2;
 pub(super) const MARKERS: u64 = VACANT;
 
 /// Whether the lock holder freezes `cell` before it looks at it, so that a check that wrote it
-/// needs no second look at its entry: the cell is one word ([`Algorithm::cell_word`]).
+/// needs no second look at its line: the cell is one word ([`Algorithm::cell_word`]).
 #[inline(always)]
 pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
     if faults::look() == Look::HideEntry {
@@ -38,16 +36,15 @@ pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
     algorithm.cell_word(cell).is_some()
 }
 
-/// Whether a table of `A` keeps its keys in lines (`line_shard.rs`): `A`'s cell type is one
-/// word ([`Algorithm::inline_cell`]: every [`WordAlgorithm`](crate::WordAlgorithm), not
-/// [`AnyAlgorithm`](crate::AnyAlgorithm), whose cell is an enum). Under loom,
-/// [`on_slots`](crate::loom_racy::on_slots) and
-/// [`hiding_entries`](crate::loom_racy::hiding_entries) keep tables on slots.
-pub(super) fn in_lines<A: Algorithm>() -> bool {
-    if faults::slots_forced() {
-        return false;
-    }
-    A::inline_cell(&AtomicU64::new(0)).is_some()
+/// How the lock holder stops checks from writing a cell before it looks at the cell to decide on
+/// its key: by freezing the cell, when the cell can be frozen.
+pub(super) trait Freezer<C> {
+    /// Freezes `cell` and returns a copy of the state it held, or `None` when `cell` cannot be
+    /// frozen (its line is hidden instead).
+    fn freeze(&self, cell: &C) -> Option<C>;
+
+    /// Puts back the state of `copy` (from [`freeze`](Self::freeze)) into the frozen `cell`.
+    fn thaw(&self, cell: &C, copy: &C);
 }
 
 /// Decides `cost` units against a held key's cell: the CAS loop below for a cell that is one
@@ -97,7 +94,7 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
     }
 }
 
-/// Freezes the cells of a word algorithm (`None` for other cells: their entry is hidden
+/// Freezes the cells of a word algorithm (`None` for other cells: their line is hidden
 /// instead; see [`freezes`]).
 pub(super) struct WordFreezer<'a, A>(pub(super) &'a A);
 
@@ -160,7 +157,6 @@ mod tests {
         assert!(freezes(&bucket, &bucket.new_cell()));
         let log = <SlidingWindowLog as Algorithm>::from_quota(quota).unwrap();
         assert!(!freezes(&log, &log.new_cell()));
-        assert!(in_lines::<Gcra>() && !in_lines::<AnyAlgorithm>() && !in_lines::<SlidingWindowLog>());
     }
 
     /// The CAS loop stops at a frozen word and decides nothing; `decide_cell` would not.

@@ -13,7 +13,7 @@
 pub(crate) enum Look {
     /// The real protocol: freeze the word.
     Freeze,
-    /// The sliding log's protocol, for words too (not racy).
+    /// The sliding log's protocol (hide the line), for words too (not racy).
     HideEntry,
     /// RACY: a plain load, and checks do not look again.
     LoadOnly,
@@ -25,10 +25,10 @@ pub(crate) enum Look {
 #[cfg(kova_loom)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reclaimed {
-    /// Slots handed back to the free list (the next insert takes them).
-    pub slots: usize,
-    /// Replaced indexes freed.
-    pub indexes: usize,
+    /// Removed lines made reusable (the next insert may take them).
+    pub lines: usize,
+    /// Replaced arrays freed.
+    pub arrays: usize,
 }
 
 #[cfg(kova_loom)]
@@ -44,9 +44,9 @@ mod switches {
         static SKIP_PIN_FENCE: Cell<bool> = const { Cell::new(false) };
         static SKIP_GRACE_PERIODS: Cell<bool> = const { Cell::new(false) };
         static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
-        static ON_SLOTS: Cell<bool> = const { Cell::new(false) };
+        static CELLS_BOXED: Cell<bool> = const { Cell::new(false) };
         static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
-        static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { slots: 0, indexes: 0 }) };
+        static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
 
     /// Runs `f` with `switch` set to `value`, then puts back what it was (also when `f` panics).
@@ -80,9 +80,9 @@ mod switches {
         with_switch(&LOOK, look, f)
     }
 
-    /// Runs `f` with the tables it builds keeping word cells in slots.
-    pub(crate) fn with_slots_forced<R>(f: impl FnOnce() -> R) -> R {
-        with_switch(&ON_SLOTS, true, f)
+    /// Runs `f` with the tables it builds keeping word cells boxed.
+    pub(crate) fn with_cells_boxed<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&CELLS_BOXED, true, f)
     }
 
     /// Runs `f` with striped limiters spending a stripe by load and store, not a CAS.
@@ -106,19 +106,19 @@ mod switches {
         LOOK.with(Cell::get)
     }
 
-    /// Slots, or `hiding_entries` (which only slots can do).
-    pub(crate) fn slots_forced() -> bool {
-        ON_SLOTS.with(Cell::get) || look() == Look::HideEntry
+    /// Boxed cells, or `hiding_entries` (which only a boxed cell's line can do).
+    pub(crate) fn cells_boxed() -> bool {
+        CELLS_BOXED.with(Cell::get) || look() == Look::HideEntry
     }
 
     pub(crate) fn reclaimed() -> Reclaimed {
         RECLAIMED.with(Cell::get)
     }
 
-    pub(crate) fn count_reclaimed(slots: usize, indexes: usize) {
+    pub(crate) fn count_reclaimed(lines: usize, arrays: usize) {
         RECLAIMED.with(|total| {
-            let Reclaimed { slots: s, indexes: i } = total.get();
-            total.set(Reclaimed { slots: s + slots, indexes: i + indexes });
+            let Reclaimed { lines: l, arrays: a } = total.get();
+            total.set(Reclaimed { lines: l + lines, arrays: a + arrays });
         });
     }
 }
@@ -148,17 +148,17 @@ pub(crate) const fn look() -> Look {
     Look::Freeze
 }
 
-/// Whether tables keep word cells in slots, not lines (`loom_racy::on_slots`).
+/// Whether tables keep word cells boxed, not inline (`loom_racy::boxed_cells`).
 #[cfg(not(kova_loom))]
 #[inline(always)]
-pub(crate) const fn slots_forced() -> bool {
+pub(crate) const fn cells_boxed() -> bool {
     false
 }
 
 /// Counts places reclaimed after their grace period (`loom_racy::reclaimed`).
 #[cfg(not(kova_loom))]
 #[inline(always)]
-pub(crate) fn count_reclaimed(_slots: usize, _indexes: usize) {}
+pub(crate) fn count_reclaimed(_lines: usize, _arrays: usize) {}
 
 /// Whether striped limiters spend a stripe by load and store (`loom_racy::striped_take_load_store`).
 #[cfg(not(kova_loom))]

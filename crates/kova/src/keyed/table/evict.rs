@@ -5,9 +5,10 @@
 use std::hash::Hash;
 
 use super::super::epoch;
+use super::super::line_locked::LineLocked;
+use super::super::line_shard::LineShard;
 use super::super::policy::TableFullPolicy;
 use super::super::quotas::At;
-use super::super::store::{Store, StoreLocked};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
 use crate::{Algorithm, Clock, Decision, Fallback};
@@ -31,8 +32,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => self.sweep_idle_in(shards))
     }
 
-    fn sweep_idle_in<S: Store<K, A::Cell>>(&self, shards: &[S]) -> usize {
-        let hash_key = |k: &K| self.hash(k);
+    fn sweep_idle_in(&self, shards: &[LineShard<K, A>]) -> usize {
         let mut reclaimed = 0;
         for shard in shards.iter() {
             let mut pos = 0;
@@ -46,18 +46,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let end = (pos + SWEEP_STEP).min(positions);
                 let now = self.clock.now_nanos_precise();
                 while pos < end {
-                    if let Some(entry) = locked.entry_at(pos) {
-                        let algorithm = self.quotas.get(locked.quota(entry));
+                    if locked.is_held(pos) {
+                        let algorithm = self.quotas.get(locked.quota(pos));
                         let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
-                        if algorithm.is_idle(locked.cell(entry), now)
-                            && locked.unlink_if(
-                                pos,
-                                entry,
-                                heap_of(algorithm),
-                                keep,
-                                &WordFreezer(algorithm),
-                                &hash_key,
-                            )
+                        if algorithm.is_idle(locked.cell(pos), now)
+                            && locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm))
                         {
                             reclaimed += 1;
                             continue;
@@ -96,46 +89,44 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// `now` is the clock's precise reading: with the coarse clock running late on a busy
     /// machine, a flood at the bound found every sampled key not yet idle, and denied new keys
     /// whose room was in fact free (tens to hundreds per two seconds of a two-thread flood).
-    pub(super) fn make_room<L: StoreLocked<K, A::Cell>>(&self, locked: &mut L, now: u64) -> Result<(), u64> {
+    pub(super) fn make_room(&self, locked: &mut LineLocked<'_, K, A>, now: u64) -> Result<(), u64> {
         let at = At(now);
-        let hash_key = |k: &K| self.hash(k);
         let positions = locked.positions();
         let order = locked.scan_order();
         let mut pos = locked.cursor();
         let (mut examined, mut steps) = (0, 0);
         let (mut soonest, mut reclaimed) = (u64::MAX, 0);
-        // The closest to idle that is not actively limited: (reset, position, entry).
-        let mut closest: Option<(u64, usize, L::Entry)> = None;
+        // The closest to idle that is not actively limited: (reset, position).
+        let mut closest: Option<(u64, usize)> = None;
         while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
-            let Some(entry) = locked.entry_at(pos) else {
+            if !locked.is_held(pos) {
                 pos = order.next(pos);
                 steps += 1;
                 continue;
-            };
+            }
             examined += 1;
-            let algorithm = self.quotas.get(locked.quota(entry));
-            if algorithm.is_idle(locked.cell(entry), now) {
+            let algorithm = self.quotas.get(locked.quota(pos));
+            if algorithm.is_idle(locked.cell(pos), now) {
                 let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
-                if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key)
-                {
-                    // Look at `pos` again (not a step of the pass): a later entry may have
-                    // shifted into it. Each unlink counts towards the batch, so this ends.
+                if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
                     reclaimed += 1;
+                    pos = order.next(pos);
+                    steps += 1;
                     continue;
                 }
                 // Kept: a racing check used it after it looked idle. It is an active key now,
                 // and a candidate for eviction like the others.
             }
             {
-                let peek = algorithm.decide_cell(locked.cell(entry), &at, 0);
+                let peek = algorithm.decide_cell(locked.cell(pos), &at, 0);
                 let reset = peek.reset_after_nanos();
                 soonest = soonest.min(reset);
                 let closer = match closest {
-                    Some((best, _, _)) => reset < best,
+                    Some((best, _)) => reset < best,
                     None => true,
                 };
                 if peek.remaining() > 0 && closer {
-                    closest = Some((reset, pos, entry));
+                    closest = Some((reset, pos));
                 }
             }
             pos = order.next(pos);
@@ -148,15 +139,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if self.policy != TableFullPolicy::EvictClosestToIdle {
             return Err(soonest);
         }
-        let Some((_, _, victim)) = closest else { return Err(soonest) };
-        // Idle reclamation above may have shifted the victim: find it again by its key.
-        let key = locked.key(victim);
-        let found = locked.find(self.hash(key), key);
-        let Some((pos, entry)) = found.filter(|&(_, e)| e == victim) else { return Err(soonest) };
-        let algorithm = self.quotas.get(locked.quota(entry));
+        // Lines do not move while the lock is held and nothing rehashes: the victim is still at
+        // its position.
+        let Some((_, pos)) = closest else { return Err(soonest) };
+        let algorithm = self.quotas.get(locked.quota(pos));
         // Keep it after all if a racing check just limited it.
         let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
-        if locked.unlink_if(pos, entry, heap_of(algorithm), keep, &WordFreezer(algorithm), &hash_key) {
+        if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
             Ok(())
         } else {
             Err(soonest)

@@ -4,13 +4,13 @@
 use std::hash::Hash;
 
 use super::super::epoch;
+use super::super::line_locked::{LineLocked, NewKey};
 use super::super::quotas::{carry_over, QuotaId};
-use super::super::store::{Store, StoreLocked};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
 use crate::{Algorithm, Clock, Quota, QuotaError};
 
-/// How many times `set_quota` waits for a slot to leave its grace period.
+/// How many times `set_quota` waits for a line to leave its grace period.
 const SET_QUOTA_TRIES: usize = 64;
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
@@ -51,38 +51,35 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let guard = epoch::pin();
             let converted = on_shards!(self, shards => {
                 let mut locked = self.shard(shards, hash).lock(&guard);
-                let Some((pos, entry)) = locked.find(hash, key) else { return Ok(false) };
-                locked.quota(entry) == id || self.convert(&mut locked, pos, entry, hash, id).is_some()
+                let Some(pos) = locked.find(hash, key) else { return Ok(false) };
+                locked.quota(pos) == id || self.convert(&mut locked, pos, hash, id).is_some()
             });
             if converted {
                 return Ok(true);
             }
-            // No slot is free of its grace period: let other threads unpin, then try again.
+            // No line is free of its grace period: let other threads unpin, then try again.
             drop(guard);
             std::thread::yield_now();
         }
         Ok(false)
     }
 
-    /// Moves the key at `pos` to quota `id`, carrying over what it consumed. `None` when no slot
+    /// Moves the key at `pos` to quota `id`, carrying over what it consumed. `None` when no line
     /// is free of its grace period (the key keeps its quota for now).
-    pub(super) fn convert<L: StoreLocked<K, A::Cell>>(
+    pub(super) fn convert(
         &self,
-        locked: &mut L,
+        locked: &mut LineLocked<'_, K, A>,
         pos: usize,
-        entry: L::Entry,
         hash: u64,
         id: QuotaId,
-    ) -> Option<L::Entry> {
-        let old = self.quotas.get(locked.quota(entry));
+    ) -> Option<usize> {
+        let old = self.quotas.get(locked.quota(pos));
         let new = self.quotas.get(id);
-        let key = locked.key(entry).clone();
+        let key = locked.key(pos).clone();
         let now = self.clock.now_nanos();
         let carry = |cell: &A::Cell| carry_over(old, new, cell, now);
         let hash_key = |k: &K| self.hash(k);
-        let (old_heap, new_heap) = (heap_of(old), heap_of(new));
-        locked
-            .replace(pos, entry, old_heap, hash, key, id, new_heap, carry, &WordFreezer(old), &hash_key)
-            .ok()
+        let moved = NewKey { hash, key, quota: id, heap: heap_of(new) };
+        locked.replace(pos, heap_of(old), moved, carry, &WordFreezer(old), &hash_key).ok()
     }
 }

@@ -4,13 +4,14 @@
 use std::hash::Hash;
 
 use super::super::epoch::Guard;
+use super::super::line_locked::NewKey;
+use super::super::line_shard::LineShard;
 use super::super::quotas::{QuotaId, DEFAULT_ID};
-use super::super::store::{Store, StoreLocked};
 use super::{check_cost, heap_of, Keyed};
 use crate::{Algorithm, CheckError, Clock, Decision};
 
 /// What a check already did on a key's place before finding it unlinked.
-pub(super) type Prior = Option<(u32, Decision)>;
+pub(super) type Prior = Option<(u64, Decision)>;
 
 /// A check that takes the slow path.
 #[derive(Clone, Copy)]
@@ -36,9 +37,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// `check`'s slow path (see `check_n_slow`).
     #[cold]
     #[inline(never)]
-    pub(super) fn check_one_slow<S: Store<K, A::Cell>>(
+    pub(super) fn check_one_slow(
         &self,
-        shard: &S,
+        shard: &LineShard<K, A>,
         hash: u64,
         key: &K,
         prior: Prior,
@@ -60,9 +61,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// out of line so that the hit path stays small.
     #[cold]
     #[inline(never)]
-    pub(super) fn check_n_slow<S: Store<K, A::Cell>>(
+    pub(super) fn check_n_slow(
         &self,
-        shard: &S,
+        shard: &LineShard<K, A>,
         hash: u64,
         key: &K,
         cost: u64,
@@ -83,9 +84,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// The slow path: [`check_locked`](Self::check_locked), retried a few times (unpinned for a
     /// moment in between) while every place of the shard is held or waiting for its grace period.
-    pub(super) fn check_slow<S: Store<K, A::Cell>>(
+    pub(super) fn check_slow(
         &self,
-        shard: &S,
+        shard: &LineShard<K, A>,
         slow: Slow<'_, K>,
         mut prior: Prior,
         mut guard: Guard,
@@ -114,9 +115,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// otherwise the check is decided here, after moving the key to `force` (a quota passed with
     /// the check) or inserting it with `new_quota`. `None` when a new key found no place free of
     /// its grace period (unless `last`: then the table-full policy answers).
-    pub(super) fn check_locked<S: Store<K, A::Cell>>(
+    pub(super) fn check_locked(
         &self,
-        shard: &S,
+        shard: &LineShard<K, A>,
         slow: &Slow<'_, K>,
         prior: Prior,
         guard: &Guard,
@@ -124,21 +125,20 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ) -> Result<Option<Decision>, CheckError> {
         let Slow { hash, key, cost, new_quota, force } = *slow;
         let mut locked = shard.lock(guard);
-        if let Some((pos, entry)) = locked.find(hash, key) {
+        if let Some(mut pos) = locked.find(hash, key) {
             if let Some((place, decision)) = prior {
-                if locked.place_of(entry) == place {
+                if locked.place_of(pos) == place {
                     return Ok(Some(decision));
                 }
             }
-            let mut entry = entry;
             if let Some(id) = force {
-                if locked.quota(entry) != id {
-                    entry = self.convert(&mut locked, pos, entry, hash, id).unwrap_or(entry);
+                if locked.quota(pos) != id {
+                    pos = self.convert(&mut locked, pos, hash, id).unwrap_or(pos);
                 }
             }
-            let algorithm = self.quotas.get(locked.quota(entry));
+            let algorithm = self.quotas.get(locked.quota(pos));
             check_cost(algorithm, cost)?;
-            return Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)));
+            return Ok(Some(algorithm.decide_cell(locked.cell(pos), &self.clock, cost)));
         }
         let id = force.unwrap_or(new_quota);
         let algorithm = self.quotas.get(id);
@@ -148,18 +148,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             return Ok(Some(self.fresh_decision(algorithm, 0)));
         }
         let hash_key = |k: &K| self.hash(k);
-        let Some(place) = locked.take_place(&hash_key) else {
+        if !locked.make_space(&hash_key) {
             return Ok(last.then(|| self.table_full(algorithm, cost, None)));
-        };
+        }
         if locked.is_full() {
             if let Err(retry) = self.make_room(&mut locked, self.clock.now_nanos_precise()) {
-                locked.put_back(place);
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
         }
-        let entry =
-            locked.insert(place, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
-        Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
+        let new = NewKey { hash, key: key.clone(), quota: id, heap: heap_of(algorithm) };
+        let pos = locked.insert(new, algorithm.new_cell());
+        Ok(Some(algorithm.decide_cell(locked.cell(pos), &self.clock, cost)))
     }
 
     /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap

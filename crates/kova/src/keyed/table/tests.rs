@@ -9,7 +9,7 @@ use crate::keyed::quotas::DEFAULT_ID;
 use crate::keyed::word::WordFreezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::Fallback;
-use crate::{AlgorithmKind, AnyAlgorithm, ManualClock, SlidingWindowLog, TokenBucket};
+use crate::{AnyAlgorithm, ManualClock, SlidingWindowLog};
 
 /// A table of `u64` keys on a manual clock.
 fn table<A: Algorithm>(
@@ -59,30 +59,6 @@ fn scaled(normal: usize, miri: usize) -> usize {
 }
 
 #[test]
-fn checks_track_each_key_separately() {
-    let (keyed, clock) = table::<Gcra>(per_second(3), 4, 100, TableFullPolicy::default());
-    for left in [2, 1, 0] {
-        assert_eq!(keyed.check(&1).remaining(), left);
-    }
-    assert!(!keyed.check(&1).is_allowed());
-    assert!(keyed.check(&2).is_allowed());
-    assert_eq!(keyed.len(), 2);
-    // A peek changes nothing and inserts nothing.
-    assert_eq!(keyed.peek(&1).remaining(), 0);
-    assert_eq!(keyed.peek(&3).remaining(), 3);
-    assert_eq!(keyed.len(), 2);
-    keyed.reset(&1);
-    assert_eq!(keyed.check(&1).remaining(), 2);
-    assert!(keyed.remove(&2));
-    assert!(!keyed.remove(&2));
-    assert_eq!(keyed.len(), 1);
-    assert_eq!(keyed.check(&2).remaining(), 2);
-    clock.advance(Duration::from_secs(1));
-    assert_eq!(keyed.peek(&1).remaining(), 3);
-    assert_eq!(keyed.check_n(&1, 4), Err(CheckError::CostExceedsCapacity { cost: 4, capacity: 3 }));
-}
-
-#[test]
 fn two_tables_hash_the_same_key_differently() {
     let (a, _) = table::<Gcra>(per_second(1), 8, 100, TableFullPolicy::default());
     let (b, _) = table::<Gcra>(per_second(1), 8, 100, TableFullPolicy::default());
@@ -95,45 +71,15 @@ fn two_tables_hash_the_same_key_differently() {
     assert!((0..64u64).all(|k| a.hash(&k) == a.hash(&k)));
 }
 
+/// The sliding log's cells cannot be frozen: an unlink hides the line, and a check that wrote
+/// the cell looks at the line again afterwards.
 #[test]
-fn the_index_grows_without_losing_a_key_or_its_state() {
-    let keys = scaled(2_000, 150) as u64;
-    let (keyed, _) = table::<Gcra>(per_second(3), 1, 10_000, TableFullPolicy::DenyNew);
-    for key in 0..keys {
-        assert!(keyed.check_n(&key, key % 3 + 1).unwrap().is_allowed());
-    }
-    assert_eq!(keyed.len(), keys as usize);
-    for key in 0..keys {
-        assert_eq!(keyed.peek(&key).remaining(), 3 - (key % 3 + 1), "key {key}");
-    }
-    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
-}
-
-#[test]
-fn removals_keep_every_other_key_reachable() {
-    let keys = scaled(1_000, 120) as u64;
-    let (keyed, _) = table::<TokenBucket>(per_second(3), 1, 10_000, TableFullPolicy::DenyNew);
-    for key in 0..keys {
-        keyed.check_n(&key, key % 3 + 1).unwrap();
-    }
-    for key in (0..keys).filter(|k| k % 4 == 0) {
-        assert!(keyed.remove(&key));
-    }
-    assert_eq!(keyed.len(), (keys - keys.div_ceil(4)) as usize);
-    for key in 0..keys {
-        let expected = if key % 4 == 0 { 3 } else { 3 - (key % 3 + 1) };
-        assert_eq!(keyed.peek(&key).remaining(), expected, "key {key}");
-    }
-}
-
-/// The sliding log's cells cannot be frozen: an unlink hides the entry, and a check that wrote
-/// the cell looks at the entry again afterwards.
-#[test]
-fn a_write_to_a_hidden_entry_is_detected_and_redone() {
-    let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 100, TableFullPolicy::default());
+fn a_write_to_a_hidden_line_is_detected_and_redone() {
+    let (keyed, _) = table::<SlidingWindowLog>(per_second(5), 1, 1_000, TableFullPolicy::DenyNew);
+    // Room for every key below: an eviction (the logs' resets are equal) could pick key 7.
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.slots(), hash);
+    let shard = keyed.shard(keyed.lines(), hash);
     let guard = epoch::pin();
     let freezer = WordFreezer(keyed.algorithm());
 
@@ -141,40 +87,45 @@ fn a_write_to_a_hidden_entry_is_detected_and_redone() {
     let hit = shard.find(hash, &7, &guard).unwrap();
     assert!(shard.still_linked(&hit));
 
-    // An eviction unlinks the slot between the lookup and the re-read.
+    // An eviction unlinks the line between the lookup and the re-read.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1).expect("never frozen");
     assert_eq!(decision.remaining(), 3);
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
-        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
+        let pos = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, 0, |_| false, &freezer));
     }
     assert!(!shard.still_linked(&hit));
-    // The slow path finds the key gone and redoes the check on a fresh slot.
+    // The slow path finds the key gone and redoes the check on a fresh cell.
     let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
     let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(redone.unwrap().unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
-    // A prior decision on the slot the key still has is kept (an entry moved, not unlinked).
+    // A prior decision on the cell the key still has is kept.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
     let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(kept, Ok(Some(decision)));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
-    // Growing the index also sends the check to the slow path.
+    // Growing the array also sends the check to the slow path, which keeps its decision: the
+    // boxed cell did not move.
     let hit = shard.find(hash, &7, &guard).unwrap();
+    let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
     for key in 100..200 {
         keyed.check(&key);
     }
     assert!(!shard.still_linked(&hit));
+    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
+    assert_eq!(kept, Ok(Some(decision)));
+    assert_eq!(keyed.peek(&7).remaining(), 2);
 }
 
 /// A word cell is frozen while the lock holder looks at it: checks decide nothing on it (they
 /// take the lock, where the look is over); kept, it gets its state back; unlinked or replaced,
-/// the old slot stays frozen, so a check still holding it redoes itself on the key's new state.
+/// the old line stays frozen, so a check still holding it redoes itself on the key's new state.
 #[test]
 fn checks_decide_nothing_on_a_frozen_word() {
     let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
@@ -190,27 +141,27 @@ fn checks_decide_nothing_on_a_frozen_word() {
     // state is back and checks decide on it again.
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let pos = locked.find(hash, &7).unwrap();
         let keep = |copy: &AtomicU64| {
             assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
             assert_eq!(algorithm.decide_cell(copy, clock, 0).remaining(), 4);
             true
         };
-        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
-        assert_eq!(locked.find(hash, &7), Some((pos, entry)));
+        assert!(!locked.unlink_if(pos, 0, keep, &freezer));
+        assert_eq!(locked.find(hash, &7), Some(pos));
     }
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1).map(|d| d.remaining()), Some(3));
 
-    // Unlinked: the old slot stays frozen; `check` takes the slow path and starts the key afresh.
+    // Unlinked: the old line stays frozen; `check` takes the slow path and starts the key afresh.
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
-        assert!(locked.unlink_if(pos, entry, 0, |_| false, &freezer, &|k: &u64| keyed.hash(k)));
+        let pos = locked.find(hash, &7).unwrap();
+        assert!(locked.unlink_if(pos, 0, |_| false, &freezer));
     }
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
     assert_eq!(keyed.check(&7).remaining(), 4);
 
-    // Replaced (a quota change): the same for the slot the key had.
+    // Replaced (a quota change): the same for the line the key had.
     let hit = shard.find(hash, &7, &guard).unwrap();
     assert!(keyed.set_quota(&7, per_second(10)).unwrap());
     assert_eq!(word::decide(algorithm, hit.cell(), clock, 1), None);
@@ -253,187 +204,21 @@ fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
 fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
     fn keeps<A: Algorithm>() {
         let (keyed, _) = table::<A>(per_second(5), 1, 100, TableFullPolicy::default());
-        on_shards!(keyed, shards => keeps_in(&keyed, shards));
-    }
-    fn keeps_in<A: Algorithm, S: Store<u64, A::Cell>>(keyed: &Keyed<u64, A, ManualClock>, shards: &[S]) {
         keyed.check(&1);
         let hash = keyed.hash(&1);
-        let shard = keyed.shard(shards, hash);
+        let shard = keyed.shard(keyed.lines(), hash);
         let guard = epoch::pin();
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &1).unwrap();
+        let pos = locked.find(hash, &1).unwrap();
         let freezer = WordFreezer(keyed.algorithm());
-        assert!(!locked.unlink_if(pos, entry, 0, |_| true, &freezer, &|k: &u64| keyed.hash(k)));
-        assert_eq!(locked.find(hash, &1), Some((pos, entry)));
+        assert!(!locked.unlink_if(pos, 0, |_| true, &freezer));
+        assert_eq!(locked.find(hash, &1), Some(pos));
         drop(locked);
         assert_eq!(keyed.peek(&1).remaining(), 4);
     }
     keeps::<Gcra>();
     keeps::<SlidingWindowLog>();
     keeps::<AnyAlgorithm>();
-}
-
-#[test]
-fn idle_keys_make_room_for_new_ones() {
-    let (keyed, clock) = table::<Gcra>(per_second(2), 1, 8, TableFullPolicy::DenyNew);
-    for key in 0..8 {
-        assert!(keyed.check(&key).is_allowed());
-    }
-    // Full of active keys: fail closed.
-    let denied = keyed.check(&100);
-    assert_eq!(denied.fallback(), Some(Fallback::TableFullDenied));
-    assert!(denied.retry_after_nanos() > 0);
-    assert_eq!(keyed.len(), 8);
-    // Half a second later every bucket is full again (idle): new keys reclaim them.
-    clock.advance(Duration::from_millis(500));
-    for key in 100..108 {
-        let decision = keyed.check(&key);
-        assert!(decision.is_allowed());
-        assert_eq!(decision.fallback(), None);
-    }
-    assert_eq!(keyed.len(), 8);
-    assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
-}
-
-/// A clock whose cached reading (`now_nanos`) runs late, as the coarse clock's does when its
-/// upkeep thread waits for a CPU: the two readings move separately.
-#[derive(Clone, Default)]
-struct LateClock {
-    cached: ManualClock,
-    precise: ManualClock,
-}
-
-impl Clock for LateClock {
-    fn now_nanos(&self) -> u64 {
-        self.cached.now_nanos()
-    }
-
-    fn now_nanos_precise(&self) -> u64 {
-        self.precise.now_nanos()
-    }
-}
-
-#[test]
-fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
-    let clock = LateClock::default();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock.clone())
-        .shards(1)
-        .max_keys(8)
-        .table_full(TableFullPolicy::DenyNew)
-        .build()
-        .unwrap();
-    for key in 0..8 {
-        assert!(keyed.check(&key).is_allowed());
-    }
-    // Half a second on, by the precise time only: every key is idle, and new keys take their
-    // room (with the cached reading, the table would still look full of active keys).
-    clock.precise.advance(Duration::from_millis(500));
-    for key in 100..108 {
-        let decision = keyed.check(&key);
-        assert!(decision.is_allowed());
-        assert_eq!(decision.fallback(), None, "key {key}");
-    }
-    assert_eq!(keyed.len(), 8);
-    // A sweep, too, goes by the precise time.
-    clock.precise.advance(Duration::from_millis(500));
-    assert_eq!(keyed.sweep_idle(), 8);
-    assert_eq!(keyed.len(), 0);
-}
-
-#[test]
-fn allow_untracked_fails_open_and_tracks_nothing() {
-    let (keyed, _) = table::<Gcra>(per_second(1), 1, 2, TableFullPolicy::AllowUntracked);
-    keyed.check(&1);
-    keyed.check(&2);
-    for _ in 0..3 {
-        let decision = keyed.check(&3);
-        assert!(decision.is_allowed());
-        assert_eq!(decision.fallback(), Some(Fallback::TableFullUntracked));
-    }
-    assert_eq!(keyed.len(), 2);
-    assert_eq!(keyed.quota_of(&3), None);
-}
-
-#[test]
-fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
-    let (keyed, clock) = table::<Gcra>(per_second(4), 1, 3, TableFullPolicy::EvictClosestToIdle);
-    keyed.check_n(&1, 4).unwrap(); // actively limited
-    keyed.check_n(&2, 1).unwrap(); // 250 ms from idle
-    keyed.check_n(&3, 2).unwrap(); // 500 ms from idle
-    let decision = keyed.check(&4);
-    assert!(decision.is_allowed());
-    assert_eq!(decision.fallback(), None);
-    assert_eq!(keyed.quota_of(&2), None, "the key closest to idle is evicted");
-    assert!(keyed.quota_of(&1).is_some() && keyed.quota_of(&3).is_some());
-    // Drain everyone: then a new key is denied, and no limited key is ever reset.
-    keyed.check_n(&3, 2).unwrap();
-    keyed.check_n(&4, 3).unwrap();
-    for key in 10..20 {
-        let decision = keyed.check(&key);
-        assert!(!decision.is_allowed());
-        assert_eq!(decision.fallback(), Some(Fallback::TableFullDenied));
-    }
-    let still_limited = keyed.check(&1);
-    assert!(!still_limited.is_allowed());
-    assert_eq!(still_limited.retry_after(), Duration::from_millis(250));
-    clock.advance(Duration::from_millis(250));
-    assert_eq!(keyed.check(&1).fallback(), None);
-}
-
-#[test]
-fn quota_fn_gives_keys_their_own_quota() {
-    let clock = ManualClock::new();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock)
-        .shards(2)
-        .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
-        .build()
-        .unwrap();
-    assert_eq!(keyed.check(&2).remaining(), 9);
-    assert_eq!(keyed.check(&3).remaining(), 1);
-    assert_eq!(keyed.quota_of(&2), Some(per_second(10)));
-    assert_eq!(keyed.quota_of(&3), Some(per_second(2)));
-    assert!(keyed.check_n(&2, 9).unwrap().is_allowed());
-    assert_eq!(keyed.check_n(&4, 11), Err(CheckError::CostExceedsCapacity { cost: 11, capacity: 10 }));
-    assert_eq!(keyed.rejected_quotas(), 0);
-}
-
-#[test]
-fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
-    let algorithm = AnyAlgorithm::new(AlgorithmKind::FixedWindow, per_second(3)).unwrap();
-    let keyed = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::new())
-        .quota_fn(|_| Some(Quota::per_second(3).unwrap().with_burst(9).unwrap()))
-        .build()
-        .unwrap();
-    assert_eq!(keyed.check(&1).remaining(), 2);
-    assert_eq!(keyed.rejected_quotas(), 1);
-    assert_eq!(
-        keyed.check_n_with_quota(&1, Quota::per_second(3).unwrap().with_burst(9).unwrap(), 1),
-        Err(KeyedError::Quota(QuotaError::BurstUnsupported { algorithm: "fixed_window" }))
-    );
-}
-
-#[test]
-fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
-    for kind in AlgorithmKind::ALL {
-        let algorithm = AnyAlgorithm::new(kind, per_second(10)).unwrap();
-        let keyed =
-            KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::starting_at(5))
-                .shards(1)
-                .build()
-                .unwrap();
-        keyed.check_n(&1, 4).unwrap();
-        assert!(keyed.set_quota(&1, per_second(20)).unwrap(), "{kind}");
-        assert_eq!(keyed.peek(&1).remaining(), 16, "{kind}: 4 used of 20");
-        assert_eq!(keyed.quota_of(&1), Some(per_second(20)), "{kind}");
-        // Down to 3: the 4 used exceed it, the key is limited.
-        let down = keyed.check_n_with_quota(&1, per_second(3), 1).unwrap();
-        assert!(!down.is_allowed(), "{kind}");
-        assert_eq!(down.limit(), 3, "{kind}");
-        // Back to the default quota: still 3 used (capped by the smaller quota).
-        assert_eq!(keyed.check_n_with_quota(&1, per_second(10), 1).unwrap().remaining(), 6, "{kind}");
-        assert_eq!(keyed.len(), 1, "{kind}");
-        assert!(!keyed.set_quota(&2, per_second(20)).unwrap(), "{kind}: not held");
-    }
 }
 
 #[test]
@@ -452,7 +237,7 @@ fn keys_and_cells_are_dropped_exactly_once() {
             self.0.hash(state)
         }
     }
-    // Both layouts: slots (the sliding log) and lines (GCRA), whose keys are also moved by
+    // Both kinds of cell: boxed (the sliding log) and inline (GCRA); keys are also moved by
     // rehashes and dropped with replaced arrays.
     fn cycle<A: Algorithm>() {
         let token = Arc::new(());
@@ -503,46 +288,6 @@ fn a_rehash_freezes_the_lines_it_moves() {
     assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
 }
 
-/// Keys with their own quotas keep them, and their state, across rehashes (the ids move with the
-/// lines), removals and quota changes (a changed key moves to another line).
-#[test]
-fn own_quotas_survive_rehashes_and_changes() {
-    let (keyed, _) = table::<TokenBucket>(per_second(4), 1, 10_000, TableFullPolicy::DenyNew);
-    let keys = scaled(600, 60) as u64;
-    let own = |key: u64| per_second(4 + key % 3);
-    for key in 0..keys {
-        if key % 2 == 0 {
-            keyed.check_n_with_quota(&key, own(key), 1).unwrap();
-        } else {
-            keyed.check(&key);
-        }
-        if key % 7 == 0 {
-            assert!(keyed.remove(&(key / 2)));
-            keyed.check(&(key / 2));
-        }
-    }
-    for key in (0..keys).step_by(5) {
-        assert!(keyed.set_quota(&key, per_second(9)).unwrap());
-    }
-    for key in 0..keys {
-        let quota = if key % 5 == 0 {
-            per_second(9)
-        } else if key % 2 == 0 && !(0..keys).any(|k| k % 7 == 0 && k / 2 == key) {
-            own(key)
-        } else {
-            per_second(4)
-        };
-        assert_eq!(keyed.quota_of(&key), Some(quota), "key {key}");
-        // One unit used, carried over by a quota change.
-        assert_eq!(keyed.peek(&key).remaining(), quota_capacity(quota) - 1, "key {key}");
-    }
-    assert_eq!(keyed.len(), keys as usize);
-}
-
-fn quota_capacity(quota: Quota) -> u64 {
-    <TokenBucket as Algorithm>::from_quota(quota).unwrap().capacity()
-}
-
 /// A `u64` key of a word algorithm costs at most 32 bytes at any fill, once the arrays that
 /// growth replaced are past their grace period: lines of 16 bytes, at least 11/20 loaded after
 /// every growth, plus one byte of marks per line.
@@ -570,106 +315,10 @@ fn a_word_key_takes_at_most_32_bytes() {
     }
 }
 
-#[test]
-fn sweep_reclaims_only_idle_keys() {
-    let (keyed, clock) = table::<Gcra>(per_second(10), 2, 1_000, TableFullPolicy::default());
-    for key in 0..50 {
-        keyed.check(&key);
-    }
-    keyed.check_n(&7, 9).unwrap();
-    clock.advance(Duration::from_millis(100));
-    assert_eq!(keyed.sweep_idle(), 49);
-    assert_eq!(keyed.len(), 1);
-    assert_eq!(keyed.peek(&7).remaining(), 1, "the active key keeps its state");
-}
-
-#[test]
-fn threads_on_their_own_keys_match_a_sequential_model() {
-    let threads = scaled(4, 2) as u64;
-    let rounds = scaled(200, 12) as u64;
-    let (keyed, _) = table::<Gcra>(per_second(5), 1, 64, TableFullPolicy::DenyNew);
-    let keyed = &keyed;
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                let gcra = <Gcra as Algorithm>::from_quota(per_second(5)).unwrap();
-                // Each thread owns keys t, t + threads, ...: at most 8 each, so never full.
-                // Per key: (state word, held).
-                let mut model = std::collections::HashMap::new();
-                for round in 0..rounds {
-                    let key = t + threads * (round * 7 % 8);
-                    let (word, held) = model.entry(key).or_insert((0u64, false));
-                    match round % 5 {
-                        0..=2 => {
-                            let cost = round % 3;
-                            let (expected, next) = crate::WordAlgorithm::decide(&gcra, *word, 0, cost);
-                            assert_eq!(keyed.check_n(&key, cost).unwrap(), expected);
-                            *word = next;
-                            *held |= cost > 0;
-                        }
-                        3 => {
-                            assert_eq!(keyed.remove(&key), *held);
-                            (*word, *held) = (0, false);
-                        }
-                        _ => {
-                            keyed.reset(&key);
-                            *word = 0;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    assert!(keyed.len() <= 64);
-}
-
-/// A check from a thread-local's destructor, when the table's own epoch handle for the thread
-/// may already be gone: it pins another way and decides as usual.
-#[test]
-fn checks_work_while_thread_locals_are_destroyed() {
-    struct CheckOnDrop(Arc<Keyed<u64, Gcra, ManualClock>>);
-    impl Drop for CheckOnDrop {
-        fn drop(&mut self) {
-            assert!(self.0.check(&7).is_allowed());
-            assert!(self.0.check(&8).is_allowed());
-        }
-    }
-    std::thread_local! {
-        static LATE: std::cell::RefCell<Option<CheckOnDrop>> = const { std::cell::RefCell::new(None) };
-    }
-    let (keyed, _) = table::<Gcra>(per_second(5), 1, 100, TableFullPolicy::default());
-    let keyed = Arc::new(keyed);
-    let shared = Arc::clone(&keyed);
-    std::thread::spawn(move || {
-        // Before and after the table's handle exists: thread-locals are destroyed in some order.
-        LATE.with(|late| *late.borrow_mut() = Some(CheckOnDrop(Arc::clone(&shared))));
-        assert!(shared.check(&7).is_allowed());
-    })
-    .join()
-    .unwrap();
-    assert_eq!(keyed.peek(&7).remaining(), 3);
-    assert_eq!(keyed.peek(&8).remaining(), 4);
-}
-/// A removed key comes back fresh (its line is a tombstone, skipped by lookups), and is
-/// inserted again.
-#[test]
-fn a_removed_key_comes_back_fresh() {
-    let (keyed, _) = table::<Gcra>(per_second(3), 1, 4, TableFullPolicy::default());
-    assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 1);
-    assert_eq!(keyed.check(&7).remaining(), 0);
-    assert!(keyed.remove(&7));
-    assert_eq!(keyed.len(), 0);
-    assert_eq!(keyed.check_n(&7, 0).unwrap().remaining(), 3);
-    assert_eq!(keyed.check(&7).remaining(), 2);
-    assert_eq!(keyed.len(), 1);
-}
-
 /// A flood of new keys at the key bound, each new key reclaiming an idle one, keeps probes short
-/// on both layouts: the reclamation scan visits scattered runs of positions (`store.rs`'s
-/// `ScanOrder`). Scanning in position order, which follows the hashes, reclaimed keys by hash:
-/// keys piled up ahead of the cursor and runs of thousands of positions formed (here, on lines:
-/// 9,382 of 29,792; a shard of 131,072 keys fell to about 10 thousand inserts a second, on
-/// either layout). At this size the slots' index (no tombstones) stayed short either way.
+/// for inline and boxed cells: the reclamation scan visits scattered runs of positions
+/// (`store.rs`'s `ScanOrder`). Scanning in position order, which follows the hashes, reclaimed
+/// keys by hash: keys piled up ahead of the cursor and runs of thousands of positions formed.
 #[test]
 fn a_flood_at_the_key_bound_keeps_probes_short() {
     fn flood<A: Algorithm>() -> (usize, usize) {
@@ -693,7 +342,7 @@ fn a_flood_at_the_key_bound_keeps_probes_short() {
             (locked.longest_run(), locked.positions())
         })
     }
-    let layouts = [("lines", flood::<Gcra>()), ("slots", flood::<SlidingWindowLog>())];
+    let layouts = [("inline", flood::<Gcra>()), ("boxed", flood::<SlidingWindowLog>())];
     for (layout, (longest, positions)) in layouts {
         eprintln!("{layout}: longest run {longest} of {positions} positions");
     }
@@ -807,13 +456,13 @@ fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
     // Frozen, the lock-free loop decides nothing (`decide_cell` would have decided).
     {
         let mut locked = shard.lock(&guard);
-        let (pos, entry) = locked.find(hash, &7).unwrap();
+        let pos = locked.find(hash, &7).unwrap();
         let keep = |_: &AtomicU64| {
             assert_eq!(word::decide(keyed.algorithm(), hit.cell(), keyed.clock(), 1), None);
             true
         };
         let freezer = WordFreezer(keyed.algorithm());
-        assert!(!locked.unlink_if(pos, entry, 0, keep, &freezer, &|k: &u64| keyed.hash(k)));
+        assert!(!locked.unlink_if(pos, 0, keep, &freezer));
     }
     drop(guard);
     assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 0);

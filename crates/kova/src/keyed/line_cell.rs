@@ -1,0 +1,120 @@
+//! How a line's word holds its key's cell.
+//!
+//! - **Inline**: an algorithm whose cell is one word ([`Algorithm::CELL_IS_WORD`]: every
+//!   [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
+//!   of a held key touches one cache line. The lock holder stops checks from writing it by
+//!   freezing the word itself (`word.rs`).
+//! - **Boxed**: any other cell (the sliding log's ring, [`AnyAlgorithm`](crate::AnyAlgorithm)'s
+//!   enum) lives on the heap, and the line's word holds its address. The address never equals a
+//!   marker (`word.rs`: markers are the top three values, an address is aligned and below them).
+//!   A boxed cell never moves while its key is held: a rehash copies the address, so a check
+//!   still on the old array writes the cell every other check writes. It is dropped with its
+//!   line's key, after the grace period of the line's removal.
+//!
+//! A boxed cell that is not one word cannot be frozen. The lock holder *hides* it instead
+//! before it looks at it: it swaps `FROZEN` over the line's word and issues a `SeqCst` fence,
+//! then reads the cell. A check that wrote the cell issues a `SeqCst` fence and loads the line's
+//! word again ([`LineShard::still_linked`](super::line_shard::LineShard)). By the single total
+//! order of `SeqCst` fences (C++20 [atomics.order] p4.4) either the lock holder's read sees the
+//! check's write (an eviction then finds the key active and keeps it, a quota change carries
+//! the write over), or the check's load sees `FROZEN` or `TOMB` and the check is redone under
+//! the lock, unless the key still has the cell it wrote (its place is the cell's address).
+
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::faults;
+use crate::Algorithm;
+
+/// Whether a table of `A` keeps its cells boxed (module docs). Under loom,
+/// `loom_racy::boxed_cells` and
+/// `loom_racy::hiding_entries` box word cells too.
+#[inline(always)]
+pub(super) fn boxed<A: Algorithm>() -> bool {
+    !A::CELL_IS_WORD || faults::cells_boxed()
+}
+
+/// The word a line holds for `cell`, owning it from now on (see [`drop_cell`]).
+pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
+    if boxed::<A>() {
+        // The address is kept as an integer: `cell` takes the provenance back from it.
+        Box::into_raw(Box::new(cell)).expose_provenance() as u64
+    } else {
+        // Relaxed: `cell` is ours alone; the line's Release store publishes the value.
+        as_word::<A>(&cell).load(Ordering::Relaxed)
+    }
+}
+
+/// The cell of a held line whose word is `word`, having loaded `value` from it (not a marker).
+///
+/// # Safety
+/// For a boxed cell, `value` is the address [`into_word`] made, loaded from a held line while
+/// pinned (or under the shard's lock) by a caller that stays so while the reference lives: the
+/// cell is dropped only after a grace period that began after its line was removed.
+#[inline(always)]
+pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicU64, value: u64) -> &A::Cell {
+    if boxed::<A>() {
+        // SAFETY: an address `into_word` exposed, alive by the caller's contract.
+        unsafe { &*std::ptr::with_exposed_provenance::<A::Cell>(value as usize) }
+    } else {
+        as_cell::<A>(word)
+    }
+}
+
+/// Drops the boxed cell a line's word held as `value` (nothing for an inline cell).
+///
+/// # Safety
+/// `value` is an address [`into_word`] made, dropped once, when no check can reach it any more.
+pub(super) unsafe fn drop_cell<A: Algorithm>(value: u64) {
+    if boxed::<A>() {
+        // SAFETY: made by `Box::into_raw` (caller's contract), and no reference to it remains.
+        drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<A::Cell>(value as usize)) });
+    }
+}
+
+/// The word as the table's cell, for an inline cell ([`Algorithm::CELL_IS_WORD`], which says
+/// that `inline_cell` is `Some`).
+#[inline(always)]
+fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
+    match A::inline_cell(word) {
+        Some(cell) => cell,
+        None => unreachable!("CELL_IS_WORD without inline_cell"),
+    }
+}
+
+/// The table's cell as the word it is (see [`as_cell`]).
+#[inline(always)]
+fn as_word<A: Algorithm>(cell: &A::Cell) -> &AtomicU64 {
+    match A::inline_word(cell) {
+        Some(word) => word,
+        None => unreachable!("CELL_IS_WORD without inline_word"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AnyAlgorithm, Gcra, ManualClock, Quota, SlidingWindowLog};
+
+    #[test]
+    fn word_algorithms_are_inline_and_the_others_boxed() {
+        assert!(!boxed::<Gcra>());
+        assert!(boxed::<SlidingWindowLog>());
+        assert!(boxed::<AnyAlgorithm>());
+    }
+
+    /// A boxed cell round-trips through its word and is the same cell each time.
+    #[test]
+    fn a_boxed_cell_is_reached_through_its_word() {
+        let clock = ManualClock::new();
+        let log = <SlidingWindowLog as Algorithm>::from_quota(Quota::per_second(2).unwrap()).unwrap();
+        let value = into_word::<SlidingWindowLog>(log.new_cell());
+        let word = AtomicU64::new(value);
+        // SAFETY: made just above, dropped below.
+        let cell = unsafe { super::cell::<SlidingWindowLog>(&word, value) };
+        assert!(log.decide_cell(cell, &clock, 2).is_allowed());
+        // SAFETY: as above.
+        let again = unsafe { super::cell::<SlidingWindowLog>(&word, value) };
+        assert!(!log.decide_cell(again, &clock, 1).is_allowed());
+        // SAFETY: the references above are no longer used.
+        unsafe { drop_cell::<SlidingWindowLog>(value) };
+    }
+}

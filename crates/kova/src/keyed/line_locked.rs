@@ -1,0 +1,449 @@
+//! A shard with its lock held: the lock holder's side of `line_shard.rs`'s protocol (inserts,
+//! removals, looks before an unlink, rehashes) and the reclamation of what it retired.
+
+use std::ptr;
+
+use super::epoch::Guard;
+use super::line_array::{home, read, write, Line, LineArray, OwnedArray, RetiredLines, GROUP_LINES};
+use super::line_cell::{self, boxed};
+use super::line_shard::{LineShard, LineWriter, Mark};
+use super::line_sizing::{fits, grown_lines, lines_for, start_lines, RETIRED_ARRAYS};
+use super::lock::MutexGuard;
+use super::quotas::QuotaId;
+use super::reclaim::RetiredPlace;
+use super::scan_order::ScanOrder;
+use super::word::{Freezer, FROZEN, TOMB};
+use crate::loom::atomic::{fence, Ordering};
+use crate::Algorithm;
+
+/// The shard with its lock held, on a pinned thread.
+pub(super) struct LineLocked<'a, K, A: Algorithm> {
+    shard: &'a LineShard<K, A>,
+    writer: MutexGuard<'a, LineWriter<K, A>>,
+    guard: &'a Guard,
+}
+
+/// Bytes a boxed cell owning `heap` heap bytes takes (none for an inline cell: the line is it).
+fn boxed_bytes<A: Algorithm>(heap: usize) -> usize {
+    if boxed::<A>() {
+        std::mem::size_of::<A::Cell>() + heap
+    } else {
+        0
+    }
+}
+
+/// What a look at a held line's cell stopped (`LineLocked::look`), to be undone when the key
+/// stays.
+struct Look<C> {
+    /// The word the line held: the inline state, or the boxed cell's address.
+    value: u64,
+    /// The frozen state, when the cell is a word (inline, or a boxed cell's own word).
+    frozen: Option<C>,
+}
+
+impl<'a, K, A: Algorithm> LineLocked<'a, K, A> {
+    /// The shard locked by `writer`, having handed back what finished its grace period.
+    pub(super) fn new(
+        shard: &'a LineShard<K, A>,
+        writer: MutexGuard<'a, LineWriter<K, A>>,
+        guard: &'a Guard,
+    ) -> Self {
+        let mut locked = LineLocked { shard, writer, guard };
+        locked.collect();
+        locked
+    }
+}
+
+impl<K, A: Algorithm> LineLocked<'_, K, A> {
+    fn line(&self, pos: usize) -> &Line<K> {
+        self.writer.array.line(pos)
+    }
+
+    /// The cell of the held line `pos`.
+    pub(super) fn cell(&self, pos: usize) -> &A::Cell {
+        let word = &self.line(pos).word;
+        // Relaxed: under the lock, a held line's word is only written by checks (an inline
+        // state, which `cell` does not read) or by us.
+        // SAFETY: a held line's word; we hold the lock, so its cell is not dropped.
+        unsafe { line_cell::cell::<A>(word, word.load(Ordering::Relaxed)) }
+    }
+
+    /// Drops the keys (and boxed cells) of removed lines whose grace period has ended, making
+    /// them reusable, and frees replaced arrays.
+    fn collect(&mut self) {
+        let ready = self.writer.retired.collect(self.guard);
+        for place in ready.places {
+            let pos = place.line as usize;
+            debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
+            // SAFETY: removed before a grace period that has ended: no check reads the key or
+            // the cell; we hold the lock.
+            unsafe {
+                ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr());
+                line_cell::drop_cell::<A>(place.cell);
+            }
+            self.writer.cell_bytes -= boxed_bytes::<A>(place.heap);
+            self.writer.marks[pos] = Mark::Free;
+        }
+    }
+
+    /// The first line from `hash`'s home a new key can take: vacant, or free.
+    fn open_line(&self, hash: u64) -> usize {
+        let w = &*self.writer;
+        let mut pos = home(hash, w.array.len());
+        while !matches!(w.marks[pos], Mark::Vacant | Mark::Free) {
+            pos = w.array.next(pos);
+        }
+        pos
+    }
+
+    /// Writes `key` with the word `value` (`line_cell::into_word`, a cell owning `heap` heap
+    /// bytes) and `quota` into the open line `pos`, and publishes it.
+    fn fill(&mut self, pos: usize, key: K, value: u64, heap: usize, quota: QuotaId) {
+        let w = &mut *self.writer;
+        let line = w.array.line(pos);
+        // SAFETY: the line is vacant or free (its key dropped after its grace period): no
+        // reference to its key exists, and we hold the lock.
+        unsafe { (*write(&line.key)).write(key) };
+        w.array.set_quota(pos, quota);
+        // Release: a check that loads this word (Acquire) sees the key and id written (and a
+        // boxed cell's contents).
+        line.word.store(value, Ordering::Release);
+        if w.marks[pos] == Mark::Free {
+            w.removed -= 1;
+        }
+        w.marks[pos] = Mark::Held;
+        w.held += 1;
+        w.cell_bytes += boxed_bytes::<A>(heap);
+    }
+
+    /// Marks the held line `pos` dead: `TOMB` over its word, and its key (and its cell, whose
+    /// word was `value` before any look, owning `heap` heap bytes) retired.
+    fn bury(&mut self, pos: usize, value: u64, heap: usize) {
+        let w = &mut *self.writer;
+        // An exchange, like a freeze, so that both sides of a race with a check's CAS are
+        // read-modify-writes of the word: the CAS came before (and is counted before the
+        // removal) or fails and finds the marker. AcqRel as in a freeze; a check that loads
+        // `TOMB` reads no key, so nothing is published through it.
+        w.array.line(pos).word.swap(TOMB, Ordering::AcqRel);
+        w.marks[pos] = Mark::Dead;
+        w.held -= 1;
+        w.removed += 1;
+        w.retired.place(RetiredPlace { line: pos as u32, heap, cell: value });
+    }
+
+    /// Moves every held key into a new array of `len` lines and publishes it.
+    fn rehash(&mut self, len: usize, hash_key: &impl Fn(&K) -> u64) {
+        // User code first: nothing is frozen if a `Hash` panics.
+        let held: Vec<(usize, u64)> = (0..self.writer.array.len())
+            .filter(|&pos| self.writer.marks[pos] == Mark::Held)
+            // SAFETY: a held line's key is written; we hold the lock.
+            .map(|pos| (pos, hash_key(unsafe { self.line(pos).key() })))
+            .collect();
+        let w = &mut *self.writer;
+        let fresh = OwnedArray::<K>::new(len);
+        let mut marks = vec![Mark::Vacant; len];
+        for (from, hash) in held {
+            let old = w.array.line(from);
+            // AcqRel: as a freeze (`word.rs`): a check's CAS came before (its write is in
+            // `value`) or fails and finds the marker.
+            let value = old.word.swap(FROZEN, Ordering::AcqRel);
+            let mut to = home(hash, len);
+            while marks[to] != Mark::Vacant {
+                to = fresh.next(to);
+            }
+            // SAFETY: the old line's key is written, and from now on only read (by checks still
+            // on the old array) until that array is freed, which does not drop it; the new line
+            // is not visible to anyone yet.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    (*read(&old.key)).as_ptr(),
+                    (*write(&fresh.line(to).key)).as_mut_ptr(),
+                    1,
+                )
+            };
+            fresh.set_quota(to, w.array.quota_at(from));
+            // Relaxed: published by the array's Release store below.
+            fresh.line(to).word.store(value, Ordering::Relaxed);
+            marks[to] = Mark::Held;
+        }
+        // Release: checks that load the new array (Acquire) see its lines.
+        self.shard.hot.view.store(fresh.as_ptr(), Ordering::Release);
+        // Relaxed: hints (see `Hot`).
+        self.shard.hot.hint_lines.store(fresh.lines.as_ptr(), Ordering::Relaxed);
+        self.shard.hot.hint_len.store(len, Ordering::Relaxed);
+        let old = std::mem::replace(&mut w.array, fresh);
+        w.scan = ScanOrder::new(len);
+        // The dead lines' keys and cells go with the old array, which counts their bytes from
+        // now on; free lines' were dropped already.
+        let doomed: Vec<RetiredPlace> = w.retired.take_places();
+        w.cell_bytes -= doomed.iter().map(|place| boxed_bytes::<A>(place.heap)).sum::<usize>();
+        w.retired.array(RetiredLines::new(old, doomed));
+        w.marks = marks;
+        w.removed = 0;
+        w.cursor = 0;
+    }
+
+    fn memory(&self) -> usize {
+        let w = &*self.writer;
+        w.array.bytes() + w.marks.capacity() * std::mem::size_of::<Mark>() + w.retired.bytes() + w.cell_bytes
+    }
+
+    /// Stops checks from writing the held line `pos`'s cell before the lock holder looks at it
+    /// (module docs): an inline word is frozen; a boxed cell's line is hidden, then its own
+    /// word frozen if it has one. `f` gets the state to look at: the frozen copy, or the hidden
+    /// cell itself.
+    fn look<R>(
+        &self,
+        pos: usize,
+        freezer: &impl Freezer<A::Cell>,
+        f: impl FnOnce(&A::Cell) -> R,
+    ) -> (R, Look<A::Cell>) {
+        let word = &self.line(pos).word;
+        if !boxed::<A>() {
+            // Relaxed: only to keep the shape of `Look`; the freeze below reads the state.
+            let value = word.load(Ordering::Relaxed);
+            let Some(copy) = freezer.freeze(self.cell(pos)) else {
+                unreachable!("an inline cell is a word, which freezes");
+            };
+            return (f(&copy), Look { value, frozen: Some(copy) });
+        }
+        // SeqCst, then the fence: in the total order with a check's fence after its write
+        // (`still_linked`), so that either the read below sees the write or the check sees the
+        // line hidden (`line_cell.rs`).
+        let value = word.swap(FROZEN, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // SAFETY: the word a held line held; we hold the lock, so the cell is not dropped.
+        let cell = unsafe { line_cell::cell::<A>(word, value) };
+        let frozen = freezer.freeze(cell);
+        let result = f(frozen.as_ref().unwrap_or(cell));
+        (result, Look { value, frozen })
+    }
+
+    /// Undoes [`look`](Self::look) for a key that stays: checks decide on the cell again.
+    fn unlook(&self, pos: usize, look: Look<A::Cell>, freezer: &impl Freezer<A::Cell>) {
+        let word = &self.line(pos).word;
+        if !boxed::<A>() {
+            if let Some(copy) = &look.frozen {
+                freezer.thaw(self.cell(pos), copy);
+            }
+            return;
+        }
+        // SAFETY: as in `look`.
+        let cell = unsafe { line_cell::cell::<A>(word, look.value) };
+        if let Some(copy) = &look.frozen {
+            freezer.thaw(cell, copy);
+        }
+        // Release: a check that loads the address (Acquire) sees the cell as we left it.
+        word.store(look.value, Ordering::Release);
+    }
+}
+
+/// A key to put in a line: its hash, the key, its quota, and the heap bytes its cell owns.
+pub(super) struct NewKey<K> {
+    pub(super) hash: u64,
+    pub(super) key: K,
+    pub(super) quota: QuotaId,
+    pub(super) heap: usize,
+}
+
+/// The lock holder's operations. A key is named by its position in the current array, valid
+/// until the lock is released or a change through it moves the key (a rehash).
+impl<K, A: Algorithm> LineLocked<'_, K, A> {
+    /// Finds `key` (authoritative): its position.
+    pub(super) fn find(&self, hash: u64, key: &K) -> Option<usize>
+    where
+        K: Eq,
+    {
+        let w = &*self.writer;
+        let mut pos = home(hash, w.array.len());
+        for _ in 0..w.array.len() {
+            match w.marks[pos] {
+                Mark::Vacant => return None,
+                // SAFETY: a held line's key is written; we hold the lock.
+                Mark::Held if unsafe { self.line(pos).key() } == key => return Some(pos),
+                _ => {}
+            }
+            pos = w.array.next(pos);
+        }
+        None
+    }
+
+    /// Whether position `pos` holds a key.
+    pub(super) fn is_held(&self, pos: usize) -> bool {
+        self.writer.marks[pos] == Mark::Held
+    }
+
+    /// The key of the held line `pos`.
+    pub(super) fn key(&self, pos: usize) -> &K {
+        debug_assert!(self.is_held(pos));
+        // SAFETY: a held line's key is written; we hold the lock.
+        unsafe { self.line(pos).key() }
+    }
+
+    /// The quota of the held line `pos`.
+    pub(super) fn quota(&self, pos: usize) -> QuotaId {
+        self.writer.array.quota_at(pos)
+    }
+
+    /// What [`LineHit::place`](super::line_shard::LineHit::place) says for the key of the held line `pos` found without the lock.
+    pub(super) fn place_of(&self, pos: usize) -> u64 {
+        if boxed::<A>() {
+            // Relaxed: under the lock, only we write a boxed cell's line word.
+            self.line(pos).word.load(Ordering::Relaxed)
+        } else {
+            pos as u64
+        }
+    }
+
+    /// Whether the shard holds its most keys.
+    pub(super) fn is_full(&self) -> bool {
+        self.writer.held >= self.writer.max_keys
+    }
+
+    /// Room for one more line, rehashing when the array is full (of held keys, or of held and
+    /// removed lines): into a bigger array when the held keys need it (by at least
+    /// `GROWTH_NUM`/`GROWTH_DEN`, so that growth is geometric), else into one of the same
+    /// size (shedding tombstones), or a smaller one when it is four times what the held keys
+    /// need. Replaced arrays wait for their grace period; a rehash waits (`false` when it must)
+    /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
+    /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
+    /// the array is used past its load bound, up to its last open line.
+    pub(super) fn make_space(&mut self, hash_key: &impl Fn(&K) -> u64) -> bool {
+        for attempt in 0..3 {
+            let w = &*self.writer;
+            let len = w.array.len();
+            if fits(w.held + 1, w.held + w.removed + 1, len) {
+                return true;
+            }
+            let needed = lines_for(w.held + 1);
+            let target = if needed > len {
+                grown_lines(len, needed, w.max_keys)
+            } else if len > 4 * needed {
+                (2 * needed).max(start_lines(w.max_keys))
+            } else {
+                len
+            }
+            .next_multiple_of(GROUP_LINES);
+            let floor = LineArray::<K>::bytes_for(lines_for(w.max_keys), true);
+            let budget = (RETIRED_ARRAYS * LineArray::<K>::bytes_for(target, true)).max(floor);
+            if w.retired.array_bytes() <= budget {
+                self.rehash(target, hash_key);
+                return true;
+            }
+            if attempt < 2 {
+                // Seal what this section retired so far, collect what earlier sections sealed
+                // (advancing the epoch if they wait for it), and look again.
+                self.writer.retired.seal(self.guard);
+                self.collect();
+            }
+        }
+        // A line is still open (the load bound is below 1): use it rather than wait.
+        let w = &*self.writer;
+        w.held + w.removed + 1 < w.array.len()
+    }
+
+    /// Inserts `new.key` (absent, checked by the caller, with room made by
+    /// [`make_space`](Self::make_space)) with `cell`; returns its position.
+    pub(super) fn insert(&mut self, new: NewKey<K>, cell: A::Cell) -> usize {
+        let pos = self.open_line(new.hash);
+        self.fill(pos, new.key, line_cell::into_word::<A>(cell), new.heap, new.quota);
+        pos
+    }
+
+    /// Removes the key of the held line `pos`, whose cell owns `heap` heap bytes.
+    pub(super) fn remove(&mut self, pos: usize, heap: usize) {
+        // Relaxed: under the lock, only we write a boxed cell's line word (an inline one's
+        // value is not kept).
+        let value = self.line(pos).word.load(Ordering::Relaxed);
+        self.bury(pos, value, heap);
+    }
+
+    /// Removes the key of the held line `pos` (its cell owning `heap` heap bytes) unless `keep`
+    /// says otherwise after looking at its cell, with racing checks either seen or redone;
+    /// returns whether it was removed.
+    pub(super) fn unlink_if(
+        &mut self,
+        pos: usize,
+        heap: usize,
+        keep: impl FnOnce(&A::Cell) -> bool,
+        freezer: &impl Freezer<A::Cell>,
+    ) -> bool {
+        let (kept, look) = self.look(pos, freezer, keep);
+        if kept {
+            self.unlook(pos, look, freezer);
+            return false;
+        }
+        self.bury(pos, look.value, heap);
+        true
+    }
+
+    /// Moves the key of the held line `pos` (its cell owning `old_heap` heap bytes) to
+    /// `new.quota`, with the cell `build` makes from its cell: the old line is buried and the key
+    /// inserted again, in another line, so that a line's quota id never changes while it is held
+    /// and a check never pairs a word with another quota's id. Gives the key back when there is
+    /// no room free of its grace period.
+    pub(super) fn replace(
+        &mut self,
+        pos: usize,
+        old_heap: usize,
+        new: NewKey<K>,
+        build: impl FnOnce(&A::Cell) -> A::Cell,
+        freezer: &impl Freezer<A::Cell>,
+        hash_key: &impl Fn(&K) -> u64,
+    ) -> Result<usize, K>
+    where
+        K: Eq,
+    {
+        if !self.make_space(hash_key) {
+            return Err(new.key);
+        }
+        // A rehash may have moved the key.
+        let pos = if self.is_held(pos) && self.key(pos) == &new.key {
+            pos
+        } else {
+            match self.find(new.hash, &new.key) {
+                Some(pos) => pos,
+                None => return Err(new.key),
+            }
+        };
+        let (cell, look) = self.look(pos, freezer, build);
+        self.bury(pos, look.value, old_heap);
+        Ok(self.insert(new, cell))
+    }
+
+    /// Positions [`is_held`](Self::is_held) can look at.
+    pub(super) fn positions(&self) -> usize {
+        self.writer.array.len()
+    }
+
+    /// The longest run of positions in use (held or removed) that a probe may pass.
+    #[cfg(test)]
+    pub(super) fn longest_run(&self) -> usize {
+        let runs = self.writer.marks.split(|&mark| mark == Mark::Vacant);
+        runs.map(<[Mark]>::len).max().unwrap_or(0)
+    }
+
+    /// The order the reclamation scan visits positions in.
+    pub(super) fn scan_order(&self) -> ScanOrder {
+        debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
+        self.writer.scan
+    }
+
+    /// Where the reclamation scan resumes.
+    pub(super) fn cursor(&self) -> usize {
+        self.writer.cursor % self.positions()
+    }
+
+    pub(super) fn set_cursor(&mut self, cursor: usize) {
+        self.writer.cursor = cursor;
+    }
+}
+
+impl<K, A: Algorithm> Drop for LineLocked<'_, K, A> {
+    /// Seals what this section retired and publishes the figures.
+    fn drop(&mut self) {
+        self.writer.retired.seal(self.guard);
+        let memory = self.memory();
+        self.shard.cold.publish(self.writer.held, memory);
+    }
+}
