@@ -8,7 +8,7 @@ use http::{HeaderValue, Response};
 use tower_layer::Layer;
 
 use crate::enforce;
-use crate::{Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
+use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
 
 type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
 
@@ -73,6 +73,10 @@ impl fmt::Debug for RateLimitLayer {
 impl RateLimitLayer {
     /// A layer enforcing `limit`.
     pub fn new(limit: Limit) -> Self {
+        Self::with_limits([limit])
+    }
+
+    fn with_limits(limits: impl IntoIterator<Item = Limit>) -> Self {
         let mut config = Config {
             limits: Vec::new(),
             shadow: false,
@@ -86,7 +90,9 @@ impl RateLimitLayer {
             grpc: false,
             all_policies: HeaderValue::from_static(""),
         };
-        config.push(limit);
+        for limit in limits {
+            config.push(limit);
+        }
         RateLimitLayer { config: Arc::new(config) }
     }
 
@@ -94,6 +100,22 @@ impl RateLimitLayer {
     /// IP and per user).
     pub fn limit(mut self, limit: Limit) -> Self {
         Arc::make_mut(&mut self.config).push(limit);
+        self
+    }
+
+    /// A layer enforcing `composite`: its limits decided all or nothing in one step.
+    pub fn from_composite(composite: CompositeLimit) -> Self {
+        Self::with_limits(composite.into_limits())
+    }
+
+    /// Also enforces `composite`, after the limits already added: its limits are decided all or
+    /// nothing in one step, and every one's `RateLimit` member shows its state after it (see
+    /// [`CompositeLimit`]).
+    pub fn composite(mut self, composite: CompositeLimit) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        for limit in composite.into_limits() {
+            config.push(limit);
+        }
         self
     }
 

@@ -74,6 +74,7 @@
 
 mod body;
 pub mod client_ip;
+mod composite;
 mod enforce;
 mod extract;
 mod failure;
@@ -91,15 +92,18 @@ pub mod metrics_facade;
 #[cfg(feature = "client")]
 mod pacing;
 mod partition;
+mod ready;
 #[cfg(feature = "redis")]
 mod redis;
 mod response;
 #[cfg(feature = "client")]
 pub mod server_hints;
 mod service;
+mod settle;
 mod stopwatch;
 
 pub use body::ResponseBody;
+pub use composite::{CompositeCheckFuture, CompositeLimit, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
 pub use failure::OnBackendError;
 pub use future::ResponseFuture;
@@ -115,3 +119,4 @@ pub use partition::{PartitionKeys, PARTITION_KEY_LEN};
 pub use redis::RedisBackend;
 pub use response::{Rejection, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY};
 pub use service::RateLimit;
+pub use settle::{ActualCost, SettleError, SettleFuture, Settled};

@@ -1,0 +1,221 @@
+//! Settling a limit's cost from the response: the handler (or the upstream it proxies) says what
+//! the request really cost, in a response extension ([`ActualCost`]) or a header, and the layer
+//! gives back or charges the difference from the estimate it checked.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use kova::{Decision, Settlement};
+
+use crate::enforce::{RateLimitHeaders, Run, ToSettle};
+use crate::layer::Config;
+use crate::ready::ReadyOr;
+use crate::EventKind;
+
+/// The real cost of a request, known once it has been served (an LLM call's tokens): a response
+/// extension the handler sets, for every limit configured with
+/// [`Limit::settle_from_extension`](crate::Limit::settle_from_extension).
+///
+/// In axum, return it with the response: `(Extension(ActualCost(tokens)), body)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ActualCost(pub u64);
+
+/// Where a limit reads a response's real cost.
+#[derive(Debug, Clone)]
+pub(crate) enum SettleFrom {
+    Extension,
+    Header(HeaderName),
+}
+
+impl SettleFrom {
+    /// The response's real cost: `None` when it does not say (the estimate stands).
+    pub(crate) fn read(
+        &self,
+        headers: &HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Option<Result<u64, SettleError>> {
+        match self {
+            SettleFrom::Extension => extensions.get::<ActualCost>().map(|cost| Ok(cost.0)),
+            SettleFrom::Header(name) => headers.get(name).map(|value| {
+                let text = value.to_str().ok().map(str::trim);
+                text.and_then(|t| t.parse::<u64>().ok())
+                    .ok_or_else(|| SettleError::UnreadableCost { header: name.clone(), value: value.clone() })
+            }),
+        }
+    }
+}
+
+/// What a settle did: the core's [`Settlement`] (units given back, charged, and any that did not
+/// fit even in the overdraft), and the key's state after it when the limiter knows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settled {
+    /// Units given back, charged, and left uncharged.
+    pub settlement: Settlement,
+    /// The key's state after settling (what the `RateLimit` header then shows), if known.
+    pub after: Option<Decision>,
+}
+
+impl Settled {
+    /// A settle that did `settlement`, with the key's state `after` it if known.
+    pub fn new(settlement: Settlement, after: Option<Decision>) -> Self {
+        Settled { settlement, after }
+    }
+}
+
+/// A response's real cost that could not be settled. The estimate charged at the check stands
+/// (nothing more is given back or charged), and the layer reports it
+/// ([`EventKind::SettleFailed`](crate::EventKind::SettleFailed)).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SettleError {
+    /// The limiter cannot settle this difference (a store without a settle of its own, or a
+    /// limiter that cannot take units back).
+    Unsupported,
+    /// The response's cost header is not a whole number of units.
+    UnreadableCost {
+        /// The header read.
+        header: HeaderName,
+        /// Its value.
+        value: HeaderValue,
+    },
+    /// The backend failed while settling.
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SettleError {
+    /// A short label for metrics: `unsupported`, `unreadable_cost` or `backend`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SettleError::Unsupported => "unsupported",
+            SettleError::UnreadableCost { .. } => "unreadable_cost",
+            SettleError::Backend(_) => "backend",
+        }
+    }
+}
+
+impl fmt::Display for SettleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettleError::Unsupported => {
+                f.write_str("the limiter cannot settle this cost; the estimate stands")
+            }
+            SettleError::UnreadableCost { header, value } => {
+                write!(f, "response header {header} is not a whole number of units: {value:?}")
+            }
+            SettleError::Backend(e) => write!(f, "rate-limit backend failed while settling: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SettleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SettleError::Backend(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+/// The future of one [`KeyedLimiter::settle`](crate::KeyedLimiter::settle): already complete
+/// for in-memory limiters, boxed for those that wait on I/O.
+#[must_use = "a settle does nothing unless awaited"]
+pub struct SettleFuture(ReadyOr<Result<Settled, SettleError>>);
+
+impl SettleFuture {
+    /// A settle that is already complete.
+    pub fn ready(result: Result<Settled, SettleError>) -> Self {
+        SettleFuture(ReadyOr::Ready(Some(result)))
+    }
+
+    /// A settle that completes when `future` does.
+    pub fn new<F>(future: F) -> Self
+    where
+        F: Future<Output = Result<Settled, SettleError>> + Send + 'static,
+    {
+        SettleFuture(ReadyOr::boxed(future))
+    }
+}
+
+impl fmt::Debug for SettleFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.0.is_ready() { "SettleFuture::Ready" } else { "SettleFuture::Pending" };
+        f.write_str(state)
+    }
+}
+
+impl Future for SettleFuture {
+    type Output = Result<Settled, SettleError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .poll_with(cx, || Err(SettleError::Backend("settle polled after it completed".into())))
+    }
+}
+
+/// An allowed request waiting for its response, to settle its limits' costs from it before
+/// its headers are written.
+#[derive(Debug)]
+pub(crate) struct Settling {
+    run: Run,
+}
+
+impl Settling {
+    pub(crate) fn new(run: Run) -> Self {
+        Settling { run }
+    }
+
+    /// What the response says each limit to settle cost, in order.
+    pub(crate) fn read(
+        &self,
+        config: &Config,
+        headers: &HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Vec<Option<Result<u64, SettleError>>> {
+        let source = |item: &ToSettle| config.limits[item.index].settle_from();
+        self.run.to_settle.iter().map(|item| source(item)?.read(headers, extensions)).collect()
+    }
+
+    /// Settles every limit the response gave a cost for (`actuals`, from [`read`](Self::read)),
+    /// reports each, and returns the response's headers, showing the state after settling.
+    pub(crate) async fn finish(
+        mut self,
+        config: &Config,
+        actuals: Vec<Option<Result<u64, SettleError>>>,
+    ) -> Option<RateLimitHeaders> {
+        let to_settle = std::mem::take(&mut self.run.to_settle);
+        for (item, actual) in to_settle.into_iter().zip(actuals) {
+            let limit = &config.limits[item.index];
+            let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
+            match actual {
+                // The response did not say: the estimate stands.
+                None => {}
+                Some(Err(error)) => {
+                    config.record(
+                        name,
+                        key,
+                        EventKind::SettleFailed { estimated, actual: None, error: &error },
+                    );
+                }
+                Some(Ok(actual)) => match limit.limiter().settle(&item.key, estimated, actual).await {
+                    Ok(settled) => {
+                        let settlement = settled.settlement;
+                        config.record(name, key, EventKind::Settled { estimated, actual, settlement });
+                        if let Some(after) = settled.after {
+                            self.run.update_entry(item.index, after);
+                        }
+                    }
+                    Err(error) => {
+                        let kind = EventKind::SettleFailed { estimated, actual: Some(actual), error: &error };
+                        config.record(name, key, kind);
+                    }
+                },
+            }
+        }
+        self.run.pass_headers(config)
+    }
+}
