@@ -65,6 +65,8 @@ impl CompositeCheckFuture {
     }
 
     /// The result if the check is already complete, else the future back.
+    // The Err is this future handed back (moved once, on the path that then awaits a store).
+    #[allow(clippy::result_large_err)]
     pub fn into_ready(self) -> Result<Result<LimitsDecision, LimiterError>, Self> {
         self.0.into_ready().map_err(CompositeCheckFuture)
     }
@@ -144,19 +146,39 @@ impl KeyedLimiter for MemberLimiter {
 /// [`Limit`]s instead, and checked in order with a refund on a later denial.
 ///
 /// ```
-/// use http::header::HeaderName;
-/// use kova::Quota;
-/// use kova_tower::{CompositeLimit, Key};
-/// let api = CompositeLimit::in_memory(
-///     Key::header(HeaderName::from_static("x-api-key")),
-///     [
-///         ("per-second", Quota::per_second(10)?.with_burst(50)?),
-///         ("per-hour", Quota::per_hour(1_000)?),
-///         ("per-day", Quota::per_day(10_000)?),
-///     ],
-/// )?;
-/// assert_eq!(api.limits().len(), 3);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// use axum::{body::Body, routing::get, Router};
+/// use http::{header::HeaderName, Request, StatusCode};
+/// use kova::{Gcra, ManualClock, Quota};
+/// use kova_tower::{CompositeLimit, Key, RateLimitLayer};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let clock = ManualClock::new();
+/// // Per API key: 10 a second with bursts of 50, AND 100 an hour, AND 1,000 a day.
+/// let api_key = HeaderName::from_static("x-api-key");
+/// let quotas = [
+///     ("second", Quota::per_second(10)?.with_burst(50)?),
+///     ("hour", Quota::per_hour(100)?),
+///     ("day", Quota::per_day(1_000)?),
+/// ];
+/// let per_key = CompositeLimit::in_memory_with::<Gcra, _>(Key::header(api_key), quotas, clock)?
+///     .cost_fn(|parts| if parts.uri.path() == "/batch" { 40 } else { 1 });
+/// let app = Router::new()
+///     .route("/", get(|| async { "ok" }))
+///     .route("/batch", get(|| async { "done" }))
+///     .layer(RateLimitLayer::from_composite(per_key));
+/// let call = |path: &str| Request::get(path).header("x-api-key", "k1").body(Body::empty()).unwrap();
+///
+/// let batch = app.clone().oneshot(call("/batch")).await?;
+/// assert_eq!(batch.headers()["ratelimit"], r#""second";r=10;t=4, "hour";r=60;t=1440, "day";r=960;t=3456"#);
+/// // A second batch fits the second's burst (10 + refill) no more: denied, and nothing is
+/// // taken from the hour or the day.
+/// let denied = app.clone().oneshot(call("/batch")).await?;
+/// assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(denied.headers()["ratelimit"], r#""second";r=10;t=3, "hour";r=60;t=1440, "day";r=960;t=3456"#);
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct CompositeLimit {

@@ -162,7 +162,7 @@ impl Run {
             let key = match self.find_key(config, index, members, parts) {
                 Ok(Some(key)) => key,
                 Ok(None) => continue,
-                Err(verdict) => return Progress::Done(verdict),
+                Err(verdict) => return Progress::Done(*verdict),
             };
             let cost = limit.cost_of(parts);
             let started = Stopwatch::start();
@@ -209,7 +209,7 @@ impl Run {
         index: usize,
         members: usize,
         parts: &Parts,
-    ) -> Result<Option<LimitKey>, Verdict> {
+    ) -> Result<Option<LimitKey>, Box<Verdict>> {
         let limit = &config.limits[index];
         match limit.key().extract(parts) {
             Ok(key) => Ok(Some(key)),
@@ -220,7 +220,7 @@ impl Run {
                 if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
                     return Ok(None);
                 }
-                Err(self.reject(config, &Rejection::KeyError { limit, error: &error }))
+                Err(Box::new(self.reject(config, &Rejection::KeyError { limit, error: &error })))
             }
         }
     }
@@ -235,7 +235,7 @@ impl Run {
             Answer::One(result) => {
                 let decision = match self.decision_of(config, check, result) {
                     Ok(decision) => decision,
-                    Err(verdict) => return verdict,
+                    Err(verdict) => return verdict.map(|v| *v),
                 };
                 (vec![decision], 0, decision.is_allowed(), 1)
             }
@@ -254,7 +254,7 @@ impl Run {
                     Err(error) => {
                         let decisions = match self.fallback_of(config, check, error, members) {
                             Ok(decisions) => decisions,
-                            Err(verdict) => return verdict,
+                            Err(verdict) => return verdict.map(|v| *v),
                         };
                         let decided_by = decisions.iter().position(|d| !d.is_allowed()).unwrap_or(0);
                         let allowed = decisions.iter().all(Decision::is_allowed);
@@ -288,7 +288,7 @@ impl Run {
         config: &Config,
         check: &Check,
         result: Result<Decision, LimiterError>,
-    ) -> Result<Decision, Option<Verdict>> {
+    ) -> Result<Decision, Halt> {
         let limit = &config.limits[check.index];
         let name = limit.name();
         let key = Some(&check.key);
@@ -304,7 +304,7 @@ impl Run {
                 Ok(decision)
             }
             Err(LimiterError::CostExceedsCapacity { cost, capacity }) => {
-                Err(self.misconfigured(config, limit, key, cost, capacity))
+                Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new))
             }
             Err(error) => {
                 let decided = config.on_backend_error.decide(&limit.quota());
@@ -313,9 +313,10 @@ impl Run {
                 match decided {
                     Some(decision) => Ok(decision),
                     None if config.shadow => Err(None),
-                    None => Err(Some(
-                        self.reject(config, &Rejection::BackendUnavailable { limit, error: &error }),
-                    )),
+                    None => {
+                        let rejection = Rejection::BackendUnavailable { limit, error: &error };
+                        Err(Some(Box::new(self.reject(config, &rejection))))
+                    }
                 }
             }
         }
@@ -329,13 +330,13 @@ impl Run {
         check: &Check,
         error: LimiterError,
         members: usize,
-    ) -> Result<Vec<Decision>, Option<Verdict>> {
+    ) -> Result<Vec<Decision>, Halt> {
         let limits = &config.limits[check.index..check.index + members];
         let key = Some(&check.key);
         if let LimiterError::CostExceedsCapacity { cost, capacity } = error {
             // The member whose quota sets the composite's capacity is the misconfigured one.
             let limit = limits.iter().find(|l| l.quota().burst() == capacity).unwrap_or(&limits[0]);
-            return Err(self.misconfigured(config, limit, key, cost, capacity));
+            return Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new));
         }
         let decided: Option<Vec<Decision>> =
             limits.iter().map(|limit| config.on_backend_error.decide(&limit.quota())).collect();
@@ -348,7 +349,7 @@ impl Run {
             None if config.shadow => Err(None),
             None => {
                 let rejection = Rejection::BackendUnavailable { limit: &limits[0], error: &error };
-                Err(Some(self.reject(config, &rejection)))
+                Err(Some(Box::new(self.reject(config, &rejection))))
             }
         }
     }
@@ -531,6 +532,10 @@ impl Run {
 pub(crate) fn header_value(text: String) -> Option<HeaderValue> {
     HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
 }
+
+/// A check that gave no decision: `None` to go on without it (shadow mode), or the answer
+/// (boxed: the rare path, and a large value).
+type Halt = Option<Box<Verdict>>;
 
 /// The store failure a limiter's own failure policy decided, if it did.
 fn store_fallback(decision: &Decision) -> Option<Fallback> {

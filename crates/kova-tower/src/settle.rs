@@ -20,6 +20,43 @@ use crate::EventKind;
 /// [`Limit::settle_from_extension`](crate::Limit::settle_from_extension).
 ///
 /// In axum, return it with the response: `(Extension(ActualCost(tokens)), body)`.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use axum::{body::Body, routing::post, Extension, Router};
+/// use http::{Request, StatusCode};
+/// use kova::{Gcra, ManualClock, Quota};
+/// use kova_tower::{ActualCost, Key, Limit, PeerAddr, RateLimitLayer};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let clock = ManualClock::new();
+/// // 1,000 tokens a minute per client, up to 500 of debt; a call is estimated at 100 tokens.
+/// let quota = Quota::per_minute(1_000)?.with_overdraft(500);
+/// let tokens = Limit::in_memory_with::<Gcra, _>("tokens", quota, Key::peer_ip(), clock)?
+///     .cost(100)
+///     .settle_from_extension();
+/// let app = Router::new()
+///     .route("/v1/chat", post(|body: String| async move {
+///         let used = body.len() as u64; // what the model really used
+///         (Extension(ActualCost(used)), "answer")
+///     }))
+///     .layer(RateLimitLayer::new(tokens));
+///
+/// let peer = PeerAddr("203.0.113.7:50000".parse::<SocketAddr>()?);
+/// let chat = |len: usize| Request::post("/v1/chat").extension(peer).body(Body::from("x".repeat(len))).unwrap();
+/// // Used 40 of the 100 checked: 60 come back, and the header says so.
+/// let cheap = app.clone().oneshot(chat(40)).await?;
+/// assert_eq!(cheap.headers()["ratelimit"], r#""tokens";r=960;t=3"#);
+/// // Used 1,300: 1,340 in all, 340 beyond the quota: a debt paid off (at 1,000 a minute)
+/// // before the next call is admitted.
+/// let long = app.clone().oneshot(chat(1_300)).await?;
+/// assert_eq!(long.headers()["ratelimit"], r#""tokens";r=0;t=81"#);
+/// assert_eq!(app.clone().oneshot(chat(2)).await?.status(), StatusCode::TOO_MANY_REQUESTS);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ActualCost(pub u64);
 
