@@ -14,7 +14,10 @@ use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Q
 use crate::headers::QuotaUnit;
 use crate::limit::Cost;
 use crate::ready::ReadyOr;
-use crate::{CheckFuture, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError, OnMissingKey};
+use crate::{
+    CheckFuture, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError, OnMissingKey, SettleError,
+    SettleFuture, Settled,
+};
 
 /// A limiter that decides several quotas of one key together: a check is admitted only if every
 /// quota admits it, and a denial takes nothing from any (kova's [`KeyedLimits`], or a shared
@@ -32,6 +35,14 @@ pub trait CompositeLimiter: Send + Sync + 'static {
         let _ = (key, cost);
         false
     }
+
+    /// Settles an admitted check of `estimated` units whose real cost was `actual`, for every
+    /// quota (see [`KeyedLimiter::settle`]): one [`Settled`] per quota, in order. The default
+    /// cannot: [`SettleError::Unsupported`], and the estimate stands.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let _ = (key, estimated, actual);
+        SettleFuture::ready(Err(SettleError::Unsupported))
+    }
 }
 
 impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<LimitKey, W, C> {
@@ -42,6 +53,16 @@ impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<Limi
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         KeyedLimits::refund(self, key, cost);
         true
+    }
+
+    /// Each quota's table settles on its own (a settle is never denied, so there is nothing to
+    /// decide all or nothing), into its own overdraft.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let each = self.tables().iter().map(|table| {
+            let settlement = table.settle(key, estimated, actual);
+            Settled::new(settlement, Some(table.peek(key)))
+        });
+        SettleFuture::ready(Ok(each.collect()))
     }
 }
 
@@ -131,6 +152,17 @@ impl KeyedLimiter for MemberLimiter {
 
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         self.0.group.limiter.refund(key, cost)
+    }
+
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        let position = self.0.position;
+        let pick = move |all: Vec<Settled>| {
+            all.get(position)
+                .copied()
+                .ok_or_else(|| SettleError::Backend("a composite settle left out a limit".into()))
+        };
+        let settle = self.0.group.limiter.settle(key, estimated, actual);
+        SettleFuture::new(async move { settle.await.and_then(pick) })
     }
 }
 
@@ -278,6 +310,18 @@ impl CompositeLimit {
     /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
     pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
         self.map(|limit| limit.on_missing_key(policy))
+    }
+
+    /// Settles each allowed request's cost from the response's header `name`, for every limit
+    /// (see [`Limit::settle_from_header`]; each limit runs into its own overdraft).
+    pub fn settle_from_header(self, name: http::HeaderName) -> Self {
+        self.map(|limit| limit.settle_from_header(name.clone()))
+    }
+
+    /// Settles each allowed request's cost from the [`ActualCost`](crate::ActualCost) response
+    /// extension, for every limit.
+    pub fn settle_from_extension(self) -> Self {
+        self.map(Limit::settle_from_extension)
     }
 
     /// What every quota counts (see [`Limit::quota_unit`]).

@@ -52,6 +52,8 @@ pub(crate) struct ToSettle {
     pub(crate) index: usize,
     pub(crate) key: LimitKey,
     pub(crate) estimated: u64,
+    /// Settled by the composite the limit at `index` heads, for all its limits.
+    pub(crate) composite: bool,
 }
 
 /// The checks of one request so far.
@@ -264,7 +266,9 @@ impl Run {
             }
         };
         for (offset, decision) in decisions.iter().enumerate() {
-            self.note(config, index + offset, check, *decision, decision_time);
+            // A composite's limits are settled together, through its first.
+            let settles = offset == 0 || !via_composite;
+            self.note(config, index + offset, check, *decision, decision_time, settles);
         }
         let any_fallback = decisions.iter().any(|d| d.fallback().is_some());
         // A real (not fallback) admission, with limits still to come that could reject the
@@ -378,6 +382,7 @@ impl Run {
         check: &Check,
         decision: Decision,
         decision_time: std::time::Duration,
+        settles: bool,
     ) {
         let key = &check.key;
         let limit = &config.limits[index];
@@ -397,8 +402,10 @@ impl Run {
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
         self.entries.push(Entry { index, decision, partition_key });
         // Only what was really charged is settled: not a failure policy's decision.
-        if decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some() {
-            self.to_settle.push(ToSettle { index, key: key.clone(), estimated: check.cost });
+        if settles && decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some()
+        {
+            let composite = limit.member().is_some_and(|m| m.heads_whole_group(&config.limits[index..]));
+            self.to_settle.push(ToSettle { index, key: key.clone(), estimated: check.cost, composite });
         }
     }
 

@@ -13,6 +13,10 @@ pub(crate) enum ReadyOr<T> {
     Boxed(Boxed<T>),
 }
 
+// Nothing is pinned through a ReadyOr: the ready value is taken out by value, and the boxed
+// future is pinned in its box.
+impl<T> Unpin for ReadyOr<T> {}
+
 impl<T> ReadyOr<T> {
     pub(crate) fn boxed(future: impl Future<Output = T> + Send + 'static) -> Self {
         ReadyOr::Boxed(Box::pin(future))

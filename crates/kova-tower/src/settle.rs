@@ -157,35 +157,36 @@ impl std::error::Error for SettleError {
     }
 }
 
-/// The future of one [`KeyedLimiter::settle`](crate::KeyedLimiter::settle): already complete
-/// for in-memory limiters, boxed for those that wait on I/O.
+/// The future of one [`KeyedLimiter::settle`](crate::KeyedLimiter::settle) (`T` = [`Settled`])
+/// or [`CompositeLimiter::settle`](crate::CompositeLimiter::settle) (one [`Settled`] per limit):
+/// already complete for in-memory limiters, boxed for those that wait on I/O.
 #[must_use = "a settle does nothing unless awaited"]
-pub struct SettleFuture(ReadyOr<Result<Settled, SettleError>>);
+pub struct SettleFuture<T = Settled>(ReadyOr<Result<T, SettleError>>);
 
-impl SettleFuture {
+impl<T> SettleFuture<T> {
     /// A settle that is already complete.
-    pub fn ready(result: Result<Settled, SettleError>) -> Self {
+    pub fn ready(result: Result<T, SettleError>) -> Self {
         SettleFuture(ReadyOr::Ready(Some(result)))
     }
 
     /// A settle that completes when `future` does.
     pub fn new<F>(future: F) -> Self
     where
-        F: Future<Output = Result<Settled, SettleError>> + Send + 'static,
+        F: Future<Output = Result<T, SettleError>> + Send + 'static,
     {
         SettleFuture(ReadyOr::boxed(future))
     }
 }
 
-impl fmt::Debug for SettleFuture {
+impl<T> fmt::Debug for SettleFuture<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = if self.0.is_ready() { "SettleFuture::Ready" } else { "SettleFuture::Pending" };
         f.write_str(state)
     }
 }
 
-impl Future for SettleFuture {
-    type Output = Result<Settled, SettleError>;
+impl<T> Future for SettleFuture<T> {
+    type Output = Result<T, SettleError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut()
@@ -228,6 +229,35 @@ impl Settling {
         for (item, actual) in to_settle.into_iter().zip(actuals) {
             let limit = &config.limits[item.index];
             let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
+            if let Some(member) = limit.member().filter(|_| item.composite) {
+                // A composite settles every limit at once, each reported under its own name.
+                let members = &config.limits[item.index..item.index + member.group.len];
+                let failed = |actual, error: &SettleError| {
+                    for limit in members {
+                        let kind = EventKind::SettleFailed { estimated, actual, error };
+                        config.record(limit.name(), key, kind);
+                    }
+                };
+                match actual {
+                    None => {}
+                    Some(Err(error)) => failed(None, &error),
+                    Some(Ok(actual)) => match member.group.limiter.settle(&item.key, estimated, actual).await
+                    {
+                        Ok(all) => {
+                            for (offset, (limit, settled)) in members.iter().zip(all).enumerate() {
+                                let settlement = settled.settlement;
+                                let kind = EventKind::Settled { estimated, actual, settlement };
+                                config.record(limit.name(), key, kind);
+                                if let Some(after) = settled.after {
+                                    self.run.update_entry(item.index + offset, after);
+                                }
+                            }
+                        }
+                        Err(error) => failed(Some(actual), &error),
+                    },
+                }
+                continue;
+            }
             match actual {
                 // The response did not say: the estimate stands.
                 None => {}

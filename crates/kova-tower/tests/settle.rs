@@ -11,7 +11,8 @@ use axum::{body::Body, routing::get, Extension, Router};
 use http::{HeaderMap, HeaderName, Request, StatusCode};
 use kova::{Gcra, Keyed, ManualClock, Quota};
 use kova_tower::{
-    ActualCost, CheckFuture, CountingMetrics, Key, KeyedLimiter, Limit, LimitKey, PeerAddr, RateLimitLayer,
+    ActualCost, CheckFuture, CompositeLimit, CountingMetrics, Key, KeyedLimiter, Limit, LimitKey, PeerAddr,
+    RateLimitLayer,
 };
 use tower::ServiceExt;
 
@@ -142,4 +143,32 @@ async fn a_limiter_without_settle_refunds_a_lower_cost_and_reports_a_higher_one(
     assert_eq!(app.get(None).await, (StatusCode::OK, r#""tokens";r=68;t=20"#.into()));
     let counts = app.metrics.snapshot();
     assert_eq!((counts.settled, counts.settle_failures), (1, 1));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_composite_settles_every_limit_each_into_its_own_overdraft() {
+    let clock = ManualClock::new();
+    let quotas = [
+        ("minute", Quota::per_minute(100).unwrap().with_overdraft(50)),
+        ("day", Quota::per_day(1_000).unwrap()),
+    ];
+    let composite = CompositeLimit::in_memory_with::<Gcra, _>(Key::global(), quotas, clock.clone())
+        .unwrap()
+        .cost(10)
+        .settle_from_header(TOKENS_USED);
+    let metrics = Arc::new(CountingMetrics::default());
+    let layer = RateLimitLayer::from_composite(composite).metrics(metrics.clone());
+    let app = App { router: Router::new().route("/", get(handler)).layer(layer), metrics };
+
+    assert_eq!(app.get(Some("3")).await, (StatusCode::OK, r#""minute";r=97;t=2, "day";r=997;t=260"#.into()));
+    // 200 used: the minute limit takes its 87 left and its 50 of debt (53 uncharged), the day
+    // limit (no overdraft) the 190 extra from its 987.
+    let used = app.get(Some("200")).await;
+    assert_eq!(used, (StatusCode::OK, r#""minute";r=0;t=90, "day";r=797;t=17540"#.into()));
+    let counts = app.metrics.snapshot();
+    assert_eq!((counts.settled, counts.settle_shortfalls), (4, 1));
+    // The minute limit's debt denies the next request, and takes nothing from the day.
+    let denied = app.get(None).await;
+    assert_eq!(denied.0, StatusCode::TOO_MANY_REQUESTS);
+    assert!(denied.1.ends_with(r#""day";r=797;t=17540"#), "{}", denied.1);
 }
