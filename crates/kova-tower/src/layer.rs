@@ -34,11 +34,13 @@ pub(crate) struct Config {
 /// A tower [`Layer`] that rate-limits requests: with axum `Router::layer` /
 /// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
 ///
-/// Each request is checked against the layer's [`Limit`]s in order; the first denial answers
-/// `429 Too Many Requests`. Later limits are not charged, and what earlier limits took is
-/// refunded ([`KeyedLimiter::refund`](crate::KeyedLimiter::refund)), so a rejected request
-/// consumes no quota; limiters that cannot take units back (the sliding log, Redis) keep the
-/// charge, so put them last where that matters. An allowed request goes on, and its
+/// Each request is checked against the layer's [`Limit`]s in order (the limits of a
+/// [`CompositeLimit`] in one step); the first denial answers `429 Too Many Requests`. Later
+/// limits are not charged, and what earlier limits took is refunded
+/// ([`KeyedLimiter::refund`](crate::KeyedLimiter::refund)), so a rejected request consumes no
+/// quota, and their `RateLimit` members show what is left after the refund; limiters that cannot
+/// take units back (the sliding log, Redis) keep the charge, so put them last where that
+/// matters. An allowed request goes on, and its
 /// response gets `RateLimit-Policy` and `RateLimit` headers for every limit checked.
 ///
 /// ```
