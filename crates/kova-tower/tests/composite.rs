@@ -86,35 +86,40 @@ async fn a_composite_denied_by_a_later_limit_is_given_back_whole() {
 }
 
 /// A composite whose checks complete later (as a shared store's would), counting its calls.
+/// `leaky` is the should-fail twin: a request the hour limit denies still takes a unit of the
+/// minute limit (a check then no refund), which the test below must catch.
 struct Remote {
     limits: Arc<KeyedLimits<LimitKey, Gcra, ManualClock>>,
     checks: Arc<AtomicUsize>,
+    leaky: bool,
 }
 
 impl CompositeLimiter for Remote {
     fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
-        let (limits, key) = (self.limits.clone(), key.clone());
+        let (limits, key, leaky) = (self.limits.clone(), key.clone(), self.leaky);
         self.checks.fetch_add(1, Ordering::Relaxed);
         CompositeCheckFuture::new(async move {
             tokio::task::yield_now().await;
-            limits.check_n(&key, cost).map_err(kova_tower::LimiterError::from)
+            let decision = limits.check_n(&key, cost).map_err(kova_tower::LimiterError::from)?;
+            if leaky && !decision.is_allowed() {
+                let _ = limits.tables()[0].check_n(&key, cost);
+            }
+            Ok(decision)
         })
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_requests_admit_what_the_sequential_composite_admits_in_one_check_each() {
+/// 64 concurrent requests through a composite of 30 a minute and 12 an hour, shared by every
+/// request (one key): how many were admitted, each limit's units left, and the checks made.
+async fn concurrent_run(leaky: bool) -> (usize, Vec<u64>, usize) {
     let clock = ManualClock::new();
-    // 30 a minute and 12 an hour, shared by every request (one key), checked remotely.
     let quotas = [("minute", Quota::per_minute(30).unwrap()), ("hour", Quota::per_hour(12).unwrap())];
     let limits = Arc::new(KeyedLimits::with_clock(quotas.map(|(_, q)| q), clock).unwrap());
     let checks = Arc::new(AtomicUsize::new(0));
-    let remote = Remote { limits: limits.clone(), checks: checks.clone() };
+    let remote = Remote { limits: limits.clone(), checks: checks.clone(), leaky };
     let composite = CompositeLimit::new(Key::global(), quotas, remote).unwrap();
     let app = router(RateLimitLayer::from_composite(composite));
-
-    let requests = 64;
-    let tasks: Vec<_> = (0..requests)
+    let tasks: Vec<_> = (0..64)
         .map(|_| {
             let app = app.clone();
             tokio::spawn(async move { send(&app, "k").await.0 })
@@ -126,12 +131,29 @@ async fn concurrent_requests_admit_what_the_sequential_composite_admits_in_one_c
             admitted += 1;
         }
     }
-    // The sequential composite admits 12 (the hour limit) and takes 12 from each limit; the
-    // 52 denials took nothing from either.
-    assert_eq!(admitted, 12);
     let after = limits.peek(&LimitKey::Global);
-    let left: Vec<u64> = after.limit_decisions().iter().map(|d| d.remaining()).collect();
-    assert_eq!(left, [18, 0]);
-    // One composite check per request, not one per limit.
-    assert_eq!(checks.load(Ordering::Relaxed), requests);
+    let left = after.limit_decisions().iter().map(|d| d.remaining()).collect();
+    (admitted, left, checks.load(Ordering::Relaxed))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_admit_what_the_sequential_composite_admits_in_one_check_each() {
+    // The sequential composite admits 12 (the hour limit) and takes 12 from each limit; the 52
+    // denials take nothing from either. One composite check per request, not one per limit.
+    assert_eq!(concurrent_run(false).await, (12, vec![18, 0], 64));
+    // The twin whose denials take from the minute limit is caught.
+    let (admitted, left, _) = concurrent_run(true).await;
+    assert_eq!(admitted, 12);
+    assert_ne!(left, [18, 0], "a composite whose denials take units must fail this test");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_used_on_its_own_checks_its_whole_composite() {
+    let clock = ManualClock::new();
+    let composite = CompositeLimit::in_memory_with::<Gcra, _>(Key::header(API_KEY), quotas(), clock).unwrap();
+    let hour_alone = router(RateLimitLayer::new(composite.limits()[1].clone()));
+    let whole = router(RateLimitLayer::from_composite(composite));
+    assert_eq!(send(&hour_alone, "k").await, (StatusCode::OK, r#""hour";r=2;t=1200"#.into()));
+    // It took from the minute limit too: one check of the composite.
+    assert_eq!(send(&whole, "k").await, (StatusCode::OK, r#""minute";r=8;t=12, "hour";r=1;t=2400"#.into()));
 }
