@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Response};
-use kova::{Decision, Fallback, LimitsDecision};
+use kova::{Decision, Fallback, LimitsDecision, MAX_LIMITS};
 
 use crate::headers::{
     self, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
@@ -233,16 +233,26 @@ impl Run {
         let decision_time = check.started.elapsed();
         let index = check.index;
         let via_composite = matches!(answer, Answer::All(_));
-        let (decisions, decided_by, allowed, members) = match answer {
+        // Every decision of this check, without allocating (the in-memory path allocates nothing).
+        let mut decisions = [Decision::allowed(0, 0, 0); MAX_LIMITS];
+        let (decided_by, allowed, members) = match answer {
             Answer::One(result) => {
                 let decision = match self.decision_of(config, check, result) {
                     Ok(decision) => decision,
                     Err(verdict) => return verdict.map(|v| *v),
                 };
-                (vec![decision], 0, decision.is_allowed(), 1)
+                decisions[0] = decision;
+                (0, decision.is_allowed(), 1)
             }
             Answer::All(result) => {
                 let members = config.limits[index].member().map_or(1, |m| m.group.len);
+                // A composite that answers for another number of limits is a failing backend.
+                let result = result.and_then(|all| match all.limit_decisions().len() {
+                    len if len == members => Ok(all),
+                    len => Err(LimiterError::backend(format!(
+                        "a composite of {members} answered {len} decisions"
+                    ))),
+                });
                 match result {
                     Ok(all) => {
                         if let Some(fallback) = store_fallback(&all.decision()) {
@@ -251,20 +261,23 @@ impl Run {
                                 config.record(member.name(), Some(&check.key), kind);
                             }
                         }
-                        (all.limit_decisions().to_vec(), all.decided_by(), all.is_allowed(), members)
+                        let each = all.limit_decisions();
+                        decisions[..each.len()].copy_from_slice(each);
+                        (all.decided_by(), all.is_allowed(), each.len())
                     }
                     Err(error) => {
-                        let decisions = match self.fallback_of(config, check, error, members) {
-                            Ok(decisions) => decisions,
+                        let decided = match self.fallback_of(config, check, error, members) {
+                            Ok(decided) => decided,
                             Err(verdict) => return verdict.map(|v| *v),
                         };
-                        let decided_by = decisions.iter().position(|d| !d.is_allowed()).unwrap_or(0);
-                        let allowed = decisions.iter().all(Decision::is_allowed);
-                        (decisions, decided_by, allowed, members)
+                        decisions[..decided.len()].copy_from_slice(&decided);
+                        let decided_by = decided.iter().position(|d| !d.is_allowed()).unwrap_or(0);
+                        (decided_by, decided.iter().all(Decision::is_allowed), decided.len())
                     }
                 }
             }
         };
+        let decisions = &decisions[..members];
         for (offset, decision) in decisions.iter().enumerate() {
             // A composite's limits are settled together, through its first.
             let settles = offset == 0 || !via_composite;
