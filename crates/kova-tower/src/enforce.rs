@@ -6,26 +6,20 @@
 //! The members of a [`CompositeLimit`](crate::CompositeLimit) are decided in one step; every
 //! other limit on its own, with what earlier limits took given back when a later one rejects.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Response};
-use kova::{Decision, Fallback, LimitsDecision, MAX_LIMITS};
+use kova::{Decision, Fallback, MAX_LIMITS};
 
 use crate::headers::{
     self, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 use crate::layer::Config;
 use crate::partition::PARTITION_KEY_LEN;
+pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
 use crate::settle::Settling;
 use crate::stopwatch::Stopwatch;
-use crate::{
-    CheckFuture, CompositeCheckFuture, Event, EventKind, Limit, LimitKey, LimiterError, OnMissingKey,
-    Rejection,
-};
+use crate::{Event, EventKind, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
 
 /// One limit checked: its index in the layer, its decision, and its `pk` when the layer
 /// publishes partition keys.
@@ -67,43 +61,6 @@ pub(crate) struct Run {
     charged: Vec<Charge>,
     /// Allowed checks of limits that settle from the response.
     pub(crate) to_settle: Vec<ToSettle>,
-}
-
-/// A check that has to be awaited.
-pub(crate) struct Pending {
-    pub(crate) check: Check,
-    pub(crate) future: PendingCheck,
-}
-
-/// Which check a pending future answers.
-pub(crate) struct Check {
-    index: usize,
-    key: LimitKey,
-    cost: u64,
-    started: Stopwatch,
-}
-
-/// A pending check of one limit or of a composite.
-pub(crate) enum PendingCheck {
-    One(CheckFuture),
-    All(CompositeCheckFuture),
-}
-
-/// What a pending check answered.
-pub(crate) enum Answer {
-    One(Result<Decision, LimiterError>),
-    All(Result<LimitsDecision, LimiterError>),
-}
-
-impl Future for PendingCheck {
-    type Output = Answer;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
-        match self.get_mut() {
-            PendingCheck::One(future) => Pin::new(future).poll(cx).map(Answer::One),
-            PendingCheck::All(future) => Pin::new(future).poll(cx).map(Answer::All),
-        }
-    }
 }
 
 pub(crate) enum Progress {

@@ -98,6 +98,7 @@ pub mod metrics_facade;
 #[cfg(feature = "client")]
 mod pacing;
 mod partition;
+mod pending;
 mod ready;
 #[cfg(feature = "redis")]
 mod redis;
