@@ -8,7 +8,7 @@ use http::{HeaderValue, Response};
 use tower_layer::Layer;
 
 use crate::enforce;
-use crate::{Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
+use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
 
 type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
 
@@ -34,11 +34,13 @@ pub(crate) struct Config {
 /// A tower [`Layer`] that rate-limits requests: with axum `Router::layer` /
 /// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
 ///
-/// Each request is checked against the layer's [`Limit`]s in order; the first denial answers
-/// `429 Too Many Requests`. Later limits are not charged, and what earlier limits took is
-/// refunded ([`KeyedLimiter::refund`](crate::KeyedLimiter::refund)), so a rejected request
-/// consumes no quota; limiters that cannot take units back (the sliding log, Redis) keep the
-/// charge, so put them last where that matters. An allowed request goes on, and its
+/// Each request is checked against the layer's [`Limit`]s in order (the limits of a
+/// [`CompositeLimit`] in one step); the first denial answers `429 Too Many Requests`. Later
+/// limits are not charged, and what earlier limits took is refunded
+/// ([`KeyedLimiter::refund`](crate::KeyedLimiter::refund)), so a rejected request consumes no
+/// quota, and their `RateLimit` members show what is left after the refund; limiters that cannot
+/// take units back (the sliding log, Redis) keep the charge, so put them last where that
+/// matters. An allowed request goes on, and its
 /// response gets `RateLimit-Policy` and `RateLimit` headers for every limit checked.
 ///
 /// ```
@@ -73,6 +75,10 @@ impl fmt::Debug for RateLimitLayer {
 impl RateLimitLayer {
     /// A layer enforcing `limit`.
     pub fn new(limit: Limit) -> Self {
+        Self::with_limits([limit])
+    }
+
+    fn with_limits(limits: impl IntoIterator<Item = Limit>) -> Self {
         let mut config = Config {
             limits: Vec::new(),
             shadow: false,
@@ -86,7 +92,9 @@ impl RateLimitLayer {
             grpc: false,
             all_policies: HeaderValue::from_static(""),
         };
-        config.push(limit);
+        for limit in limits {
+            config.push(limit);
+        }
         RateLimitLayer { config: Arc::new(config) }
     }
 
@@ -94,6 +102,22 @@ impl RateLimitLayer {
     /// IP and per user).
     pub fn limit(mut self, limit: Limit) -> Self {
         Arc::make_mut(&mut self.config).push(limit);
+        self
+    }
+
+    /// A layer enforcing `composite`: its limits decided all or nothing in one step.
+    pub fn from_composite(composite: CompositeLimit) -> Self {
+        Self::with_limits(composite.into_limits())
+    }
+
+    /// Also enforces `composite`, after the limits already added: its limits are decided all or
+    /// nothing in one step, and every one's `RateLimit` member shows its state after it (see
+    /// [`CompositeLimit`]).
+    pub fn composite(mut self, composite: CompositeLimit) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        for limit in composite.into_limits() {
+            config.push(limit);
+        }
         self
     }
 

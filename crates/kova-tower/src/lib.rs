@@ -17,8 +17,14 @@
 //!   [`RateLimitLayer::on_rejection`]).
 //! - A request whose key cannot be found is answered with a clear error (or, where configured,
 //!   skipped or given a fallback key): never one shared bucket for every unknown client.
+//! - Several limits on one key can be one [`CompositeLimit`]: decided all or nothing in one
+//!   step (kova's [`KeyedLimits`](kova::KeyedLimits), or a store's own through
+//!   [`CompositeLimiter`]), every limit's `RateLimit` member showing its state after it.
+//! - A limit's cost can be settled from the response ([`Limit::settle_from_header`],
+//!   [`ActualCost`]): the estimate checked first, the difference given back or charged into the
+//!   quota's overdraft once the response says what the request cost.
 //! - Shadow mode decides and records without denying; a [`Metrics`] hook sees every decision,
-//!   near-limit pass, key failure and backend failure.
+//!   near-limit pass, key failure, backend failure and settle.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -74,6 +80,7 @@
 
 mod body;
 pub mod client_ip;
+mod composite;
 mod enforce;
 mod extract;
 mod failure;
@@ -91,15 +98,19 @@ pub mod metrics_facade;
 #[cfg(feature = "client")]
 mod pacing;
 mod partition;
+mod pending;
+mod ready;
 #[cfg(feature = "redis")]
 mod redis;
 mod response;
 #[cfg(feature = "client")]
 pub mod server_hints;
 mod service;
+mod settle;
 mod stopwatch;
 
 pub use body::ResponseBody;
+pub use composite::{CompositeCheckFuture, CompositeLimit, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
 pub use failure::OnBackendError;
 pub use future::ResponseFuture;
@@ -115,3 +126,4 @@ pub use partition::{PartitionKeys, PARTITION_KEY_LEN};
 pub use redis::RedisBackend;
 pub use response::{Rejection, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY};
 pub use service::RateLimit;
+pub use settle::{ActualCost, SettleError, SettleFuture, Settled};

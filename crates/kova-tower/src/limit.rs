@@ -5,13 +5,16 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::request::Parts;
+use http::HeaderName;
 use kova::{Algorithm, Clock, CoarseClock, Gcra, Keyed, Quota, QuotaError};
 
+use crate::composite::Member;
 use crate::headers::{self, QuotaUnit};
+use crate::settle::SettleFrom;
 use crate::{Key, KeyedLimiter, LimitKey};
 
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
+pub(crate) type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
 
 /// What a limit does when its key cannot be found for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,6 +39,8 @@ pub enum ConfigError {
     /// A limit's name must be 1 to 64 characters of `A-Z a-z 0-9 _ - .` (it appears in headers,
     /// JSON bodies and metrics).
     InvalidName(String),
+    /// The quotas of a [`CompositeLimit`](crate::CompositeLimit) could not make a composite.
+    Composite(kova::LimitsError),
 }
 
 impl fmt::Display for ConfigError {
@@ -45,6 +50,7 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidName(name) => {
                 write!(f, "limit name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ - .")
             }
+            ConfigError::Composite(e) => write!(f, "invalid composite: {e}"),
         }
     }
 }
@@ -54,6 +60,7 @@ impl std::error::Error for ConfigError {
         match self {
             ConfigError::Quota(e) => Some(e),
             ConfigError::InvalidName(_) => None,
+            ConfigError::Composite(e) => Some(e),
         }
     }
 }
@@ -65,7 +72,7 @@ impl From<QuotaError> for ConfigError {
 }
 
 #[derive(Clone)]
-enum Cost {
+pub(crate) enum Cost {
     Fixed(u64),
     PerRequest(Arc<CostFn>),
 }
@@ -97,6 +104,9 @@ pub struct Limit {
     on_missing_key: OnMissingKey,
     unit: QuotaUnit,
     policy_item: Arc<str>,
+    settle_from: Option<SettleFrom>,
+    /// Set when the limit is one of a [`CompositeLimit`](crate::CompositeLimit)'s.
+    member: Option<Member>,
 }
 
 impl fmt::Debug for Limit {
@@ -169,7 +179,69 @@ impl Limit {
             on_missing_key: OnMissingKey::Reject,
             unit: QuotaUnit::Requests,
             policy_item: item.into(),
+            settle_from: None,
+            member: None,
         })
+    }
+
+    /// Settles each allowed request's cost from the response: the limit checks the estimate
+    /// (its [`cost`](Self::cost) or [`cost_fn`](Self::cost_fn)), and once the response's head
+    /// arrives, the integer in header `name` (an upstream's tokens-used header) is its real
+    /// cost. A lower cost is given back, a higher one charged, into the quota's overdraft
+    /// ([`Quota::with_overdraft`](kova::Quota::with_overdraft); GCRA only) where it has one:
+    /// a debt that later requests pay off. The response's `RateLimit` header shows the state
+    /// after settling.
+    ///
+    /// A response without the header keeps the estimate. A header that is not a whole number,
+    /// or a limiter that cannot settle, also keeps the estimate and is reported as
+    /// [`EventKind::SettleFailed`](crate::EventKind::SettleFailed) (with the `metrics` feature,
+    /// `kova_settle_failures_total`); an extra charge that did not fit even in the overdraft is
+    /// [`EventKind::Settled`](crate::EventKind::Settled)'s `uncharged`. The cost is read from
+    /// the response's head, before its body streams (a count sent in trailers is not read). A
+    /// request the layer does not pass on (denied) is never settled, and neither is a decision
+    /// a failure policy made (nothing was charged).
+    ///
+    /// ```
+    /// use http::header::HeaderName;
+    /// use kova::Quota;
+    /// use kova_tower::{Key, Limit};
+    /// // 100k tokens a minute per API key, up to 20k of debt; a call is estimated at 1,000
+    /// // tokens and settled from the upstream's header.
+    /// let quota = Quota::per_minute(100_000)?.with_overdraft(20_000);
+    /// let tokens = Limit::in_memory("tokens", quota, Key::header(HeaderName::from_static("x-api-key")))?
+    ///     .cost(1_000)
+    ///     .settle_from_header(HeaderName::from_static("x-tokens-used"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_from_header(self, name: HeaderName) -> Self {
+        Limit { settle_from: Some(SettleFrom::Header(name)), ..self }
+    }
+
+    /// Settles each allowed request's cost from the [`ActualCost`](crate::ActualCost) response
+    /// extension the handler sets, as [`settle_from_header`](Self::settle_from_header) does
+    /// from a header.
+    pub fn settle_from_extension(self) -> Self {
+        Limit { settle_from: Some(SettleFrom::Extension), ..self }
+    }
+
+    pub(crate) fn settle_from(&self) -> Option<&SettleFrom> {
+        self.settle_from.as_ref()
+    }
+
+    pub(crate) fn member(&self) -> Option<&Member> {
+        self.member.as_ref()
+    }
+
+    pub(crate) fn into_member(self, member: Member) -> Self {
+        Limit { member: Some(member), ..self }
+    }
+
+    pub(crate) fn with_cost_rule(self, cost: Cost) -> Self {
+        Limit { cost, ..self }
+    }
+
+    pub(crate) fn with_filter(self, filter: Option<Arc<Filter>>) -> Self {
+        Limit { filter, ..self }
     }
 
     /// What the quota counts, announced as `qu` in `RateLimit-Policy` (default

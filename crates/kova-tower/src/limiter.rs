@@ -9,7 +9,8 @@ use std::task::{Context, Poll};
 
 use kova::{Algorithm, CheckError, Clock, Decision, Keyed};
 
-use crate::LimitKey;
+use crate::ready::ReadyOr;
+use crate::{LimitKey, SettleError, SettleFuture, Settled};
 
 /// Any keyed limiter: in-memory ([`Keyed`]), a shared store (Redis), or your own.
 ///
@@ -44,6 +45,27 @@ pub trait KeyedLimiter: Send + Sync + 'static {
         let _ = (key, cost);
         false
     }
+
+    /// Settles an allowed check of `estimated` units whose real cost, read from the response,
+    /// is `actual` (see [`Limit::settle_from_header`](crate::Limit::settle_from_header)): gives
+    /// back the difference when lower, charges it when higher (into the quota's overdraft where
+    /// the limiter has one), and reports the key's state after it when known, for the
+    /// `RateLimit` header.
+    ///
+    /// The default, for limiters with no settle of their own, gives back a lower cost through
+    /// [`refund`](Self::refund) and answers [`SettleError::Unsupported`] for a higher one (or
+    /// when the refund fails): the estimate then stands, and the layer reports the failure.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        let result = if actual == estimated {
+            Ok(Settled::default())
+        } else if actual < estimated && self.refund(key, estimated - actual) {
+            let settlement = kova::Settlement { refunded: estimated - actual, ..Default::default() };
+            Ok(Settled { settlement, after: None })
+        } else {
+            Err(SettleError::Unsupported)
+        };
+        SettleFuture::ready(result)
+    }
 }
 
 impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
@@ -53,6 +75,11 @@ impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
 
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         Keyed::refund(self, key, cost)
+    }
+
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        let settlement = Keyed::settle(self, key, estimated, actual);
+        SettleFuture::ready(Ok(Settled { settlement, after: Some(self.peek(key)) }))
     }
 }
 
@@ -64,6 +91,10 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         (**self).refund(key, cost)
     }
+
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        (**self).settle(key, estimated, actual)
+    }
 }
 
 impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
@@ -73,6 +104,10 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
 
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         (**self).refund(key, cost)
+    }
+
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        (**self).settle(key, estimated, actual)
     }
 }
 
@@ -131,23 +166,16 @@ impl From<CheckError> for LimiterError {
     }
 }
 
-type BoxedCheck = Pin<Box<dyn Future<Output = Result<Decision, LimiterError>> + Send>>;
-
 /// The future of one [`KeyedLimiter::check`]: either already complete (in-memory limiters; no
 /// allocation, and the middleware answers without an extra await) or a boxed future (limiters
 /// that wait on I/O).
 #[must_use = "a check does nothing unless awaited or inspected"]
-pub struct CheckFuture(Repr);
-
-enum Repr {
-    Ready(Option<Result<Decision, LimiterError>>),
-    Boxed(BoxedCheck),
-}
+pub struct CheckFuture(ReadyOr<Result<Decision, LimiterError>>);
 
 impl CheckFuture {
     /// A check that is already complete.
     pub fn ready(result: Result<Decision, LimiterError>) -> Self {
-        CheckFuture(Repr::Ready(Some(result)))
+        CheckFuture(ReadyOr::Ready(Some(result)))
     }
 
     /// A check that completes when `future` does.
@@ -155,23 +183,20 @@ impl CheckFuture {
     where
         F: Future<Output = Result<Decision, LimiterError>> + Send + 'static,
     {
-        CheckFuture(Repr::Boxed(Box::pin(future)))
+        CheckFuture(ReadyOr::boxed(future))
     }
 
     /// The result if the check is already complete, else the future back.
     pub fn into_ready(self) -> Result<Result<Decision, LimiterError>, CheckFuture> {
-        match self.0 {
-            Repr::Ready(Some(result)) => Ok(result),
-            repr => Err(CheckFuture(repr)),
-        }
+        self.0.into_ready().map_err(CheckFuture)
     }
 }
 
 impl fmt::Debug for CheckFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Repr::Ready(result) => f.debug_tuple("CheckFuture::Ready").field(result).finish(),
-            Repr::Boxed(_) => f.write_str("CheckFuture::Pending"),
+            ReadyOr::Ready(result) => f.debug_tuple("CheckFuture::Ready").field(result).finish(),
+            ReadyOr::Boxed(_) => f.write_str("CheckFuture::Pending"),
         }
     }
 }
@@ -180,14 +205,9 @@ impl Future for CheckFuture {
     type Output = Result<Decision, LimiterError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.get_mut().0 {
-            Repr::Ready(result) => {
-                Poll::Ready(result.take().unwrap_or_else(|| {
-                    Err(LimiterError::backend("rate-limit check polled after it completed"))
-                }))
-            }
-            Repr::Boxed(future) => future.as_mut().poll(cx),
-        }
+        self.get_mut()
+            .0
+            .poll_with(cx, || Err(LimiterError::backend("rate-limit check polled after it completed")))
     }
 }
 

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kova::{Decision, Fallback};
+use kova::{Decision, Fallback, Settlement};
 
-use crate::{KeyError, LimitKey, LimiterError};
+use crate::{KeyError, LimitKey, LimiterError, SettleError};
 
 /// Receives the layer's events. Called on the request path: keep it cheap (count, don't log
 /// every event).
@@ -38,7 +38,8 @@ pub struct Event<'a> {
 
 /// What happened. Every checked limit gives exactly one of `Allowed`, `NearLimit` and `Denied`;
 /// a backend failure gives a `BackendFailure` first (and then, if a failure policy decided, that
-/// decision's event).
+/// decision's event). A limit that settles from the response gives, once the response's head
+/// arrives, `Settled` or `SettleFailed` when the response said what the request cost.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum EventKind<'a> {
@@ -66,6 +67,26 @@ pub enum EventKind<'a> {
         /// The limit's capacity.
         capacity: u64,
     },
+    /// An allowed request's cost was settled from its response. `settlement.uncharged > 0`
+    /// means the extra cost did not fit even in the quota's overdraft: those units were not
+    /// charged (the request was served on credit the limit did not have).
+    Settled {
+        /// The units checked before the request was served.
+        estimated: u64,
+        /// What the response said the request cost.
+        actual: u64,
+        /// What was given back, charged and left uncharged.
+        settlement: Settlement,
+    },
+    /// A response's real cost could not be settled; the estimate stands.
+    SettleFailed {
+        /// The units checked before the request was served.
+        estimated: u64,
+        /// What the response said the request cost, when it could be read.
+        actual: Option<u64>,
+        /// Why.
+        error: &'a SettleError,
+    },
 }
 
 /// Counts events by kind, with relaxed atomic counters (each counter is independent; a snapshot
@@ -87,6 +108,9 @@ pub struct CountingMetrics {
     backend_failures: AtomicU64,
     key_errors: AtomicU64,
     misconfigured: AtomicU64,
+    settled: AtomicU64,
+    settle_failures: AtomicU64,
+    settle_shortfalls: AtomicU64,
 }
 
 /// A copy of [`CountingMetrics`]' counters.
@@ -107,6 +131,12 @@ pub struct Counts {
     pub key_errors: u64,
     /// `CostExceedsCapacity` events.
     pub misconfigured: u64,
+    /// `Settled` events.
+    pub settled: u64,
+    /// `SettleFailed` events.
+    pub settle_failures: u64,
+    /// `Settled` events with units left uncharged (the overdraft was exhausted).
+    pub settle_shortfalls: u64,
 }
 
 impl CountingMetrics {
@@ -121,6 +151,9 @@ impl CountingMetrics {
             backend_failures: get(&self.backend_failures),
             key_errors: get(&self.key_errors),
             misconfigured: get(&self.misconfigured),
+            settled: get(&self.settled),
+            settle_failures: get(&self.settle_failures),
+            settle_shortfalls: get(&self.settle_shortfalls),
         }
     }
 }
@@ -135,6 +168,14 @@ impl Metrics for CountingMetrics {
             EventKind::BackendFailure { .. } => &self.backend_failures,
             EventKind::KeyError(_) => &self.key_errors,
             EventKind::CostExceedsCapacity { .. } => &self.misconfigured,
+            EventKind::Settled { settlement, .. } => {
+                if settlement.uncharged > 0 {
+                    // Relaxed: independent counters, read only for reporting.
+                    self.settle_shortfalls.fetch_add(1, Ordering::Relaxed);
+                }
+                &self.settled
+            }
+            EventKind::SettleFailed { .. } => &self.settle_failures,
         };
         // Relaxed: independent counters, read only for reporting.
         counter.fetch_add(1, Ordering::Relaxed);
@@ -145,14 +186,18 @@ impl fmt::Display for Counts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "allowed={} near_limit={} denied={} shadow_denied={} backend_failures={} key_errors={} misconfigured={}",
+            "allowed={} near_limit={} denied={} shadow_denied={} backend_failures={} key_errors={} misconfigured={} \
+             settled={} settle_failures={} settle_shortfalls={}",
             self.allowed,
             self.near_limit,
             self.denied,
             self.shadow_denied,
             self.backend_failures,
             self.key_errors,
-            self.misconfigured
+            self.misconfigured,
+            self.settled,
+            self.settle_failures,
+            self.settle_shortfalls
         )
     }
 }

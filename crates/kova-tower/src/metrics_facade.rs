@@ -14,6 +14,8 @@
 //! | `kova_backend_errors_total` | counter | `limit` | limiter errors (the layer's `OnBackendError` then applied) |
 //! | `kova_misconfigured_total` | counter | `limit` | requests costing more than the limit's capacity |
 //! | `kova_decision_seconds` | histogram | `limit` | time from a check's start to its decision |
+//! | `kova_settled_total` | counter | `limit` | allowed requests whose cost was settled from the response |
+//! | `kova_settle_failures_total` | counter | `limit`, `reason` (`unsupported` / `unreadable_cost` / `backend` / `overdraft_exhausted`) | responses whose cost could not be settled in full |
 //!
 //! A limit's check that allowed a request later denied by another limit counts as allowed (its
 //! units were given back); the request's outcome is the denying limit's `kova_denied_total`.
@@ -37,6 +39,10 @@ pub const KEY_ERRORS: &str = "kova_key_errors_total";
 pub const BACKEND_ERRORS: &str = "kova_backend_errors_total";
 /// Requests costing more than their limit's capacity.
 pub const MISCONFIGURED: &str = "kova_misconfigured_total";
+/// Allowed requests whose cost was settled from the response.
+pub const SETTLED: &str = "kova_settled_total";
+/// Responses whose cost could not be settled in full, by `reason`.
+pub const SETTLE_FAILURES: &str = "kova_settle_failures_total";
 /// Seconds from a check's start to its decision.
 pub const DECISION_SECONDS: &str = "kova_decision_seconds";
 
@@ -90,6 +96,16 @@ pub(crate) fn record(event: &Event<'_>) {
         EventKind::CostExceedsCapacity { .. } => {
             metrics::counter!(MISCONFIGURED, "limit" => limit).increment(1);
         }
+        EventKind::Settled { settlement, .. } => {
+            metrics::counter!(SETTLED, "limit" => limit.clone()).increment(1);
+            if settlement.uncharged > 0 {
+                metrics::counter!(SETTLE_FAILURES, "limit" => limit, "reason" => "overdraft_exhausted")
+                    .increment(1);
+            }
+        }
+        EventKind::SettleFailed { error, .. } => {
+            metrics::counter!(SETTLE_FAILURES, "limit" => limit, "reason" => error.label()).increment(1);
+        }
     }
 }
 
@@ -112,5 +128,7 @@ pub fn describe() {
     describe_counter!(KEY_ERRORS, Unit::Count, "Requests whose limit key could not be found.");
     describe_counter!(BACKEND_ERRORS, Unit::Count, "Errors a kova limiter returned.");
     describe_counter!(MISCONFIGURED, Unit::Count, "Requests costing more than their limit's capacity.");
+    describe_counter!(SETTLED, Unit::Count, "Allowed requests whose cost was settled from the response.");
+    describe_counter!(SETTLE_FAILURES, Unit::Count, "Responses whose cost could not be settled in full.");
     describe_histogram!(DECISION_SECONDS, Unit::Seconds, "Time from a limit check's start to its decision.");
 }

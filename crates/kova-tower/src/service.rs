@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::enforce::{Pending, Progress, Run, Verdict};
+use crate::enforce::{Pass, Pending, Progress, Run, Verdict};
 use crate::layer::Config;
 use crate::{ResponseBody, ResponseFuture};
 
@@ -59,38 +59,68 @@ where
         let (parts, body) = request.into_parts();
         let mut run = Run::default();
         match run.drive(&self.config, &parts) {
-            Progress::Done(Verdict::Pass(headers)) => {
+            Progress::Done(Verdict::Pass(Pass::Now(headers))) => {
                 ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
             }
             Progress::Done(Verdict::Reject(response)) => ResponseFuture::rejected(response),
+            Progress::Done(Verdict::Pass(pass)) => {
+                let (inner, config) = self.take_ready();
+                let request = Request::from_parts(parts, body);
+                ResponseFuture::boxed(Box::pin(async move { serve(inner, request, pass, &config).await }))
+            }
             Progress::Pending(pending) => {
-                // `self.inner` is the instance that was polled ready: the request takes it, and a
-                // clone (to be polled ready before the next call) stays behind.
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
-                let config = self.config.clone();
+                let (inner, config) = self.take_ready();
                 ResponseFuture::boxed(Box::pin(async move {
                     let mut pending: Pending = pending;
                     let verdict = loop {
-                        let result = pending.future.await;
-                        match run.resume(&config, &parts, &pending.check, result) {
+                        let answer = pending.future.await;
+                        match run.resume(&config, &parts, &pending.check, answer) {
                             Progress::Done(verdict) => break verdict,
                             Progress::Pending(next) => pending = next,
                         }
                     };
                     match verdict {
                         Verdict::Reject(response) => Ok(response.map(ResponseBody::full)),
-                        Verdict::Pass(headers) => {
-                            let mut inner = inner;
-                            let mut response = inner.call(Request::from_parts(parts, body)).await?;
-                            if let Some(headers) = headers {
-                                headers.apply(response.headers_mut());
-                            }
-                            Ok(response.map(ResponseBody::inner))
+                        Verdict::Pass(pass) => {
+                            serve(inner, Request::from_parts(parts, body), pass, &config).await
                         }
                     }
                 }))
             }
         }
     }
+}
+
+impl<S: Clone> RateLimit<S> {
+    /// The instance that was polled ready, for a request that goes on in a future of its own;
+    /// a clone (to be polled ready before the next call) stays behind (the usual tower pattern).
+    fn take_ready(&mut self) -> (S, Arc<Config>) {
+        let clone = self.inner.clone();
+        (std::mem::replace(&mut self.inner, clone), self.config.clone())
+    }
+}
+
+/// Passes the request on and writes the headers of `pass` on its response, settling from the
+/// response first where a limit asks for it.
+async fn serve<S, ReqBody, ResBody>(
+    mut inner: S,
+    request: Request<ReqBody>,
+    pass: Pass,
+    config: &Config,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let mut response = inner.call(request).await?;
+    let headers = match pass {
+        Pass::Now(headers) => headers,
+        Pass::AfterResponse(settling) => {
+            let actuals = settling.read(config, response.headers(), response.extensions());
+            settling.finish(config, actuals).await
+        }
+    };
+    if let Some(headers) = headers {
+        headers.apply(response.headers_mut());
+    }
+    Ok(response.map(ResponseBody::inner))
 }

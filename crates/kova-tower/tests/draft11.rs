@@ -226,9 +226,9 @@ async fn allowed_and_denied_responses_parse_with_units_partition_keys_and_the_qu
         assert_eq!(t, 12);
     }
     assert_eq!(retry_after, 12);
-    // The requests limit's member says what its check said; that unit was given back when the
-    // bytes limit denied (a rejected request consumes no quota).
-    assert_eq!(member(&state, "requests").int("r"), Some(8));
+    // The requests limit's unit was given back when the bytes limit denied (a rejected request
+    // consumes no quota), and its member says what is left after that: 9, not its check's 8.
+    assert_eq!(member(&state, "requests").int("r"), Some(9));
     assert!(
         matches!(member(&state, "bytes").get("pk"), Some(Value::Bytes(b)) if b.len() == kova_tower::PARTITION_KEY_LEN)
     );

@@ -260,9 +260,9 @@ async fn layered_policy_ip_for_anonymous_user_for_authenticated_ip_and_username_
     let limited = client.get("/", &alice).await;
     assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(limited.header("retry-after"), Some("20"));
-    // The IP check passed (its member shows what it said), but the user limit denied the
-    // request, so the IP limit's unit is refunded: a rejected request consumes no quota.
-    assert_eq!(limited.header("ratelimit"), Some(r#""ip";r=95;t=3, "client";r=0;t=20"#));
+    // The IP check passed, but the user limit denied the request, so the IP limit's unit is
+    // refunded (a rejected request consumes no quota) and its member shows what is left after.
+    assert_eq!(limited.header("ratelimit"), Some(r#""ip";r=96;t=3, "client";r=0;t=20"#));
     assert!(limited.body.contains("limit client: 3 per minute"), "{}", limited.body);
     // Another user on the same IP, and the anonymous IP bucket, are untouched by alice.
     // Bob's request is the IP's fifth charged unit (alice's denied one was given back).

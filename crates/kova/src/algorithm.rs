@@ -65,6 +65,19 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// log, whose units are timestamps already written); the state is then unchanged.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
 
+    /// Charges up to `cost` units from `cell` whatever its state, never denied (the extra part
+    /// of a settled cost, see [`WordAlgorithm::charge`]): returns the units charged. By default
+    /// (an algorithm whose state cannot hold a debt), what a peek reports remaining, at most
+    /// `cost`, taken by an ordinary check; 0 if a concurrent check took it first.
+    fn charge_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> u64 {
+        let take = cost.min(self.decide_cell(cell, clock, 0).remaining()).min(self.capacity());
+        if take > 0 && self.decide_cell(cell, clock, take).is_allowed() {
+            take
+        } else {
+            0
+        }
+    }
+
     /// The same algorithm for another quota (a keyed table's per-key quotas):
     /// [`from_quota`](Self::from_quota), unless the value says more than its type
     /// ([`AnyAlgorithm`] keeps its kind).

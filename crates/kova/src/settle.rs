@@ -3,7 +3,7 @@
 use std::hash::Hash;
 
 use crate::algorithm::update_word;
-use crate::{Clock, Keyed, RateLimiter, WordAlgorithm};
+use crate::{Algorithm, Clock, Keyed, RateLimiter, WordAlgorithm};
 
 /// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,10 +67,9 @@ fn settle_with(
     charge: impl FnOnce(u64) -> u64,
 ) -> Settlement {
     if actual <= estimated {
-        let refunded = estimated - actual;
-        if refunded > 0 {
-            refund(refunded);
-        }
+        let back = estimated - actual;
+        // What could not be given back (a sliding log, a key no longer held) is not reported.
+        let refunded = if back > 0 && refund(back) { back } else { 0 };
         return Settlement { refunded, ..Settlement::default() };
     }
     let extra = actual - estimated;
@@ -78,9 +77,13 @@ fn settle_with(
     Settlement { refunded: 0, charged, uncharged: extra - charged }
 }
 
-impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// [`RateLimiter::settle`] for `key`, under the key's own quota (and its overdraft). The
     /// refund and the extra charge take the key's shard lock, as [`refund`](Self::refund) does.
+    /// Only a [`WordAlgorithm`]'s state holds a debt; any other charges what is left
+    /// ([`Algorithm::charge_cell`]), and the sliding log gives nothing back (its units are
+    /// timestamps already written): `refunded` is then 0, as it is for a key no longer held
+    /// (its state is already full).
     ///
     /// ```
     /// use kova::{Gcra, Keyed, ManualClock, Quota, Settlement};
@@ -100,9 +103,7 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// overdraft. A key not held is first checked in (its fresh state takes up to its capacity).
     pub fn charge(&self, key: &K, cost: u64) -> u64 {
         let charge_held = |cost: u64| {
-            self.with_held_cell(key, |algorithm, cell, clock| {
-                update_word(cell, clock, |word, now| algorithm.charge(word, now, cost))
-            })
+            self.with_held_cell(key, |algorithm, cell, clock| algorithm.charge_cell(cell, clock, cost))
         };
         if cost == 0 {
             return 0;
@@ -117,5 +118,27 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             Ok(decision) if decision.is_allowed() => first + charge_held(cost - first).unwrap_or(0),
             _ => charge_held(cost).unwrap_or(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Keyed, ManualClock, Quota, Settlement, SlidingWindowLog, TokenBucket};
+
+    #[test]
+    fn a_table_of_any_algorithm_settles_within_what_its_state_can_hold() {
+        let quota = Quota::per_minute(10).unwrap();
+        // The sliding log cannot give back: nothing is reported refunded.
+        let log = Keyed::<u8, SlidingWindowLog, _>::with_clock(quota, ManualClock::new()).unwrap();
+        assert!(log.check_n(&1, 4).unwrap().is_allowed());
+        assert_eq!(log.settle(&1, 4, 1), Settlement::default());
+        // It charges what is left, and no more.
+        assert_eq!(log.settle(&1, 4, 12), Settlement { refunded: 0, charged: 6, uncharged: 2 });
+        assert_eq!(log.peek(&1).remaining(), 0);
+        // A word algorithm without a debt charges what is left too.
+        let bucket = Keyed::<u8, TokenBucket, _>::with_clock(quota, ManualClock::new()).unwrap();
+        assert!(bucket.check_n(&1, 4).unwrap().is_allowed());
+        assert_eq!(bucket.settle(&1, 4, 2), Settlement { refunded: 2, ..Settlement::default() });
+        assert_eq!(bucket.settle(&1, 2, 20), Settlement { refunded: 0, charged: 8, uncharged: 10 });
     }
 }

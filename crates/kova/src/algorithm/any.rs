@@ -260,6 +260,11 @@ impl Algorithm for AnyAlgorithm {
         cell_dispatch!(self, cell, a, c => a.refund_cell(c, clock, cost), false)
     }
 
+    /// A cell of the other kind is charged nothing.
+    fn charge_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> u64 {
+        cell_dispatch!(self, cell, a, c => a.charge_cell(c, clock, cost), 0)
+    }
+
     /// A cell of the other kind is left as it is.
     fn reset_cell(&self, cell: &AnyCell) {
         cell_dispatch!(self, cell, a, c => a.reset_cell(c), ())

@@ -71,6 +71,10 @@ impl<W: WordAlgorithm> Algorithm for W {
         }
     }
 
+    fn charge_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> u64 {
+        update_word(cell, clock, |word, now| self.charge(word, now, cost))
+    }
+
     fn reset_cell(&self, cell: &AtomicU64) {
         // Release: a reader that sees the fresh word also sees a clock no older than ours.
         cell.store(self.fresh_word(), Ordering::Release);

@@ -1,0 +1,340 @@
+//! CompositeLimit: several limits on one key (10 a second AND 1,000 an hour AND 10,000 a day per
+//! API key), decided all or nothing in one step by a composite limiter: kova's [`KeyedLimits`]
+//! in memory, or a backend's own through [`CompositeLimiter`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::request::Parts;
+use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Quota, WordAlgorithm};
+
+use crate::headers::QuotaUnit;
+use crate::limit::Cost;
+use crate::ready::ReadyOr;
+use crate::{
+    CheckFuture, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError, OnMissingKey, SettleError,
+    SettleFuture, Settled,
+};
+
+/// A limiter that decides several quotas of one key together: a check is admitted only if every
+/// quota admits it, and a denial takes nothing from any (kova's [`KeyedLimits`], or a shared
+/// store's composite script). The hook a backend implements to be used by [`CompositeLimit`];
+/// a backend without one is given its limits one by one ([`Limit`]s sharing a key), which the
+/// layer checks in order and refunds on a later denial.
+pub trait CompositeLimiter: Send + Sync + 'static {
+    /// Checks `cost` units of `key` against every quota, all or nothing (0 is a peek). The
+    /// answer carries every quota's decision, in the order the composite was built with.
+    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture;
+
+    /// Gives back `cost` units an admitted check took from every quota (a later limit of the
+    /// layer denied the request). Returns whether it could; the default cannot.
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        let _ = (key, cost);
+        false
+    }
+
+    /// Settles an admitted check of `estimated` units whose real cost was `actual`, for every
+    /// quota (see [`KeyedLimiter::settle`]): one [`Settled`] per quota, in order. The default
+    /// cannot: [`SettleError::Unsupported`], and the estimate stands.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let _ = (key, estimated, actual);
+        SettleFuture::ready(Err(SettleError::Unsupported))
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<LimitKey, W, C> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
+        CompositeCheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        KeyedLimits::refund(self, key, cost);
+        true
+    }
+
+    /// Each quota's table settles on its own (a settle is never denied, so there is nothing to
+    /// decide all or nothing), into its own overdraft.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let each = self.tables().iter().map(|table| {
+            let settlement = table.settle(key, estimated, actual);
+            Settled::new(settlement, Some(table.peek(key)))
+        });
+        SettleFuture::ready(Ok(each.collect()))
+    }
+}
+
+/// The future of one [`CompositeLimiter::check`]: already complete for in-memory composites,
+/// boxed for those that wait on I/O.
+#[must_use = "a check does nothing unless awaited or inspected"]
+pub struct CompositeCheckFuture(ReadyOr<Result<LimitsDecision, LimiterError>>);
+
+impl CompositeCheckFuture {
+    /// A check that is already complete.
+    pub fn ready(result: Result<LimitsDecision, LimiterError>) -> Self {
+        CompositeCheckFuture(ReadyOr::Ready(Some(result)))
+    }
+
+    /// A check that completes when `future` does.
+    pub fn new<F>(future: F) -> Self
+    where
+        F: Future<Output = Result<LimitsDecision, LimiterError>> + Send + 'static,
+    {
+        CompositeCheckFuture(ReadyOr::boxed(future))
+    }
+
+    /// The result if the check is already complete, else the future back.
+    // The Err is this future handed back (moved once, on the path that then awaits a store).
+    #[allow(clippy::result_large_err)]
+    pub fn into_ready(self) -> Result<Result<LimitsDecision, LimiterError>, Self> {
+        self.0.into_ready().map_err(CompositeCheckFuture)
+    }
+}
+
+impl fmt::Debug for CompositeCheckFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state =
+            if self.0.is_ready() { "CompositeCheckFuture::Ready" } else { "CompositeCheckFuture::Pending" };
+        f.write_str(state)
+    }
+}
+
+impl Future for CompositeCheckFuture {
+    type Output = Result<LimitsDecision, LimiterError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .poll_with(cx, || Err(LimiterError::backend("rate-limit check polled after it completed")))
+    }
+}
+
+/// The composite a limit belongs to, shared by its members.
+pub(crate) struct Group {
+    pub(crate) limiter: Arc<dyn CompositeLimiter>,
+    pub(crate) len: usize,
+}
+
+/// One limit's place in its composite.
+#[derive(Clone)]
+pub(crate) struct Member {
+    pub(crate) group: Arc<Group>,
+    pub(crate) position: usize,
+}
+
+impl Member {
+    /// Whether `limits` (the layer's, from this member on) hold the whole composite in order:
+    /// then the layer decides it in one step.
+    pub(crate) fn heads_whole_group(&self, limits: &[Limit]) -> bool {
+        self.position == 0
+            && limits.len() >= self.group.len
+            && limits[..self.group.len].iter().enumerate().all(|(offset, limit)| {
+                limit.member().is_some_and(|m| Arc::ptr_eq(&m.group, &self.group) && m.position == offset)
+            })
+    }
+}
+
+/// A member limit used on its own (cloned out of its composite into another layer): it checks
+/// and refunds the whole composite, and answers with its own quota's decision.
+struct MemberLimiter(Member);
+
+impl KeyedLimiter for MemberLimiter {
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
+        let position = self.0.position;
+        let pick = move |all: LimitsDecision| all.limit_decisions()[position];
+        match self.0.group.limiter.check(key, cost).into_ready() {
+            Ok(result) => CheckFuture::ready(result.map(pick)),
+            Err(future) => CheckFuture::new(async move { future.await.map(pick) }),
+        }
+    }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        self.0.group.limiter.refund(key, cost)
+    }
+
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        let position = self.0.position;
+        let pick = move |all: Vec<Settled>| {
+            all.get(position)
+                .copied()
+                .ok_or_else(|| SettleError::Backend("a composite settle left out a limit".into()))
+        };
+        let settle = self.0.group.limiter.settle(key, estimated, actual);
+        SettleFuture::new(async move { settle.await.and_then(pick) })
+    }
+}
+
+/// Several named limits on one key, decided all or nothing in one step: a request is admitted
+/// only if every limit admits it, a denial takes nothing from any, and every limit's `RateLimit`
+/// member shows its state after the decision. They share the key, the cost, the filter and the
+/// missing-key policy; each keeps its own name and quota in the headers, bodies and metrics.
+///
+/// Add it to a layer with [`RateLimitLayer::composite`](crate::RateLimitLayer::composite). A
+/// composite is kept only in memory ([`in_memory`](Self::in_memory), on kova's
+/// [`KeyedLimits`]) or by a backend that implements [`CompositeLimiter`]
+/// ([`new`](Self::new)); limits of a backend without a composite are added one by one as
+/// [`Limit`]s instead, and checked in order with a refund on a later denial.
+///
+/// ```
+/// use axum::{body::Body, routing::get, Router};
+/// use http::{header::HeaderName, Request, StatusCode};
+/// use kova::{Gcra, ManualClock, Quota};
+/// use kova_tower::{CompositeLimit, Key, RateLimitLayer};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let clock = ManualClock::new();
+/// // Per API key: 10 a second with bursts of 50, AND 100 an hour, AND 1,000 a day.
+/// let api_key = HeaderName::from_static("x-api-key");
+/// let quotas = [
+///     ("second", Quota::per_second(10)?.with_burst(50)?),
+///     ("hour", Quota::per_hour(100)?),
+///     ("day", Quota::per_day(1_000)?),
+/// ];
+/// let per_key = CompositeLimit::in_memory_with::<Gcra, _>(Key::header(api_key), quotas, clock)?
+///     .cost_fn(|parts| if parts.uri.path() == "/batch" { 40 } else { 1 });
+/// let app = Router::new()
+///     .route("/", get(|| async { "ok" }))
+///     .route("/batch", get(|| async { "done" }))
+///     .layer(RateLimitLayer::from_composite(per_key));
+/// let call = |path: &str| Request::get(path).header("x-api-key", "k1").body(Body::empty()).unwrap();
+///
+/// let batch = app.clone().oneshot(call("/batch")).await?;
+/// assert_eq!(batch.headers()["ratelimit"], r#""second";r=10;t=4, "hour";r=60;t=1440, "day";r=960;t=3456"#);
+/// // A second batch fits the second's burst (10 + refill) no more: denied, and nothing is
+/// // taken from the hour or the day.
+/// let denied = app.clone().oneshot(call("/batch")).await?;
+/// assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(denied.headers()["ratelimit"], r#""second";r=10;t=3, "hour";r=60;t=1440, "day";r=960;t=3456"#);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct CompositeLimit {
+    limits: Vec<Limit>,
+}
+
+impl fmt::Debug for CompositeLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompositeLimit").field("limits", &self.limits).finish()
+    }
+}
+
+impl CompositeLimit {
+    /// In memory (GCRA on the coarse clock): the named quotas, in order, for every key `key`
+    /// finds. At most [`kova::MAX_LIMITS`].
+    pub fn in_memory<'a>(
+        key: impl Into<Key>,
+        limits: impl IntoIterator<Item = (&'a str, Quota)>,
+    ) -> Result<Self, ConfigError> {
+        Self::in_memory_with::<Gcra, _>(key, limits, CoarseClock::new())
+    }
+
+    /// In memory with algorithm `W` reading `clock` (a [`ManualClock`](kova::ManualClock) in
+    /// tests).
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota};
+    /// use kova_tower::{CompositeLimit, Key};
+    /// let clock = ManualClock::new();
+    /// let both = CompositeLimit::in_memory_with::<Gcra, _>(
+    ///     Key::peer_ip(),
+    ///     [("minute", Quota::per_minute(10)?), ("hour", Quota::per_hour(100)?)],
+    ///     clock,
+    /// )?;
+    /// assert_eq!(both.limits()[1].name(), "hour");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn in_memory_with<'a, W: WordAlgorithm, C: Clock + Clone + 'static>(
+        key: impl Into<Key>,
+        limits: impl IntoIterator<Item = (&'a str, Quota)>,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        let named: Vec<(&str, Quota)> = limits.into_iter().collect();
+        let quotas = named.iter().map(|&(_, quota)| quota);
+        let composite =
+            KeyedLimits::<LimitKey, W, C>::with_clock(quotas, clock).map_err(ConfigError::Composite)?;
+        Self::new(key, named, composite)
+    }
+
+    /// Over a backend's composite: `limits` name the quotas `composite` enforces, in its order
+    /// (they are what `RateLimit-Policy` announces).
+    pub fn new<'a>(
+        key: impl Into<Key>,
+        limits: impl IntoIterator<Item = (&'a str, Quota)>,
+        composite: impl CompositeLimiter,
+    ) -> Result<Self, ConfigError> {
+        let named: Vec<(&str, Quota)> = limits.into_iter().collect();
+        if named.is_empty() {
+            return Err(ConfigError::Composite(LimitsError::Empty));
+        }
+        if named.len() > kova::MAX_LIMITS {
+            let error = LimitsError::TooMany { count: named.len(), max: kova::MAX_LIMITS };
+            return Err(ConfigError::Composite(error));
+        }
+        let key = key.into();
+        let group = Arc::new(Group { limiter: Arc::new(composite), len: named.len() });
+        let mut members = Vec::with_capacity(named.len());
+        for (position, (name, quota)) in named.into_iter().enumerate() {
+            let member = Member { group: group.clone(), position };
+            let limiter = Arc::new(MemberLimiter(member.clone()));
+            members.push(Limit::from_shared(name, quota, key.clone(), limiter)?.into_member(member));
+        }
+        Ok(CompositeLimit { limits: members })
+    }
+
+    fn map(self, f: impl Fn(Limit) -> Limit) -> Self {
+        CompositeLimit { limits: self.limits.into_iter().map(f).collect() }
+    }
+
+    /// Every request costs `cost` units of every limit (default 1).
+    pub fn cost(self, cost: u64) -> Self {
+        self.map(|limit| limit.cost(cost))
+    }
+
+    /// A request costs what `f` says, of every limit.
+    pub fn cost_fn(self, f: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        let rule = Cost::PerRequest(Arc::new(f));
+        self.map(|limit| limit.with_cost_rule(rule.clone()))
+    }
+
+    /// The limits apply only to requests for which `f` is true.
+    pub fn when(self, f: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        let filter: Arc<crate::limit::Filter> = Arc::new(f);
+        self.map(|limit| limit.with_filter(Some(filter.clone())))
+    }
+
+    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
+    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
+        self.map(|limit| limit.on_missing_key(policy))
+    }
+
+    /// Settles each allowed request's cost from the response's header `name`, for every limit
+    /// (see [`Limit::settle_from_header`]; each limit runs into its own overdraft).
+    pub fn settle_from_header(self, name: http::HeaderName) -> Self {
+        self.map(|limit| limit.settle_from_header(name.clone()))
+    }
+
+    /// Settles each allowed request's cost from the [`ActualCost`](crate::ActualCost) response
+    /// extension, for every limit.
+    pub fn settle_from_extension(self) -> Self {
+        self.map(Limit::settle_from_extension)
+    }
+
+    /// What every quota counts (see [`Limit::quota_unit`]).
+    pub fn quota_unit(self, unit: QuotaUnit) -> Self {
+        self.map(|limit| limit.quota_unit(unit))
+    }
+
+    /// The member limits, in order.
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+
+    pub(crate) fn into_limits(self) -> Vec<Limit> {
+        self.limits
+    }
+}
