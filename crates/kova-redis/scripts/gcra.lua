@@ -24,9 +24,12 @@ local function decide_gcra_state(state, now, cost, extra, margin, interval, burs
     -- A denial writes nothing.
     return 0, gcra_remaining(deficit, capacity, interval), new_deficit - capacity, deficit, 0
   end
-  local granted = gcra_remaining(new_deficit, capacity, interval)
-  if extra < granted then granted = extra end
-  new_deficit = new_deficit + granted * interval
+  local granted = 0
+  if extra > 0 then
+    granted = gcra_remaining(new_deficit, capacity, interval)
+    if extra < granted then granted = extra end
+    new_deficit = new_deficit + granted * interval
+  end
   -- The key expires exactly when the bucket is full again (a missing key reads as full).
   return 1, gcra_remaining(new_deficit, capacity, interval), 0, new_deficit, granted,
     fmt(now + new_deficit), ttl_ms(new_deficit + margin)

@@ -23,8 +23,11 @@
 -- decision writes (nothing more when it does not); decide_<algorithm> is it between a GET and a
 -- SET, and the batch script reads all its keys with one MGET instead.
 
+-- Library functions called per decision, as locals: a global's lookup costs more than the call.
+local fmod, format = math.fmod, string.format
+
 local function idiv(a, b)                 -- floor(a / b), exact for 0 <= a < 2^53, b > 0
-  return (a - math.fmod(a, b)) / b
+  return (a - fmod(a, b)) / b
 end
 
 -- fmt(x): an integer as a decimal string (tostring prints %.14g). %d formats a C long: exact
@@ -32,7 +35,7 @@ end
 local INTEGER_FORMAT = '%.0f'
 if string.format('%d', 2^53 - 1) == '9007199254740991' then INTEGER_FORMAT = '%d' end
 local function fmt(x)
-  return string.format(INTEGER_FORMAT, x)
+  return format(INTEGER_FORMAT, x)
 end
 
 -- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
@@ -40,7 +43,8 @@ end
 -- no decision reads a TTL.
 local MAX_TTL_US = 9007199254739992       -- 2^53 - 1000
 local function ttl_ms(us)
-  return fmt(idiv(math.min(us, MAX_TTL_US) + 999, 1000))
+  if us > MAX_TTL_US then us = MAX_TTL_US end
+  return fmt(idiv(us + 999, 1000))
 end
 
 local function server_now()               -- Redis TIME in microseconds
