@@ -182,7 +182,9 @@ fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
         for threads in [1, 2] {
             let keys = keys(shape, threads);
             let runtimes: Vec<tokio::runtime::Runtime> = (0..threads)
-                .map(|_| tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime"))
+                .map(|_| {
+                    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime")
+                })
                 .collect();
             let check = |t: usize, i: usize| {
                 let key = &keys[t][i % keys[t].len()];
@@ -190,8 +192,8 @@ fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
                 assert!(d.is_allowed() && matches!(d.fallback(), None | Some(Fallback::LocalCache)), "{d:?}");
             };
             // Warm up: every key hot and holding a lease.
-            for t in 0..threads {
-                for i in 0..keys[t].len() * 3 {
+            for (t, own) in keys.iter().enumerate() {
+                for i in 0..own.len() * 3 {
                     check(t, i);
                 }
             }

@@ -168,7 +168,8 @@ fn batch_command(batch: &[Waiting]) -> redis::Cmd {
     // (algorithm code, TTL margin, the two parameters): at most MAX_BATCH, searched in order.
     let mut limits: Vec<[u64; 4]> = Vec::new();
     // (limit number, now, cost, extra) and how many checks in a row have them.
-    let mut runs: Vec<((usize, Option<u64>, u64, u64), usize)> = Vec::new();
+    type Shape = (usize, Option<u64>, u64, u64);
+    let mut runs: Vec<(Shape, usize)> = Vec::new();
     for w in batch {
         let call = &w.call;
         let [cost, extra, margin, a, b] = call.args;
