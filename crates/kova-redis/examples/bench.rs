@@ -8,18 +8,22 @@
 //! repetition and each concurrency N in 1, 16, 64: `redis-benchmark -t incr -c N` (N connections,
 //! no pipelining) on the same server, plain `INCR` through redis-rs from N tasks on one
 //! multiplexed connection (the limiter's own connection setup), and every algorithm's decisions
-//! per second from N tasks; then a hot key with and without leasing (round trips per decision).
-//! Prints medians, and ratios taken within each repetition.
+//! per second from N tasks; then a hot key with and without leasing (round trips per decision);
+//! then the local layer alone (leased decisions answered with no round trip) from 1 and 2 OS
+//! threads, on one hot key and on many keys, beside kova's in-memory keyed table.
+//! Prints medians, and ratios taken within each repetition. Redis's own CPU time per operation
+//! (`INFO cpu`, over the INCR and the decision runs) is printed too: it does not depend on how
+//! much CPU the client gets, which on a small shared machine moves the throughput ratios.
 
 #[path = "../tests/integration/server.rs"]
 mod server;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use kova::{AlgorithmKind, Quota};
+use kova::{AlgorithmKind, Fallback, Gcra, Keyed, Quota};
 use kova_redis::{Leasing, Limit, RedisLimiter};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
@@ -100,6 +104,17 @@ where
     count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Redis's CPU time so far (user + system), in microseconds, from `INFO cpu`.
+async fn redis_cpu_micros(conn: &redis::aio::MultiplexedConnection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn.clone()).await.expect("INFO cpu");
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in INFO cpu: {info:?}"))
+    };
+    (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
+}
+
 fn limit_for(kind: AlgorithmKind) -> Limit {
     // Generous limits, so the scripts take their writing (admitting) path.
     let quota = match kind {
@@ -107,6 +122,99 @@ fn limit_for(kind: AlgorithmKind) -> Limit {
         _ => Quota::per_second(1_000_000),
     };
     Limit::new(kind, quota.expect("quota")).expect("limit")
+}
+
+/// The local-layer rows: (subject, keys, threads), in `local_layer`'s order.
+const LOCAL_ROWS: usize = 8;
+/// Keys per thread in the many-keys runs.
+const LOCAL_KEYS: usize = 1024;
+
+/// Decisions per second from `threads` OS threads for `secs`, each thread calling `op(thread, i)`.
+fn run_threads(threads: usize, secs: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
+    let stop = AtomicBool::new(false);
+    let count = AtomicU64::new(0);
+    let barrier = Barrier::new(threads + 1);
+    let elapsed = std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (stop, count, barrier, op) = (&stop, &count, &barrier, &op);
+            scope.spawn(move || {
+                barrier.wait();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // A few checks per look at the flag.
+                    for _ in 0..64 {
+                        op(t, i);
+                        i += 1;
+                    }
+                }
+                count.fetch_add(i as u64, Ordering::Relaxed);
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+        start
+    });
+    count.load(Ordering::Relaxed) as f64 / elapsed.elapsed().as_secs_f64()
+}
+
+/// The local layer alone: checks answered from leases (no round trip; a refill now and then),
+/// from 1 and 2 OS threads, on one hot key and on [`LOCAL_KEYS`] keys per thread; then the same
+/// runs through kova's in-memory keyed table. Each thread drives its checks on its own
+/// current-thread runtime (a local answer completes on the first poll). Returns decisions per
+/// second in [`LOCAL_ROWS`] order and the share of local answers among the leased checks.
+fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
+    // Far more units than the runs spend, so that every lease is granted in full.
+    let quota = Quota::per_second(1_000_000).and_then(|q| q.with_burst(1 << 32)).expect("quota");
+    let limit = Limit::gcra(quota).expect("limit");
+    let keys = |shape: usize, threads: usize| -> Vec<Vec<Vec<u8>>> {
+        (0..threads)
+            .map(|t| match shape {
+                0 => vec![b"bench:local:hot".to_vec()],
+                _ => (0..LOCAL_KEYS).map(|k| format!("bench:local:{t}:{k}").into_bytes()).collect(),
+            })
+            .collect()
+    };
+    let mut out = [0.0; LOCAL_ROWS];
+    let (mut local, mut trips) = (0, 0);
+    for shape in 0..2 {
+        for threads in [1, 2] {
+            let keys = keys(shape, threads);
+            let runtimes: Vec<tokio::runtime::Runtime> = (0..threads)
+                .map(|_| {
+                    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime")
+                })
+                .collect();
+            let check = |t: usize, i: usize| {
+                let key = &keys[t][i % keys[t].len()];
+                let d = runtimes[t].block_on(leased.check(key, &limit)).expect("check");
+                assert!(d.is_allowed() && matches!(d.fallback(), None | Some(Fallback::LocalCache)), "{d:?}");
+            };
+            // Warm up: every key hot and holding a lease.
+            for (t, own) in keys.iter().enumerate() {
+                for i in 0..own.len() * 3 {
+                    check(t, i);
+                }
+            }
+            let before = leased.stats();
+            out[shape * 2 + threads - 1] = run_threads(threads, secs, check);
+            let after = leased.stats();
+            local += after.local_decisions - before.local_decisions;
+            trips += after.round_trips - before.round_trips;
+        }
+    }
+    let share = local as f64 / (local + trips).max(1) as f64;
+    for shape in 0..2 {
+        for threads in [1, 2] {
+            let keys = keys(shape, threads);
+            let table = Keyed::<Vec<u8>, Gcra>::new(quota).expect("keyed");
+            out[4 + shape * 2 + threads - 1] = run_threads(threads, secs, |t, i| {
+                assert!(table.check(&keys[t][i % keys[t].len()]).is_allowed());
+            });
+        }
+    }
+    (out, share)
 }
 
 #[tokio::main]
@@ -157,6 +265,12 @@ async fn main() {
     // and the mean time a check waited in the queue for its batch.
     let mut batch_size: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut batch_wait_us: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    // Redis CPU microseconds per INCR / per decision, and their ratio within the repetition.
+    let mut rs_incr_cpu: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut algo_cpu: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    let mut ratio_cpu: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    let mut local_rows: Vec<Vec<f64>> = vec![Vec::new(); LOCAL_ROWS];
+    let mut local_share = Vec::new();
     let mut lease_rate = Vec::new();
     let mut lease_trips = Vec::new();
     let mut hot_rate = Vec::new();
@@ -166,6 +280,8 @@ async fn main() {
             let incr = redis_benchmark_incr(&host, port, tasks, args.secs);
             bench_incr[c].push(incr);
             let conn = incr_conn.clone();
+            let cpu_before = redis_cpu_micros(&incr_conn).await;
+            let started = Instant::now();
             let rs = run_for(tasks, args.secs, move |task, _| {
                 let mut conn = conn.clone();
                 async move {
@@ -177,11 +293,15 @@ async fn main() {
                 }
             })
             .await;
+            let incr_cpu_us = (redis_cpu_micros(&incr_conn).await - cpu_before)
+                / (rs * started.elapsed().as_secs_f64()).max(1.0);
             rs_incr[c].push(rs);
+            rs_incr_cpu[c].push(incr_cpu_us);
             for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
                 let (limiter, limit) = (limiter.clone(), limit_for(kind));
                 let before = limiter.batch_stats();
                 let probe = limiter.clone();
+                let cpu_before = redis_cpu_micros(&incr_conn).await;
                 let rate = run_for(tasks, args.secs, move |task, i| {
                     let limiter = limiter.clone();
                     async move {
@@ -191,6 +311,7 @@ async fn main() {
                     }
                 })
                 .await;
+                let cpu_us = redis_cpu_micros(&incr_conn).await - cpu_before;
                 let after = probe.batch_stats();
                 let calls = (after.single_calls - before.single_calls) + (after.batches - before.batches);
                 let checks = (after.single_calls - before.single_calls)
@@ -199,6 +320,9 @@ async fn main() {
                 batch_size[a][c].push(checks as f64 / calls.max(1) as f64);
                 batch_wait_us[a][c].push(queued as f64 / checks.max(1) as f64 / 1_000.0);
                 algo[a][c].push(rate);
+                let cpu_per_decision = cpu_us / checks.max(1) as f64;
+                algo_cpu[a][c].push(cpu_per_decision);
+                ratio_cpu[a][c].push(incr_cpu_us / cpu_per_decision);
                 ratio_bench[a][c].push(rate / incr);
                 ratio_rs[a][c].push(rate / rs);
             }
@@ -233,6 +357,20 @@ async fn main() {
         );
         let s = leased.stats();
         lease_trips.push(s.round_trips as f64 / (s.round_trips + s.local_decisions) as f64);
+        // The local layer alone, on a limiter of its own (a long lease ttl: every key stays hot).
+        let local = RedisLimiter::builder()
+            .timeout(Duration::from_secs(2))
+            .leasing(Leasing::new(100_000, Duration::from_secs(10)))
+            .connect(&url)
+            .await
+            .expect("connect");
+        let secs = args.secs / 2.0;
+        let (rows, share) =
+            tokio::task::spawn_blocking(move || local_layer(&local, secs)).await.expect("local layer");
+        for (r, rate) in rows.into_iter().enumerate() {
+            local_rows[r].push(rate);
+        }
+        local_share.push(share);
     }
 
     let med = |v: &Vec<Vec<f64>>| -> Vec<f64> { v.iter().cloned().map(median).collect() };
@@ -249,6 +387,8 @@ async fn main() {
         "| INCR via redis-rs, N tasks on one multiplexed connection | {:.0} | {:.0} | {:.0} |",
         r[0], r[1], r[2]
     );
+    let rc = med(&rs_incr_cpu);
+    println!("| Redis CPU per INCR via redis-rs, µs | {:.2} | {:.2} | {:.2} |", rc[0], rc[1], rc[2]);
     for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
         let (m, rb, rr) = (med(&algo[a]), med(&ratio_bench[a]), med(&ratio_rs[a]));
         let (size, wait) = (med(&batch_size[a]), med(&batch_wait_us[a]));
@@ -256,6 +396,14 @@ async fn main() {
             format!("{:.0} ({:.2}x; {:.2}x); batch {:.1}, +{:.0} µs", m[c], rb[c], rr[c], size[c], wait[c])
         };
         println!("| {kind}: decisions/s (x redis-benchmark; x redis-rs INCR); mean batch, added wait | {} | {} | {} |", cell(0), cell(1), cell(2));
+    }
+    println!("\nRedis CPU per decision, µs (x Redis CPU per redis-rs INCR: the throughput ratio Redis alone allows)\n");
+    println!("| | 1 task | 16 tasks | 64 tasks |");
+    println!("|---|---|---|---|");
+    for (a, kind) in AlgorithmKind::ALL.into_iter().enumerate() {
+        let (cpu, ratio) = (med(&algo_cpu[a]), med(&ratio_cpu[a]));
+        let cell = |c: usize| format!("{:.2} ({:.2}x)", cpu[c], ratio[c]);
+        println!("| {kind} | {} | {} | {} |", cell(0), cell(1), cell(2));
     }
     let trips = median(lease_trips);
     println!(
@@ -265,4 +413,21 @@ async fn main() {
         median(lease_rate),
         1.0 / trips
     );
+    let l = med(&local_rows);
+    println!(
+        "\n## Local layer (leased GCRA decisions, no round trip; {:.4} of them answered locally) beside kova in memory\n",
+        median(local_share)
+    );
+    println!("| decisions/s | 1 thread | 2 threads | 2 threads / 1 |");
+    println!("|---|---|---|---|");
+    let names = [
+        "kova-redis local layer, one hot key",
+        &format!("kova-redis local layer, {LOCAL_KEYS} keys per thread"),
+        "kova Keyed<Vec<u8>, Gcra>, one hot key",
+        &format!("kova Keyed<Vec<u8>, Gcra>, {LOCAL_KEYS} keys per thread"),
+    ];
+    for (row, name) in names.iter().enumerate() {
+        let (one, two) = (l[row * 2], l[row * 2 + 1]);
+        println!("| {name} | {one:.0} | {two:.0} | {:.2}x |", two / one);
+    }
 }

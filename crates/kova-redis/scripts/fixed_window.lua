@@ -1,11 +1,13 @@
 -- Fixed window: mirrors kova::FixedWindow::decide (crates/kova/src/algorithm/fixed_window.rs).
 -- State: "window:count", the window index (now / period, full width) and its count. No key = an
 -- empty window. a = limit, b = period (microseconds).
-local function decide_fixed_window(key, now, cost, extra, margin, limit, period)
+
+-- The decision on the key's stored value `state` (false: no key), and what to write (see the
+-- prelude).
+local function decide_fixed_window_state(state, now, cost, extra, margin, limit, period)
   -- current: the window now counts in, its count, and the index of the window after it.
   local index = idiv(now, period)
   local window, count, end_index = index, 0, index + 1
-  local state = redis.call('GET', key)
   if state then
     local sep = string.find(state, ':', 1, true)
     local stored = tonumber(string.sub(state, 1, sep - 1))
@@ -22,14 +24,18 @@ local function decide_fixed_window(key, now, cost, extra, margin, limit, period)
   if count > 0 then reset = until_end end
 
   if cost == 0 then
-    return {1, limit - count, 0, reset, 0}
+    return 1, limit - count, 0, reset, 0
   end
   if count + cost > limit then
     -- A denial writes nothing. cost <= limit, so the next window admits it.
-    return {0, limit - count, until_end, reset, 0}
+    return 0, limit - count, until_end, reset, 0
   end
-  local granted = math.min(extra, limit - count - cost)
+  local granted = limit - count - cost
+  if extra < granted then granted = extra end
   count = count + cost + granted
-  redis.call('SET', key, fmt(window) .. ':' .. fmt(count), 'PX', ttl_ms(until_end + margin))
-  return {1, limit - count, 0, until_end, granted}
+  return 1, limit - count, 0, until_end, granted, fmt(window) .. ':' .. fmt(count), ttl_ms(until_end + margin)
+end
+
+local function decide_fixed_window(key, now, cost, extra, margin, limit, period)
+  return decide_key(decide_fixed_window_state, key, now, cost, extra, margin, limit, period)
 end

@@ -15,13 +15,27 @@
 --   margin  TTL margin in microseconds (added to every key's TTL)
 --   a, b    the algorithm's two parameters
 -- and returns {allowed (1/0), remaining, retry_after_us, reset_after_us, granted_extra}.
+--
+-- Every algorithm kept in a string key (all but the sliding window log) has its decision as a
+-- function of the stored value, decide_<algorithm>_state(state, now, cost, extra, margin, a, b),
+-- `state` being the key's value or false when there is none. It reads and writes no key, and
+-- returns the five values above as plain values, then the value to store and its PX TTL when the
+-- decision writes (nothing more when it does not); decide_<algorithm> is it between a GET and a
+-- SET, and the batch script reads all its keys with one MGET instead.
+
+-- Library functions called per decision, as locals: a global's lookup costs more than the call.
+local fmod, format = math.fmod, string.format
 
 local function idiv(a, b)                 -- floor(a / b), exact for 0 <= a < 2^53, b > 0
-  return (a - math.fmod(a, b)) / b
+  return (a - fmod(a, b)) / b
 end
 
-local function fmt(x)                     -- an integer as a decimal string (tostring prints %.14g)
-  return string.format('%.0f', x)
+-- fmt(x): an integer as a decimal string (tostring prints %.14g). %d formats a C long: exact
+-- below 2^53 where it has 64 bits, and much cheaper than %.0f, which a 32-bit build keeps.
+local INTEGER_FORMAT = '%.0f'
+if string.format('%d', 2^53 - 1) == '9007199254740991' then INTEGER_FORMAT = '%d' end
+local function fmt(x)
+  return format(INTEGER_FORMAT, x)
 end
 
 -- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
@@ -29,11 +43,19 @@ end
 -- no decision reads a TTL.
 local MAX_TTL_US = 9007199254739992       -- 2^53 - 1000
 local function ttl_ms(us)
-  return fmt(idiv(math.min(us, MAX_TTL_US) + 999, 1000))
+  if us > MAX_TTL_US then us = MAX_TTL_US end
+  return fmt(idiv(us + 999, 1000))
 end
-
 
 local function server_now()               -- Redis TIME in microseconds
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- One decision on `key` by a decide_<algorithm>_state function: GET, decide, SET if it writes.
+local function decide_key(decide_state, key, now, cost, extra, margin, a, b)
+  local allowed, remaining, retry, reset, granted, new, ttl =
+    decide_state(redis.call('GET', key), now, cost, extra, margin, a, b)
+  if new then redis.call('SET', key, new, 'PX', ttl) end
+  return {allowed, remaining, retry, reset, granted}
 end

@@ -3,12 +3,34 @@
 -- + current, compared exactly in integers scaled by the period.
 -- State: "window:prev:current". No key = both counts zero.
 -- a = limit, b = period (microseconds); limit * period <= 2^52, checked by the caller.
-local function decide_sliding_window_counter(key, now, cost, extra, margin, limit, period)
+
+-- limit * period - prev * (period - elapsed) - c * period: the room left with `c` in the
+-- current window, scaled by the period.
+local function counter_room_scaled(c, limit, period, prev, elapsed)
+  return limit * period - prev * (period - elapsed) - c * period
+end
+
+local function counter_remaining(c, limit, period, prev, elapsed)
+  local room = counter_room_scaled(c, limit, period, prev, elapsed)
+  if room <= 0 then return 0 end
+  return idiv(room, period)
+end
+
+-- Microseconds (from the view's instant) until both counts have aged out.
+local function counter_until_fresh(c, period, prev, elapsed)
+  local to_end = period - elapsed
+  if c > 0 then return to_end + period end
+  if prev > 0 then return to_end end
+  return 0
+end
+
+-- The decision on the key's stored value `state` (false: no key), and what to write (see the
+-- prelude).
+local function decide_sliding_window_counter_state(state, now, cost, extra, margin, limit, period)
   -- view: the state as seen at now.
   local index = idiv(now, period)
   local elapsed = now - index * period
   local window, prev, current, lag = index, 0, 0, 0
-  local state = redis.call('GET', key)
   if state then
     local a = string.find(state, ':', 1, true)
     local b = string.find(state, ':', a + 1, true)
@@ -28,30 +50,11 @@ local function decide_sliding_window_counter(key, now, cost, extra, margin, limi
     -- Two or more windows on, both counts have aged out.
   end
 
-  -- limit * period - prev * (period - elapsed) - c * period: the room left, scaled by the period.
-  local function room_scaled(c)
-    return limit * period - prev * (period - elapsed) - c * period
-  end
-
-  local function remaining(c)
-    local room = room_scaled(c)
-    if room <= 0 then return 0 end
-    return idiv(room, period)
-  end
-
-  -- Microseconds (from the view's instant) until both counts have aged out.
-  local function until_fresh(c)
-    local to_end = period - elapsed
-    if c > 0 then return to_end + period end
-    if prev > 0 then return to_end end
-    return 0
-  end
-
-  local reset = until_fresh(current) + lag
+  local reset = counter_until_fresh(current, period, prev, elapsed) + lag
   if cost == 0 then
-    return {1, remaining(current), 0, reset, 0}
+    return 1, counter_remaining(current, limit, period, prev, elapsed), 0, reset, 0
   end
-  if room_scaled(current + cost) < 0 then
+  if counter_room_scaled(current + cost, limit, period, prev, elapsed) < 0 then
     -- until_fits: microseconds until cost fits, with no other traffic. A denial writes nothing.
     local retry
     local room_now = limit - current - cost
@@ -64,11 +67,16 @@ local function decide_sliding_window_counter(key, now, cost, extra, margin, limi
       local needed = period - math.min(idiv((limit - cost) * period, current), period)
       retry = (period - elapsed) + needed
     end
-    return {0, remaining(current), retry + lag, reset, 0}
+    return 0, counter_remaining(current, limit, period, prev, elapsed), retry + lag, reset, 0
   end
-  local granted = math.min(extra, remaining(current + cost))
+  local granted = counter_remaining(current + cost, limit, period, prev, elapsed)
+  if extra < granted then granted = extra end
   current = current + cost + granted
-  local new_reset = until_fresh(current) + lag
-  redis.call('SET', key, fmt(window) .. ':' .. fmt(prev) .. ':' .. fmt(current), 'PX', ttl_ms(new_reset + margin))
-  return {1, remaining(current), 0, new_reset, granted}
+  local new_reset = counter_until_fresh(current, period, prev, elapsed) + lag
+  return 1, counter_remaining(current, limit, period, prev, elapsed), 0, new_reset, granted,
+    fmt(window) .. ':' .. fmt(prev) .. ':' .. fmt(current), ttl_ms(new_reset + margin)
+end
+
+local function decide_sliding_window_counter(key, now, cost, extra, margin, limit, period)
+  return decide_key(decide_sliding_window_counter_state, key, now, cost, extra, margin, limit, period)
 end

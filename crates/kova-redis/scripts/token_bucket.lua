@@ -2,9 +2,19 @@
 -- State: "tokens:stamp", the token count and the time of the last refill in microseconds (full
 -- width: no wrap-around, so any reading behind the stamp is a clock running backwards). No key
 -- = a full bucket. a = interval (microseconds per token), b = burst.
-local function decide_token_bucket(key, now, cost, extra, margin, interval, burst)
+
+-- Microseconds until `t` tokens become a full bucket, `progress` of the next one earned.
+local function token_bucket_until_full(t, burst, interval, progress)
+  if t >= burst then return 0 end
+  local left = (burst - t) * interval - progress
+  if left < 0 then return 0 end
+  return left
+end
+
+-- The decision on the key's stored value `state` (false: no key), and what to write (see the
+-- prelude).
+local function decide_token_bucket_state(state, now, cost, extra, margin, interval, burst)
   local tokens, stamp = burst, 0
-  local state = redis.call('GET', key)
   if state then
     local sep = string.find(state, ':', 1, true)
     tokens = tonumber(string.sub(state, 1, sep - 1))
@@ -28,20 +38,21 @@ local function decide_token_bucket(key, now, cost, extra, margin, interval, burs
     end
   end
 
-  local function until_full(t)
-    if t >= burst then return 0 end
-    return math.max((burst - t) * interval - progress, 0)
-  end
-
   if cost == 0 then
-    return {1, tokens, 0, until_full(tokens), 0}
+    return 1, tokens, 0, token_bucket_until_full(tokens, burst, interval, progress), 0
   end
   if cost > tokens then
     -- A denial writes nothing.
-    return {0, tokens, (cost - tokens) * interval - progress, until_full(tokens), 0}
+    return 0, tokens, (cost - tokens) * interval - progress,
+      token_bucket_until_full(tokens, burst, interval, progress), 0
   end
-  local granted = math.min(extra, tokens - cost)
+  local granted = tokens - cost
+  if extra < granted then granted = extra end
   local left = tokens - cost - granted
-  redis.call('SET', key, fmt(left) .. ':' .. fmt(stamp), 'PX', ttl_ms(until_full(left) + margin))
-  return {1, left, 0, until_full(left), granted}
+  local until_full = token_bucket_until_full(left, burst, interval, progress)
+  return 1, left, 0, until_full, granted, fmt(left) .. ':' .. fmt(stamp), ttl_ms(until_full + margin)
+end
+
+local function decide_token_bucket(key, now, cost, extra, margin, interval, burst)
+  return decide_key(decide_token_bucket_state, key, now, cost, extra, margin, interval, burst)
 end

@@ -161,6 +161,63 @@ pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<
     }
 }
 
+/// The batch script's `EVALSHA` (see `scripts/batch.lua` for the layout): the keys, each
+/// distinct limit once, then runs of consecutive checks that share limit, time, cost and extra
+/// (every argument costs Redis more to take in than a decision costs to make).
+fn batch_command(batch: &[Waiting]) -> redis::Cmd {
+    // (algorithm code, TTL margin, the two parameters): at most MAX_BATCH, searched in order.
+    let mut limits: Vec<[u64; 4]> = Vec::new();
+    // (limit number, now, cost, extra) and how many checks in a row have them.
+    type Shape = (usize, Option<u64>, u64, u64);
+    let mut runs: Vec<(Shape, usize)> = Vec::new();
+    for w in batch {
+        let call = &w.call;
+        let [cost, extra, margin, a, b] = call.args;
+        let limit = [index(call.kind) as u64 + 1, margin, a, b];
+        let number = match limits.iter().position(|l| *l == limit) {
+            Some(i) => i + 1,
+            None => {
+                limits.push(limit);
+                limits.len()
+            }
+        };
+        let shape = (number, call.now, cost, extra);
+        match runs.last_mut() {
+            Some((last, count)) if *last == shape => *count += 1,
+            _ => runs.push((shape, 1)),
+        }
+    }
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(batch_script().get_hash()).arg(batch.len());
+    for w in batch {
+        cmd.arg(&w.call.key);
+    }
+    cmd.arg(limits.len());
+    for limit in &limits {
+        cmd.arg(&limit[..]);
+    }
+    for ((number, now, cost, extra), count) in runs {
+        cmd.arg(number);
+        match now {
+            Some(micros) => cmd.arg(micros),
+            None => cmd.arg(""),
+        };
+        cmd.arg(cost).arg(extra).arg(count);
+    }
+    cmd
+}
+
+/// One check's 3 values in a batch reply as a lone check's 5 (allowed, remaining, retry, reset,
+/// granted); `None` when its decision failed.
+fn decode(reply: &[i64]) -> Option<Vec<i64>> {
+    let &[signed, reset, retry_or_granted] = reply else { return None };
+    match signed {
+        1.. => Some(vec![1, signed - 1, 0, reset, retry_or_granted]),
+        ..=-1 => Some(vec![0, -1 - signed, retry_or_granted, reset, 0]),
+        0 => None,
+    }
+}
+
 fn dropped() -> RedisError {
     RedisError::from((redis::ErrorKind::IoError, "kova batch dropped before it was sent"))
 }
@@ -225,21 +282,7 @@ async fn send(node: &SingleNode, batch: Vec<Waiting>) {
     c.batches.fetch_add(1, Ordering::Relaxed);
     c.batched_checks.fetch_add(n, Ordering::Relaxed);
     c.largest_batch.fetch_max(n, Ordering::Relaxed);
-    // A plain EVALSHA command (one buffer for all arguments), loading the script on NOSCRIPT.
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(batch_script().get_hash()).arg(batch.len());
-    for w in &batch {
-        cmd.arg(&w.call.key);
-    }
-    for w in &batch {
-        let call = &w.call;
-        cmd.arg(index(call.kind) + 1);
-        match call.now {
-            Some(micros) => cmd.arg(micros),
-            None => cmd.arg(""),
-        };
-        cmd.arg(&call.args[..]);
-    }
+    let cmd = batch_command(&batch);
     let mut result: RedisResult<Vec<i64>> = node.query(&cmd).await;
     if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
         let load = redis::cmd("SCRIPT").arg("LOAD").arg(batch_script_source()).clone();
@@ -249,16 +292,14 @@ async fn send(node: &SingleNode, batch: Vec<Waiting>) {
         };
     }
     match result {
-        Ok(values) if values.len() == batch.len() * 5 => {
-            for (w, reply) in batch.into_iter().zip(values.chunks_exact(5)) {
-                let result = if reply[0] == -1 {
-                    Err(RedisError::from((
+        Ok(values) if values.len() == batch.len() * 3 => {
+            for (w, reply) in batch.into_iter().zip(values.chunks_exact(3)) {
+                let result = decode(reply).ok_or_else(|| {
+                    RedisError::from((
                         redis::ErrorKind::ResponseError,
                         "a kova script failed on this key in a batch (run it alone for the message)",
-                    )))
-                } else {
-                    Ok(reply.to_vec())
-                };
+                    ))
+                });
                 let _ = w.reply.send(result);
             }
         }
@@ -275,5 +316,91 @@ async fn send(node: &SingleNode, batch: Vec<Waiting>) {
                 let _ = w.reply.send(Err(RedisError::from(error)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(kind: AlgorithmKind, key: &str, now: Option<u64>, args: [u64; 5]) -> Waiting {
+        let (reply, _) = oneshot::channel();
+        Waiting { call: Call { kind, key: key.into(), now, args }, since: Instant::now(), reply }
+    }
+
+    fn args(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                redis::Arg::Cursor => "<cursor>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_sends_each_limit_once_and_runs_of_like_checks_as_one() {
+        use AlgorithmKind::{Gcra, SlidingWindowLog};
+        let gcra = [1, 0, 0, 10, 5];
+        let batch = [
+            waiting(Gcra, "a", None, gcra),
+            waiting(Gcra, "b", None, gcra),
+            waiting(SlidingWindowLog, "c", Some(7), [2, 0, 1000, 3, 100]),
+            waiting(Gcra, "a", None, gcra),
+            waiting(Gcra, "d", None, [1, 4, 0, 10, 5]),
+        ];
+        let sent = args(&batch_command(&batch));
+        let expected = [
+            "EVALSHA",
+            batch_script().get_hash(),
+            "5",
+            "a",
+            "b",
+            "c",
+            "a",
+            "d",
+            // Two limits: GCRA (2) and the log (5).
+            "2",
+            "2",
+            "0",
+            "10",
+            "5",
+            "5",
+            "1000",
+            "3",
+            "100",
+            // Runs: 2 alike, the log, 1 like the first (not merged: order is kept), 1 with extra.
+            "1",
+            "",
+            "1",
+            "0",
+            "2",
+            "2",
+            "7",
+            "2",
+            "0",
+            "1",
+            "1",
+            "",
+            "1",
+            "0",
+            "1",
+            "1",
+            "",
+            "1",
+            "4",
+            "1",
+        ];
+        assert_eq!(sent, expected);
+    }
+
+    #[test]
+    fn batch_replies_decode_to_lone_replies() {
+        assert_eq!(decode(&[10, 1000, 3]), Some(vec![1, 9, 0, 1000, 3]));
+        assert_eq!(decode(&[1, 0, 0]), Some(vec![1, 0, 0, 0, 0]));
+        assert_eq!(decode(&[-1, 500, 200]), Some(vec![0, 0, 200, 500, 0]));
+        assert_eq!(decode(&[-4, 500, 200]), Some(vec![0, 3, 200, 500, 0]));
+        assert_eq!(decode(&[0, 0, 0]), None);
+        assert_eq!(decode(&[i64::MIN, 0, 0]), Some(vec![0, i64::MAX, 0, 0, 0]));
+        assert_eq!(decode(&[1, 2]), None);
     }
 }

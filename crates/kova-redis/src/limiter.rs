@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kova::{CheckError, Clock, Decision, Fallback};
 use redis::cluster::ClusterClient;
@@ -258,7 +258,7 @@ impl Builder {
                 margin_us,
                 local,
                 degraded,
-                epoch: Instant::now(),
+                local_clock: kova::PreciseClock::new(),
                 counters: Counters::default(),
             }),
         })
@@ -300,7 +300,7 @@ struct Inner {
     margin_us: u64,
     local: Option<Arc<Local>>,
     degraded: Option<Degraded>,
-    epoch: Instant,
+    local_clock: kova::PreciseClock,
     counters: Counters,
 }
 
@@ -348,7 +348,9 @@ impl RedisLimiter {
             return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
         let now = self.client_micros()?;
-        let deadline = tokio::time::Instant::now() + self.inner.timeout;
+        // Read from the clock only when the check waits or goes to Redis: a local answer needs
+        // no deadline.
+        let mut deadline = None;
         let key = self.inner.keys.key(key.as_ref(), limit.kind());
         let mut extra = 0;
         let mut _guard = None;
@@ -366,7 +368,8 @@ impl RedisLimiter {
                     }
                     Before::Wait(notified) if !waited => {
                         waited = true;
-                        if tokio::time::timeout_at(deadline, notified).await.is_ok() {
+                        let at = *deadline.get_or_insert_with(|| self.deadline());
+                        if tokio::time::timeout_at(at, notified).await.is_ok() {
                             continue;
                         }
                         return self.unavailable(&key, limit, cost, StoreError::Timeout(self.inner.timeout));
@@ -376,6 +379,7 @@ impl RedisLimiter {
                 break;
             }
         }
+        let deadline = deadline.unwrap_or_else(|| self.deadline());
         if let Some(degraded) = &self.inner.degraded {
             if let Some(owed) = degraded.owed(&key, limit) {
                 if owed > 0 {
@@ -465,12 +469,19 @@ impl RedisLimiter {
         Ok(Some(micros))
     }
 
-    /// The local layer's time: the client clock when there is one, else a monotonic clock.
+    /// The local layer's time: the client clock when there is one, else a monotonic clock
+    /// (quanta's: cheaper to read than the OS clock, which a local answer would otherwise
+    /// spend much of its time on).
     fn local_nanos(&self) -> u64 {
         match &self.inner.clock {
             Some(clock) => clock.now_nanos(),
-            None => u64::try_from(self.inner.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            None => self.inner.local_clock.now_nanos(),
         }
+    }
+
+    /// When a check starting now must have its answer.
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.inner.timeout
     }
 
     async fn eval(

@@ -234,7 +234,7 @@ pub async fn run_suite(limiter: &RedisLimiter, clock: &ManualClock, tag: &str, o
 
 tokio::task_local! {
     /// The time a [`TaskClock`] reads, per task.
-    static TASK_NOW: std::cell::Cell<u64>;
+    pub static TASK_NOW: std::cell::Cell<u64>;
 }
 
 /// A client clock that reads the current task's own time, so that cases running at the same

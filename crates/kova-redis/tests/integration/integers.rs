@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use kova::model::{BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel};
 use kova::{AlgorithmKind, Decision, ManualClock, Quota};
-use kova_redis::{Error, Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
+use kova_redis::{
+    Error, Limit, LimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
+};
 
-use crate::conformance::{quantise_counter_retry, Rng};
+use crate::conformance::{quantise_counter_retry, Rng, TaskClock, TASK_NOW};
 use crate::server::RedisServer;
 
 /// An exact model of one limit, in nanoseconds.
@@ -99,6 +101,96 @@ fn ops(rng: &mut Rng, capacity: u64, span_us: u64, back: u64, n: usize, big_cost
     out
 }
 
+/// Edge case `i`, from `back` before the last accepted time (`j` tells the two apart): a fresh
+/// key, its ops decided by `limiter` (reading the time `set_now` sets) and by the exact model;
+/// returns the decisions compared.
+async fn run_edge_case(
+    limiter: &RedisLimiter,
+    set_now: &(dyn Fn(u64) + Sync),
+    (i, j, back): Run,
+    (kind, a, b, quota): Case,
+) -> usize {
+    let limit = Limit::new(kind, quota).unwrap();
+    let (capacity, span_us) = edge_span(kind, a, b);
+    assert_eq!(limit.capacity(), capacity, "{kind} case {i}");
+    // The log adds one sorted-set member per unit: keep its big costs rare.
+    let big_costs = kind != AlgorithmKind::SlidingWindowLog;
+    let n = if big_costs { 60 } else { 24 };
+    let key = format!("integers:{i}:{j}");
+    limiter.reset(&key, &limit).await.unwrap();
+    let mut model = Model::new(kind, a, b);
+    let mut rng = Rng::new(1000 + i as u64 * 2 + j as u64);
+    let mut compared = 0;
+    for (t, cost) in ops(&mut rng, capacity, span_us, back, n, big_costs) {
+        set_now(t * MICROS);
+        let actual = limiter.check_n(&key, &limit, cost).await.unwrap();
+        let expected = model.decide(t * MICROS, cost);
+        assert_eq!(actual, expected, "{kind} case {i} ({a}, {b}) at {t} µs, cost {cost}");
+        compared += 1;
+    }
+    compared
+}
+
+/// (capacity, span in µs) of an edge case.
+fn edge_span(kind: AlgorithmKind, a: u64, b: u64) -> (u64, u64) {
+    match kind {
+        AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => (b, a * b),
+        _ => (a, b),
+    }
+}
+
+/// (case number, 0 or 1, how far before the last accepted time it starts).
+type Run = (usize, usize, u64);
+/// (kind, a, b, quota) as in [`edge_limits`].
+type Case = (AlgorithmKind, u64, u64, Quota);
+
+/// Every edge case from a whole span before the last accepted time and from just before it.
+fn edge_runs() -> Vec<(Run, Case)> {
+    let mut out = Vec::new();
+    for (i, case @ (kind, a, b, _)) in edge_limits().into_iter().enumerate() {
+        let span_us = edge_span(kind, a, b).1;
+        for (j, back) in [span_us.min(MAX_TIME_MICROS - 1), 1_000].into_iter().enumerate() {
+            out.push(((i, j, back), case));
+        }
+    }
+    out
+}
+
+/// The same edges decided in batches: every run at once, one task each, on one limiter whose
+/// client clock is each task's own, so that their checks wait together and go as batch scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_scripts_stay_exact_at_the_largest_quotas_and_times() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter = RedisLimiter::builder()
+        .client_clock(TaskClock)
+        .ttl_margin(Duration::MAX)
+        .timeout(Duration::from_secs(10))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for (run, case) in edge_runs() {
+        let limiter = limiter.clone();
+        let task = async move {
+            let set_now = |ns| TASK_NOW.with(|now| now.set(ns));
+            run_edge_case(&limiter, &set_now, run, case).await
+        };
+        tasks.push(tokio::spawn(TASK_NOW.scope(std::cell::Cell::new(0), task)));
+    }
+    let mut compared = 0;
+    for task in tasks {
+        compared += task.await.expect("an edge case failed");
+    }
+    let stats = limiter.batch_stats();
+    eprintln!(
+        "integer edges, batched: {compared} decisions identical to the exact models; {} batches, mean {:.1}",
+        stats.batches,
+        stats.mean_batch()
+    );
+    assert!(compared > 1_500, "only {compared} decisions compared");
+    assert!(stats.batched_checks > compared as u64 / 4, "few checks were batched: {stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_stay_exact_at_the_largest_quotas_and_times() {
     let Some(server) = RedisServer::start() else { return };
@@ -112,30 +204,9 @@ async fn scripts_stay_exact_at_the_largest_quotas_and_times() {
         .await
         .unwrap();
     let mut compared = 0;
-    for (i, (kind, a, b, quota)) in edge_limits().into_iter().enumerate() {
-        let limit = Limit::new(kind, quota).unwrap();
-        let (capacity, span_us) = match kind {
-            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => (b, a * b),
-            _ => (a, b),
-        };
-        assert_eq!(limit.capacity(), capacity, "{kind} case {i}");
-        // The log adds one sorted-set member per unit: keep its big costs rare.
-        let big_costs = kind != AlgorithmKind::SlidingWindowLog;
-        let n = if big_costs { 60 } else { 24 };
-        // From far back (a whole span before the last time) and from just before it.
-        for (j, back) in [span_us.min(MAX_TIME_MICROS - 1), 1_000].into_iter().enumerate() {
-            let key = format!("integers:{i}:{j}");
-            limiter.reset(&key, &limit).await.unwrap();
-            let mut model = Model::new(kind, a, b);
-            let mut rng = Rng::new(1000 + i as u64 * 2 + j as u64);
-            for (t, cost) in ops(&mut rng, capacity, span_us, back, n, big_costs) {
-                clock.set(t * MICROS);
-                let actual = limiter.check_n(&key, &limit, cost).await.unwrap();
-                let expected = model.decide(t * MICROS, cost);
-                assert_eq!(actual, expected, "{kind} case {i} ({a}, {b}) at {t} µs, cost {cost}");
-                compared += 1;
-            }
-        }
+    let set_now = |ns| clock.set(ns);
+    for (run, case) in edge_runs() {
+        compared += run_edge_case(&limiter, &set_now, run, case).await;
     }
     eprintln!("integer edges: {compared} decisions identical to the exact models");
     assert!(compared > 1_500, "only {compared} decisions compared");

@@ -46,6 +46,66 @@ async fn conformance_single_node_batched() {
     assert!(stats.largest_batch >= 8, "{stats:?}");
 }
 
+/// A key of another type (a list) at a check's Redis key, in the middle of batches: that check
+/// fails (with `ReturnError`), alone, whether it would write (a check) or not (a peek); the
+/// list is left as it was (the batch reads with MGET, which answers nil for it, so a plain SET
+/// would have replaced it); every other check in the batch is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_another_type_fails_only_its_own_check_in_a_batch() {
+    let Some(server) = RedisServer::start() else { return };
+    let limiter = RedisLimiter::builder()
+        .failure_policy(kova_redis::FailurePolicy::ReturnError)
+        .timeout(Duration::from_secs(5))
+        .max_in_flight(1)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = Limit::gcra(Quota::per_second(1000).unwrap()).unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for wrong in ["wrong:check", "wrong:peek"] {
+        let () = redis::cmd("RPUSH")
+            .arg(limiter.redis_key(wrong, &limit))
+            .arg("kept")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    for round in 0..5 {
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let (limiter, limit) = (limiter.clone(), limit);
+                tokio::spawn(async move {
+                    match i {
+                        19 => limiter.check("wrong:check", &limit).await,
+                        20 => limiter.peek("wrong:peek", &limit).await,
+                        _ => limiter.check(format!("right:{round}:{i}"), &limit).await,
+                    }
+                })
+            })
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            let result = task.await.unwrap();
+            match i {
+                19 | 20 => assert!(matches!(result, Err(kova_redis::Error::Store(_))), "{i}: {result:?}"),
+                _ => assert!(matches!(&result, Ok(d) if d.is_allowed()), "{i}: {result:?}"),
+            }
+        }
+    }
+    for wrong in ["wrong:check", "wrong:peek"] {
+        let list: Vec<String> = redis::cmd("LRANGE")
+            .arg(limiter.redis_key(wrong, &limit))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(list, ["kept"], "{wrong}");
+    }
+    let stats = limiter.batch_stats();
+    assert!(stats.batched_checks >= 100, "{stats:?}");
+}
+
 /// Reads Redis TIME in microseconds.
 async fn redis_micros(url: &str) -> u64 {
     let client = redis::Client::open(url).unwrap();
