@@ -384,6 +384,11 @@ impl Report {
                 );
             }
         }
+        if !self.features.is_empty() {
+            out.push_str("\n## Features beside the check they build on\n\n");
+            self.features_intro(&mut out);
+            self.features_table(&mut out);
+        }
         if !self.rates.is_empty() {
             let _ = writeln!(
                 out,
@@ -437,6 +442,12 @@ impl Report {
             out.push_str("\n**kova against the fastest peer of each scenario**\n\n");
             self.best_peer_table(&mut out);
             let _ = writeln!(out, "\n{PEERS_LEFT_OUT}");
+        }
+        if !self.features.is_empty() {
+            out.push_str(
+                "\n**Features beside the check they build on** (same run, quotas that admit every call)\n\n",
+            );
+            self.features_table(&mut out);
         }
         if !self.accuracy.is_empty() {
             out.push_str("\n**Accuracy**\n\n");

@@ -54,6 +54,8 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     scan: usize,
     max_keys: usize,
     quota_fn: Option<QuotaFn<K>>,
+    /// Counts the resets, removals and quota moves of any key (`reserve.rs`).
+    forgets: reserve::Forgets,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -225,6 +227,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             scan,
             max_keys,
             quota_fn,
+            forgets: reserve::Forgets::default(),
             _owns: PhantomData,
         }
     }
@@ -395,6 +398,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
             if let Some((_, entry)) = locked.find(hash, key) {
+                self.forgets.note();
                 self.quotas.get(locked.quota(entry)).reset_cell(locked.cell(entry));
             }
         })
@@ -451,6 +455,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let mut locked = self.shard(shards, hash).lock(&guard);
             let Some((pos, entry)) = locked.find(hash, key) else { return false };
+            self.forgets.note();
             let heap = heap_of(self.quotas.get(locked.quota(entry)));
             locked.remove_at(pos, entry, heap, &|k: &K| self.hash(k));
             true
@@ -584,7 +589,10 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 }
 
 mod evict;
+mod reserve;
 mod set_quota;
 mod slow;
+
+pub use reserve::KeyedReservation;
 #[cfg(test)]
 mod tests;

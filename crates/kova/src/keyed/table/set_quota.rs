@@ -74,6 +74,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         hash: u64,
         id: QuotaId,
     ) -> Option<L::Entry> {
+        self.forgets.note();
         let old = self.quotas.get(locked.quota(entry));
         let new = self.quotas.get(id);
         let key = locked.key(entry).clone();
