@@ -87,13 +87,16 @@ impl Report {
     pub(crate) fn features_intro(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            "Each call beside the check it builds on, interleaved in the same rounds, on quotas that admit \
-             every call ({}), so that nothing waits: `limits_N` is `Limits::check` over N limits (two in \
+            "Each call beside the check it builds on, interleaved in the same {} rounds of {} ms (the best \
+             kept on one thread, the median on two), on quotas that admit every call ({}), so that nothing \
+             waits: `limits_N` is `Limits::check` over N limits (two in \
              one 128-bit CAS, three by check then refund), `keyed_*` the same per key (one key per thread, \
              `KeyedLimits`: one table per limit); `until_ready` / `until_n_ready({COST})` are the futures \
              polled once, `reserve_n({COST})` a reservation due at once. No peer here checks several \
              bandwidths at once (bucket4j, which does, is Java); governor's `until_ready` is beside its \
              own `check`.\n",
+            self.settings.rounds * crate::features::ROUND_SPLIT as usize,
+            self.settings.measure_ms / u64::from(crate::features::ROUND_SPLIT),
             crate::features::quota_text()
         );
     }

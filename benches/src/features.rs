@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::peers::{governor_quota, GovernorDirect};
 use crate::scenarios::{kept_round, ThroughputConfig};
 use crate::subject::{KovaDirect, KovaKeyed, Subject};
-use crate::throughput::{measure, FixedKey, RunResult};
+use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
 
 /// The section of the composites (a `--filter` name).
 pub const LIMITS: &str = "limits";
@@ -34,6 +34,10 @@ pub const SECTIONS: [&str; 2] = [LIMITS, WAITING];
 pub const COST: u64 = 4;
 /// The most threads a feature is measured on: the rows compare paths, not scaling.
 pub const MAX_THREADS: usize = 2;
+/// Each row runs this many times the scenarios' rounds, each this many times shorter (the same
+/// time in all): a row's kept round and its baseline's are then likelier to be ones that the
+/// rest of a shared machine left alone, which is what their ratio needs.
+pub const ROUND_SPLIT: u32 = 3;
 
 /// One feature measurement, beside the check it builds on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,12 +150,15 @@ impl Subject for GovernorUntilReady {
     }
 }
 
+/// Measures a row's subject on so many threads.
+type Measure = Box<dyn Fn(usize, &RunPlan) -> RunResult>;
+
 /// One row to measure.
 struct Row {
     subject: &'static str,
     baseline: &'static str,
     kova: bool,
-    run: Box<dyn Fn(usize, &crate::throughput::RunPlan) -> RunResult>,
+    run: Measure,
 }
 
 fn row<S: Subject + 'static>(subject: &'static str, baseline: &'static str, kova: bool, s: S) -> Row {
@@ -211,7 +218,11 @@ fn thread_counts(config: &ThroughputConfig) -> Vec<usize> {
 /// How many measurements the selected `sections` take (for the progress bar).
 pub fn measurement_count(sections: &[&str], config: &ThroughputConfig) -> u64 {
     let rows: usize = sections.iter().map(|s| rows(s).len()).sum();
-    (rows * thread_counts(config).len() * config.rounds) as u64
+    (rows * thread_counts(config).len() * rounds_of(config)) as u64
+}
+
+fn rounds_of(config: &ThroughputConfig) -> usize {
+    config.rounds * ROUND_SPLIT as usize
 }
 
 /// Measures the selected `sections`, rows interleaved round by round as the scenarios are,
@@ -222,14 +233,15 @@ pub fn run_features(
     mut tick: impl FnMut(&str),
 ) -> Vec<FeatureRecord> {
     let threads = thread_counts(config);
+    let plan = RunPlan { duration: config.plan.duration / ROUND_SPLIT, ..config.plan };
     let mut out = Vec::new();
     for &section in sections {
         let rows = rows(section);
-        let mut rounds = vec![vec![Vec::with_capacity(config.rounds); threads.len()]; rows.len()];
-        for _ in 0..config.rounds {
+        let mut rounds = vec![vec![Vec::with_capacity(rounds_of(config)); threads.len()]; rows.len()];
+        for _ in 0..rounds_of(config) {
             for (ti, &t) in threads.iter().enumerate() {
                 for (ri, row) in rows.iter().enumerate() {
-                    rounds[ri][ti].push((row.run)(t, &config.plan));
+                    rounds[ri][ti].push((row.run)(t, &plan));
                     tick(&format!("{section} {} x{t}", row.subject));
                 }
             }
@@ -260,7 +272,6 @@ pub fn quota_text() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::throughput::RunPlan;
     use std::time::Duration;
 
     #[test]
