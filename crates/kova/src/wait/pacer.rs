@@ -203,6 +203,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// # Ok(()) }
     /// ```
     pub async fn until_ready(&self) -> Decision {
+        // Admitted at once (the common case): nothing to set up. A denial writes nothing, so
+        // the wait below checking again changes nothing.
+        let first = self.check();
+        if first.is_allowed() {
+            return first;
+        }
         let pacer = Pacer::new();
         let checked = pacer
             .wait(DIRECT_LINE, || Ok::<_, std::convert::Infallible>(self.check()), |d| pacer.timer.sleep(d))
@@ -216,6 +222,11 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Completes once `cost` units are admitted; an error at once when `cost` exceeds the
     /// capacity. Dropping the future consumes nothing.
     pub async fn until_n_ready(&self, cost: u64) -> Result<Decision, CheckError> {
+        // As `until_ready`: the admission at once sets nothing up.
+        let first = self.check_n(cost)?;
+        if first.is_allowed() {
+            return Ok(first);
+        }
         Pacer::new().until_n_ready(self, cost).await
     }
 
@@ -244,6 +255,11 @@ where
     /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
     /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
     pub async fn until_key_n_ready(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        // As `RateLimiter::until_ready`: the admission at once sets nothing up.
+        let first = self.check_n(key, cost)?;
+        if first.is_allowed() {
+            return Ok(first);
+        }
         Pacer::new().until_key_n_ready(self, key, cost).await
     }
 
