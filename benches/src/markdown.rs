@@ -416,8 +416,9 @@ impl Report {
         out
     }
 
-    /// The sections both forms end with: the features, the per-key rate, accuracy, speed beside
-    /// accuracy and memory, memory per key (the full report adds its words to the first two).
+    /// The sections both forms end with: the features, accuracy, speed beside accuracy and
+    /// memory, the per-key rate, memory per key (the full report adds its words to the features
+    /// and the per-key rate).
     fn detail_sections(&self, out: &mut String, form: Form) {
         if !self.features.is_empty() {
             form.heading(
@@ -429,6 +430,16 @@ impl Report {
                 self.features_intro(out);
             }
             self.features_table(out);
+        }
+        if !self.accuracy.is_empty() {
+            form.heading(out, "Accuracy", "");
+            self.trace_text(out);
+            out.push('\n');
+            self.accuracy_table(out);
+        }
+        if !self.accuracy.is_empty() || !self.memory.is_empty() {
+            form.heading(out, "Speed beside accuracy and memory", "");
+            self.joined_table(out);
         }
         if !self.rates.is_empty() {
             form.heading(out, "Per-key rate", "(quota = half the offered rate)");
@@ -445,16 +456,6 @@ impl Report {
                 );
             }
             self.rate_table(out);
-        }
-        if !self.accuracy.is_empty() {
-            form.heading(out, "Accuracy", "");
-            self.trace_text(out);
-            out.push('\n');
-            self.accuracy_table(out);
-        }
-        if !self.accuracy.is_empty() || !self.memory.is_empty() {
-            form.heading(out, "Speed beside accuracy and memory", "");
-            self.joined_table(out);
         }
         if !self.memory.is_empty() {
             form.heading(out, "Memory per key", "(1,000,000 u64 keys)");
