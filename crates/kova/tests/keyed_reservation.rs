@@ -14,7 +14,7 @@ use proptest::prelude::*;
 
 #[path = "support/bucket_bound.rs"]
 mod bucket_bound;
-use bucket_bound::check_bucket_bound;
+use bucket_bound::{check_bucket_bound, kept_after_cancel};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -291,8 +291,8 @@ proptest! {
                     }
                     prop_assert!(before.remaining() <= after.remaining());
                     let interval = eras[era].interval;
-                    let back = (before.reset_after_nanos() - after.reset_after_nanos()).div_ceil(interval);
-                    let kept = if in_future { cost.saturating_sub(back) } else { cost };
+                    let back = before.reset_after_nanos() - after.reset_after_nanos();
+                    let kept = kept_after_cancel(cost, in_future, back, interval);
                     if kept > 0 {
                         eras[era].used.push((at, kept));
                     }

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 #[path = "support/bucket_bound.rs"]
 mod bucket_bound;
-use bucket_bound::check_bucket_bound;
+use bucket_bound::{check_bucket_bound, kept_after_cancel};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -164,8 +164,7 @@ proptest! {
                     let tat_after = limiter.peek().reset_after_nanos();
                     prop_assert!(before <= limiter.peek().remaining());
                     // Units not given back stay used at the reservation's time.
-                    let back = (tat_before - tat_after).div_ceil(100_000_000);
-                    let kept = if in_future { cost.saturating_sub(back) } else { cost };
+                    let kept = kept_after_cancel(cost, in_future, tat_before - tat_after, 100_000_000);
                     if kept > 0 {
                         used.push((at, kept));
                     }
