@@ -594,5 +594,6 @@ mod set_quota;
 mod slow;
 
 pub use reserve::KeyedReservation;
+
 #[cfg(test)]
 mod tests;
