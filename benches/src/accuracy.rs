@@ -72,6 +72,32 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The accuracy row of `algorithm`: this comparison on the trace, beside the burst tests'
+    /// `limit` and `(boundary, flood)` results, and its state's size per key (`cell_bytes`), or
+    /// for all keys (`fixed_bytes`).
+    pub fn into_record(
+        self,
+        algorithm: &str,
+        limit: u64,
+        (boundary_max, flood_max): (u64, u64),
+        cell_bytes: usize,
+        fixed_bytes: Option<usize>,
+    ) -> AccuracyRecord {
+        AccuracyRecord {
+            algorithm: algorithm.to_owned(),
+            limit,
+            boundary_max,
+            flood_max,
+            requests: self.requests,
+            wrongly_allowed_pct: self.wrongly_allowed_pct(),
+            wrongly_denied_pct: self.wrongly_denied_pct(),
+            rate_gap_limited_pct: self.gap_limited_pct(),
+            rate_gap_all_pct: self.gap_all_pct(),
+            cell_bytes,
+            fixed_bytes,
+        }
+    }
+
     /// Adds another client's comparison.
     pub fn merge(self, o: Comparison) -> Comparison {
         Comparison {
@@ -320,18 +346,8 @@ pub fn run_accuracy(config: &AccuracyConfig) -> (Vec<AccuracyRecord>, TraceSumma
         .out
         .iter()
         .zip(per_algorithm)
-        .map(|(&(kind, boundary_max, flood_max, cell_bytes), cmp)| AccuracyRecord {
-            algorithm: kind.as_str().to_owned(),
-            limit: 60,
-            boundary_max: boundary_max as u64,
-            flood_max: flood_max as u64,
-            requests: cmp.requests,
-            wrongly_allowed_pct: cmp.wrongly_allowed_pct(),
-            wrongly_denied_pct: cmp.wrongly_denied_pct(),
-            rate_gap_limited_pct: cmp.gap_limited_pct(),
-            rate_gap_all_pct: cmp.gap_all_pct(),
-            cell_bytes,
-            fixed_bytes: None,
+        .map(|(&(kind, boundary_max, flood_max, cell_bytes), cmp)| {
+            cmp.into_record(kind.as_str(), 60, (boundary_max as u64, flood_max as u64), cell_bytes, None)
         })
         .collect();
     let mut records: Vec<AccuracyRecord> = records;

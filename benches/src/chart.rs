@@ -1,7 +1,8 @@
 //! The SVG chart: one panel per scenario, the subjects side by side as grouped bars at each
 //! measured thread count, on a log scale (the slowest and fastest subjects differ a hundredfold).
 //! kova's algorithms are shades of one blue, each peer has its own colour, and the floors are
-//! dashed lines across the bars of their group, not bars.
+//! lines across the bars of their group, not bars, each floor in its own dash (two can share a
+//! panel: a scenario's floor and the CAS behind kova's pin).
 
 use plotters::coord::combinators::BindKeyPoints;
 use plotters::coord::Shift;
@@ -33,6 +34,26 @@ pub fn color_of(subject: &str) -> RGBColor {
         PINNED_FLOOR => RGBColor(130, 130, 130),
         _ => RGBColor(20, 20, 20),
     }
+}
+
+/// How a floor's line is drawn: `(dash, gap, width)` in pixels. Each floor has its own, so that
+/// the two lines of one panel (the scenario's floor and [`PINNED_FLOOR`]) and the legend tell
+/// them apart without colour.
+pub fn floor_dash(subject: &str) -> (u32, u32, u32) {
+    match subject {
+        "floor_cas" => (8, 4, 2),
+        "floor_read" => (14, 4, 2),
+        // Dotted.
+        PINNED_FLOOR => (2, 3, 3),
+        _ => (4, 4, 1),
+    }
+}
+
+/// A floor's line from `from` to `to` in its colour and dash.
+fn floor_line<C: Clone>(subject: &str, from: C, to: C) -> DashedPathElement<std::vec::IntoIter<C>, u32> {
+    let (dash, gap, width) = floor_dash(subject);
+    let style = ShapeStyle::from(&color_of(subject)).stroke_width(width);
+    DashedPathElement::new(vec![from, to], dash, gap, style)
 }
 
 /// A tick of the log axis in decisions per second: `500k`, `2M`, `150M`, `1.5G`.
@@ -98,8 +119,8 @@ pub fn render_svg(report: &Report) -> Result<String, Box<dyn std::error::Error>>
             report.machine.cpu, report.machine.cores, report.machine.date, report.settings.mode
         );
         top.draw(&Text::new(title, (20, 14), ("sans-serif", 20).into_font()))?;
-        let note = "Dashed lines: the floors (the least such a check can cost), across the bars of their \
-                    group. Higher is faster.";
+        let note = "Lines across a group's bars: the floors (the least such a check can cost), each in \
+                    its own dash (legend). Higher is faster.";
         top.draw(&Text::new(note, (20, 42), ("sans-serif", 14).into_font().color(&RGBColor(80, 80, 80))))?;
         let (grid, legend) = body.split_horizontally(w - 230);
         draw_legend(&legend, report)?;
@@ -180,9 +201,8 @@ where
             )))?;
         }
         for floor in records.iter().filter(|r| r.kind == SubjectKind::Floor && r.threads == t) {
-            let points = vec![(left - 0.03, floor.ops_per_sec), (left + 0.84 + 0.03, floor.ops_per_sec)];
-            let style = ShapeStyle::from(&color_of(&floor.subject)).stroke_width(2);
-            chart.draw_series(std::iter::once(DashedPathElement::new(points, 7, 4, style)))?;
+            let (from, to) = ((left - 0.03, floor.ops_per_sec), (left + 0.84 + 0.03, floor.ops_per_sec));
+            chart.draw_series(std::iter::once(floor_line(&floor.subject, from, to)))?;
         }
     }
     Ok(())
@@ -215,8 +235,7 @@ where
         for subject in subjects {
             let color = color_of(subject);
             if kind == SubjectKind::Floor {
-                let style = ShapeStyle::from(&color).stroke_width(2);
-                area.draw(&DashedPathElement::new(vec![(12, y + 7), (40, y + 7)], 7, 4, style))?;
+                area.draw(&floor_line(subject, (12, y + 7), (40, y + 7)))?;
             } else {
                 area.draw(&Rectangle::new([(12, y), (40, y + 14)], color.filled()))?;
             }
@@ -285,6 +304,23 @@ mod tests {
         // The floor is no bar.
         assert_eq!(svg.matches(&fill(color_of("floor_cas"))).count(), 0);
         assert!(svg.contains("1 thread") && svg.contains("2 threads"));
+    }
+
+    #[test]
+    fn each_floor_has_its_own_dash_and_the_legend_names_both_of_a_panel() {
+        let floors = ["floor_cas", "floor_read", PINNED_FLOOR];
+        let mut dashes: Vec<(u32, u32, u32)> = floors.iter().map(|f| floor_dash(f)).collect();
+        dashes.dedup();
+        assert_eq!(dashes.len(), floors.len(), "{dashes:?}");
+        let r = report(vec![
+            record("gcra", SubjectKind::Kova, "direct", 1, 100e6),
+            record("floor_read", SubjectKind::Floor, "direct", 1, 150e6),
+            record(PINNED_FLOOR, SubjectKind::Floor, "direct", 1, 90e6),
+        ]);
+        let svg = render_svg(&r).unwrap();
+        assert!(svg.contains("bare random read") && svg.contains("CAS behind kova&apos;s pin"), "{svg}");
+        // The pinned floor's dots are drawn 3 px wide, the random read's dashes 2 px.
+        assert!(svg.contains("stroke-width=\"3\"") && svg.contains("stroke-width=\"2\""), "{svg}");
     }
 
     #[test]

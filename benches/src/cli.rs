@@ -8,7 +8,7 @@ pub struct Options {
     /// `--quick`: a full pass in well under a minute (CI).
     pub quick: bool,
     /// `--filter <substr>[,<substr>...]`: run only the sections whose name contains one of them
-    /// (scenario names, `rate`, `accuracy`).
+    /// (scenario names, `limits`, `waiting`, `rate`, `accuracy`).
     pub filter: Option<String>,
     /// `--write-readme <path>`: replace the README's generated section.
     pub write_readme: Option<PathBuf>,
@@ -35,8 +35,8 @@ OPTIONS:
   --quick                 a full pass in under a minute (CI)
   --filter <names>        only sections whose name contains one of these comma-separated
                           substrings: direct, direct_deny, keyed_hot, keyed_per_thread, keyed_1k,
-                          keyed_1m_uniform, keyed_1m_zipf, keyed_churn, keyed_flood, rate,
-                          accuracy
+                          keyed_1m_uniform, keyed_1m_zipf, keyed_churn, keyed_flood, limits,
+                          waiting, rate, accuracy
   --write-readme <path>   replace the text between <!-- kova-bench:start --> and
                           <!-- kova-bench:end --> in <path> with the summary, and write the chart
                           to docs/bench/throughput.svg beside it (or --svg)

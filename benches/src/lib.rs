@@ -7,6 +7,8 @@
 //!   as large as the 1M-key table, and the CAS loop behind kova's pin), per scenario
 //!   and thread count, with sampled latency;
 //! - the **admitted rate** of one key offered 10k, 100k and 1M requests per second;
+//! - what the **features** beyond a check cost (several limits, waiting, reserving), each
+//!   beside the check it builds on;
 //! - **accuracy** against the exact sliding log on generated traces, and **memory** per key.
 //!
 //! It prints a markdown report and writes `report.json`, `report.md` and `throughput.svg` under
@@ -23,6 +25,8 @@ pub mod catalog;
 pub mod chart;
 pub mod cli;
 pub mod cores;
+pub mod feature_report;
+pub mod features;
 pub mod machine;
 pub mod markdown;
 pub mod memory;

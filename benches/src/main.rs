@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kova_bench::accuracy::{run_accuracy, AccuracyConfig, TraceConfig};
 use kova_bench::baseline::{compare_markdown, BASELINE_FILE};
 use kova_bench::cli::{Options, USAGE};
+use kova_bench::features::{self, run_features};
 use kova_bench::machine::{cores, report_dir, Machine};
 use kova_bench::memory::{counting_installed, CountingAlloc};
 use kova_bench::rate::{run_count, run_rates, RateConfig};
@@ -87,10 +88,12 @@ fn measure(options: &Options) -> Report {
         period: mode.rate_period,
         periods: mode.rate_periods,
     };
+    let sections: Vec<&str> = features::SECTIONS.into_iter().filter(|s| options.selects(s)).collect();
     let run_rate = options.selects("rate");
     let run_acc = options.selects("accuracy");
 
     let total = measurement_count(&scenarios, &throughput)
+        + features::measurement_count(&sections, &throughput)
         + if run_rate { run_count(&rate) } else { 0 }
         + u64::from(run_acc);
     let bar = ProgressBar::new(total);
@@ -101,7 +104,7 @@ fn measure(options: &Options) -> Report {
     );
     bar.set_message("building tables");
 
-    let mut sections = Vec::new();
+    let mut laps = Vec::new();
     let mut section = Instant::now();
     let mut lap = |name: &str, sections: &mut Vec<(String, f64)>| {
         sections.push((name.to_owned(), section.elapsed().as_secs_f64()));
@@ -112,7 +115,14 @@ fn measure(options: &Options) -> Report {
         bar.set_message(what.to_owned());
     });
     if !scenarios.is_empty() {
-        lap("throughput", &mut sections);
+        lap("throughput", &mut laps);
+    }
+    let feature_records = run_features(&sections, &throughput, |what| {
+        bar.inc(1);
+        bar.set_message(what.to_owned());
+    });
+    if !sections.is_empty() {
+        lap("features", &mut laps);
     }
     let rates = if run_rate {
         run_rates(&rate, |what| {
@@ -123,7 +133,7 @@ fn measure(options: &Options) -> Report {
         Vec::new()
     };
     if run_rate {
-        lap("per-key rate", &mut sections);
+        lap("per-key rate", &mut laps);
     }
     let (accuracy, trace, counter_estimate) = if run_acc {
         bar.set_message("accuracy: generating and replaying traces");
@@ -144,7 +154,7 @@ fn measure(options: &Options) -> Report {
         (Vec::new(), None, None)
     };
     if run_acc {
-        lap("accuracy", &mut sections);
+        lap("accuracy", &mut laps);
     }
     bar.finish_and_clear();
 
@@ -162,7 +172,7 @@ fn measure(options: &Options) -> Report {
             rate_periods: mode.rate_periods,
             rate_threads: rate.threads,
             elapsed_s: 0.0,
-            section_s: sections,
+            section_s: laps,
         },
         scenarios: scenarios
             .iter()
@@ -179,6 +189,7 @@ fn measure(options: &Options) -> Report {
         counter_estimate,
         memory: out.memory,
         large_table_bytes: out.large_table_bytes,
+        features: feature_records,
         targets: Vec::new(),
     };
     report.compute_ratios();

@@ -384,33 +384,7 @@ impl Report {
                 );
             }
         }
-        if !self.rates.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n## Per-key rate\n\nOne key of a keyed limiter offered a paced stream ({} threads) against a quota of \
-                 half the offered rate per {} ms, on kova's default coarse clock (1 ms ticks). The stream starts on a \
-                 window edge; after {} warm-up periods, admissions are counted over {} whole period(s).\n",
-                self.settings.rate_threads,
-                self.settings.rate_period_ms,
-                crate::rate::WARMUP_PERIODS,
-                self.settings.rate_periods
-            );
-            self.rate_table(&mut out);
-        }
-        if !self.accuracy.is_empty() {
-            out.push_str("\n## Accuracy\n\n");
-            self.trace_text(&mut out);
-            out.push('\n');
-            self.accuracy_table(&mut out);
-        }
-        if !self.accuracy.is_empty() || !self.memory.is_empty() {
-            out.push_str("\n## Speed beside accuracy and memory\n\n");
-            self.joined_table(&mut out);
-        }
-        if !self.memory.is_empty() {
-            out.push_str("\n## Memory per key (1,000,000 u64 keys)\n\n");
-            self.memory_table(&mut out);
-        }
+        self.detail_sections(&mut out, Form::Full);
         out
     }
 
@@ -438,25 +412,78 @@ impl Report {
             self.best_peer_table(&mut out);
             let _ = writeln!(out, "\n{PEERS_LEFT_OUT}");
         }
+        self.detail_sections(&mut out, Form::Readme);
+        out
+    }
+
+    /// The sections both forms end with: the features, accuracy, speed beside accuracy and
+    /// memory, the per-key rate, memory per key (the full report adds its words to the features
+    /// and the per-key rate).
+    fn detail_sections(&self, out: &mut String, form: Form) {
+        if !self.features.is_empty() {
+            form.heading(
+                out,
+                "Features beside the check they build on",
+                "(same run, quotas that admit every call)",
+            );
+            if form == Form::Full {
+                self.features_intro(out);
+            }
+            self.features_table(out);
+        }
         if !self.accuracy.is_empty() {
-            out.push_str("\n**Accuracy**\n\n");
-            self.trace_text(&mut out);
+            form.heading(out, "Accuracy", "");
+            self.trace_text(out);
             out.push('\n');
-            self.accuracy_table(&mut out);
+            self.accuracy_table(out);
         }
         if !self.accuracy.is_empty() || !self.memory.is_empty() {
-            out.push_str("\n**Speed beside accuracy and memory**\n\n");
-            self.joined_table(&mut out);
+            form.heading(out, "Speed beside accuracy and memory", "");
+            self.joined_table(out);
         }
         if !self.rates.is_empty() {
-            out.push_str("\n**Per-key rate** (quota = half the offered rate)\n\n");
-            self.rate_table(&mut out);
+            form.heading(out, "Per-key rate", "(quota = half the offered rate)");
+            if form == Form::Full {
+                let _ = writeln!(
+                    out,
+                    "One key of a keyed limiter offered a paced stream ({} threads) against a quota of \
+                     half the offered rate per {} ms, on kova's default coarse clock (1 ms ticks). The stream starts on a \
+                     window edge; after {} warm-up periods, admissions are counted over {} whole period(s).\n",
+                    self.settings.rate_threads,
+                    self.settings.rate_period_ms,
+                    crate::rate::WARMUP_PERIODS,
+                    self.settings.rate_periods
+                );
+            }
+            self.rate_table(out);
         }
         if !self.memory.is_empty() {
-            out.push_str("\n**Memory per key** (1,000,000 u64 keys)\n\n");
-            self.memory_table(&mut out);
+            form.heading(out, "Memory per key", "(1,000,000 u64 keys)");
+            self.memory_table(out);
         }
-        out
+    }
+}
+
+/// Which markdown form a section is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The full report: `##` headings.
+    Full,
+    /// The README summary: bold headings inside the README's own section.
+    Readme,
+}
+
+impl Form {
+    /// A section's heading, with `note` after the title when there is one.
+    fn heading(self, out: &mut String, title: &str, note: &str) {
+        let title = match self {
+            Form::Full => format!("## {title}"),
+            Form::Readme => format!("**{title}**"),
+        };
+        let _ = match note {
+            "" => write!(out, "\n{title}\n\n"),
+            note => write!(out, "\n{title} {note}\n\n"),
+        };
     }
 }
 

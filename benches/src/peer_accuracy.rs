@@ -34,19 +34,8 @@ pub fn pingora_accuracy(trace: &TraceConfig, burst_quota: Quota) -> AccuracyReco
         .zip(&decisions)
         .map(|(times, d)| compare(times, d, &replay_reference(quota, times), quota.period_nanos()))
         .reduce(Comparison::default, Comparison::merge);
-    AccuracyRecord {
-        algorithm: PINGORA.to_owned(),
-        limit: burst_quota.limit(),
-        boundary_max: burst(boundary_trace(60, period)),
-        flood_max: burst(flood_trace(60, period)),
-        requests: cmp.requests,
-        wrongly_allowed_pct: cmp.wrongly_allowed_pct(),
-        wrongly_denied_pct: cmp.wrongly_denied_pct(),
-        rate_gap_limited_pct: cmp.gap_limited_pct(),
-        rate_gap_all_pct: cmp.gap_all_pct(),
-        cell_bytes: 0,
-        fixed_bytes: Some(PINGORA_BYTES),
-    }
+    let bursts = (burst(boundary_trace(60, period)), burst(flood_trace(60, period)));
+    cmp.into_record(PINGORA, burst_quota.limit(), bursts, 0, Some(PINGORA_BYTES))
 }
 
 /// Replays `times` through a governor direct limiter for `quota` on a fake clock.
@@ -87,20 +76,9 @@ pub fn governor_accuracy(trace: &TraceConfig, burst_quota: Quota) -> AccuracyRec
             )
         })
         .reduce(Comparison::default, Comparison::merge);
-    AccuracyRecord {
-        algorithm: "governor".to_owned(),
-        limit: burst_quota.limit(),
-        boundary_max: burst(boundary_trace(60, period)),
-        flood_max: burst(flood_trace(60, period)),
-        requests: cmp.requests,
-        wrongly_allowed_pct: cmp.wrongly_allowed_pct(),
-        wrongly_denied_pct: cmp.wrongly_denied_pct(),
-        rate_gap_limited_pct: cmp.gap_limited_pct(),
-        rate_gap_all_pct: cmp.gap_all_pct(),
-        // Its state per key: one `AtomicU64` (the theoretical arrival time).
-        cell_bytes: 8,
-        fixed_bytes: None,
-    }
+    let bursts = (burst(boundary_trace(60, period)), burst(flood_trace(60, period)));
+    // Its state per key: one `AtomicU64` (the theoretical arrival time).
+    cmp.into_record("governor", burst_quota.limit(), bursts, 8, None)
 }
 
 #[cfg(test)]

@@ -237,6 +237,9 @@ pub struct Report {
     pub memory: Vec<MemoryRecord>,
     /// Bytes of the random-read floor's array in the 1M-key scenarios.
     pub large_table_bytes: Option<usize>,
+    /// The features beside the checks they build on (`features.rs`).
+    #[serde(default)]
+    pub features: Vec<crate::features::FeatureRecord>,
     /// Targets.
     pub targets: Vec<TargetResult>,
 }
@@ -405,6 +408,7 @@ pub(crate) mod test_support {
             counter_estimate: None,
             memory: vec![],
             large_table_bytes: None,
+            features: vec![],
             targets: vec![],
         }
     }

@@ -223,6 +223,7 @@ impl Report {
             },
             None => not_measured(name, "<= 32 B"),
         });
+        t.extend(self.feature_targets());
         self.targets = t;
     }
 

@@ -479,11 +479,6 @@ impl RedisLimiter {
         }
     }
 
-    /// When a check starting now must have its answer.
-    fn deadline(&self) -> tokio::time::Instant {
-        tokio::time::Instant::now() + self.inner.timeout
-    }
-
     async fn eval(
         &self,
         key: &[u8],

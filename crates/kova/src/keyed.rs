@@ -68,4 +68,4 @@ pub use builder::KeyedBuilder;
 pub use error::KeyedError;
 pub use policy::TableFullPolicy;
 pub(crate) use quotas::carry_over;
-pub use table::Keyed;
+pub use table::{Keyed, KeyedReservation};

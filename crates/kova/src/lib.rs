@@ -42,7 +42,8 @@
 //! - **Waiting**: [`RateLimiter::until_ready`] / [`until_n_ready`](RateLimiter::until_n_ready)
 //!   futures (any executor), [`RateLimiter::wait_n`] (blocking), per key
 //!   [`Keyed::until_key_n_ready`]; a [`Pacer`] for fair order, jitter and other [`Timer`]s.
-//! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`Reservation::cancel`].
+//! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`Reservation::cancel`];
+//!   per key [`Keyed::reserve_key_n`] and [`KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
 //!   a bounded debt ([`Quota::with_overdraft`]).
 //! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
@@ -86,7 +87,7 @@ pub use algorithm::{
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};
 pub use error::CheckError;
-pub use keyed::{Keyed, KeyedBuilder, KeyedError, TableFullPolicy};
+pub use keyed::{Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy};
 pub use limiter::RateLimiter;
 pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};

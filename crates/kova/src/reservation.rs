@@ -57,6 +57,13 @@ pub enum ReserveError {
         /// When the same cost would be available, as a check would report it.
         retry_after: Duration,
     },
+    /// A keyed table could not hold the key: its shard is full and the table's
+    /// [`TableFullPolicy`](crate::TableFullPolicy) denies new keys (or every key it could evict
+    /// is actively limited). Nothing was taken.
+    TableFull {
+        /// When room may be free, as the denied check reported it (a hint).
+        retry_after: Duration,
+    },
 }
 
 impl fmt::Display for ReserveError {
@@ -72,6 +79,9 @@ impl fmt::Display for ReserveError {
                 f,
                 "{algorithm} cannot reserve units ahead of time, and they are available only in {retry_after:?}"
             ),
+            ReserveError::TableFull { retry_after } => {
+                write!(f, "the keyed table is full and holds no new key (room in about {retry_after:?})")
+            }
         }
     }
 }
@@ -129,31 +139,9 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
         if cost > capacity {
             return Err(ReserveError::CostExceedsCapacity { cost, capacity });
         }
-        let max_nanos = u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX);
-        let algorithm = &self.algorithm;
+        let max_nanos = max_delay_nanos(max_delay);
         let made = update_word(&self.cell, &self.clock, |word, now| {
-            if cost == 0 {
-                return (Ok((now, 0, word)), word);
-            }
-            let (wait, new) = match algorithm.reserve(word, now, cost) {
-                Some(reserved) => reserved,
-                None => {
-                    let (decision, new) = algorithm.decide(word, now, cost);
-                    if !decision.is_allowed() {
-                        let retry_after = decision.retry_after();
-                        return (
-                            Err(ReserveError::NotAvailableNow { algorithm: W::NAME, retry_after }),
-                            word,
-                        );
-                    }
-                    (0, new)
-                }
-            };
-            if wait > max_nanos {
-                let delay = Duration::from_nanos(wait);
-                return (Err(ReserveError::DelayTooLong { delay, max_delay }), word);
-            }
-            (Ok((now, wait, new)), new)
+            reserve_step(&self.algorithm, word, now, cost, max_nanos, max_delay)
         });
         let (made_at, wait, reserved_word) = made?;
         Ok(Reservation {
@@ -199,10 +187,60 @@ impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
             return limiter.clock.now_nanos() <= ready_at;
         }
         update_word(&limiter.cell, &limiter.clock, |word, now| {
-            if now > ready_at {
-                return (false, word);
-            }
-            (true, limiter.algorithm.cancel_reservation(word, now, cost, mark))
+            cancel_step(&limiter.algorithm, word, now, cost, ready_at, mark)
         })
     }
+}
+
+/// `max_delay` in nanoseconds, saturated.
+pub(crate) fn max_delay_nanos(max_delay: Duration) -> u64 {
+    u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One step of a reservation's CAS loop, for the direct limiter and the keyed table alike:
+/// `(Ok((now, wait, new_word)), word_to_store)`, or the refusal and `word` unchanged. The caller
+/// has checked `cost <= capacity`.
+pub(crate) fn reserve_step<W: WordAlgorithm>(
+    algorithm: &W,
+    word: u64,
+    now: u64,
+    cost: u64,
+    max_nanos: u64,
+    max_delay: Duration,
+) -> (Result<(u64, u64, u64), ReserveError>, u64) {
+    if cost == 0 {
+        return (Ok((now, 0, word)), word);
+    }
+    let (wait, new) = match algorithm.reserve(word, now, cost) {
+        Some(reserved) => reserved,
+        None => {
+            let (decision, new) = algorithm.decide(word, now, cost);
+            if !decision.is_allowed() {
+                let retry_after = decision.retry_after();
+                return (Err(ReserveError::NotAvailableNow { algorithm: W::NAME, retry_after }), word);
+            }
+            (0, new)
+        }
+    };
+    if wait > max_nanos {
+        let delay = Duration::from_nanos(wait);
+        return (Err(ReserveError::DelayTooLong { delay, max_delay }), word);
+    }
+    (Ok((now, wait, new)), new)
+}
+
+/// One step of a cancellation's CAS loop: nothing once the units were due (`now > ready_at`),
+/// otherwise Go's rule (`WordAlgorithm::cancel_reservation`). Returns whether it was in time.
+pub(crate) fn cancel_step<W: WordAlgorithm>(
+    algorithm: &W,
+    word: u64,
+    now: u64,
+    cost: u64,
+    ready_at: u64,
+    mark: u64,
+) -> (bool, u64) {
+    if now > ready_at {
+        return (false, word);
+    }
+    (true, algorithm.cancel_reservation(word, now, cost, mark))
 }

@@ -52,6 +52,8 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     scan: usize,
     max_keys: usize,
     quota_fn: Option<QuotaFn<K>>,
+    /// Counts the resets, removals and quota moves of any key (`reserve.rs`).
+    forgets: reserve::Forgets,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -205,6 +207,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             scan,
             max_keys,
             quota_fn,
+            forgets: reserve::Forgets::default(),
             _owns: PhantomData,
         }
     }
@@ -373,6 +376,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
             if let Some(pos) = locked.find(hash, key) {
+                self.forgets.note();
                 self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
         })
@@ -427,6 +431,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let mut locked = self.shard(shards, hash).lock(&guard);
             let Some(pos) = locked.find(hash, key) else { return false };
+            self.forgets.note();
             let heap = heap_of(self.quotas.get(locked.quota(pos)));
             locked.remove(pos, heap);
             true
@@ -547,7 +552,11 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 }
 
 mod evict;
+mod reserve;
 mod set_quota;
 mod slow;
+
+pub use reserve::KeyedReservation;
+
 #[cfg(test)]
 mod tests;

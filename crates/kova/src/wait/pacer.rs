@@ -25,9 +25,10 @@ use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter};
 pub struct Pacer<T: Timer = ThreadTimer> {
     timer: T,
     jitter: Duration,
-    queue: Option<FairQueue>,
-    /// Seeded: the line a key waits in is its hash (see [`until_key_n_ready`](Self::until_key_n_ready)).
-    hasher: ahash::RandomState,
+    /// The waiters' lines, and the seeded hasher that gives a key its line (its hash, see
+    /// [`until_key_n_ready`](Self::until_key_n_ready)): only in fair mode, so that a wait that
+    /// never waits does not pay for seeding a hasher (a shared counter) it would not use.
+    queue: Option<(FairQueue, ahash::RandomState)>,
 }
 
 impl Pacer<ThreadTimer> {
@@ -52,7 +53,7 @@ impl<T: Timer> Pacer<T> {
     /// assert!(!pacer.is_fair());
     /// ```
     pub fn with_timer(timer: T) -> Self {
-        Pacer { timer, jitter: Duration::ZERO, queue: None, hasher: ahash::RandomState::new() }
+        Pacer { timer, jitter: Duration::ZERO, queue: None }
     }
 
     /// First come, first served across costs: waiters of this pacer on one limiter (or one key)
@@ -61,7 +62,7 @@ impl<T: Timer> Pacer<T> {
     /// turn. A waiter dropped while in line gives its place to the next. Checks made outside
     /// this pacer are not in its line.
     pub fn fair(mut self) -> Self {
-        self.queue = Some(FairQueue::default());
+        self.queue = Some((FairQueue::default(), ahash::RandomState::new()));
         self
     }
 
@@ -84,7 +85,7 @@ impl<T: Timer> Pacer<T> {
 
     /// Waiters now in the line of a direct limiter (0 unless [`fair`](Self::fair)).
     pub fn waiting(&self) -> usize {
-        self.queue.as_ref().map_or(0, |q| q.len(DIRECT_LINE))
+        self.queue.as_ref().map_or(0, |(q, _)| q.len(DIRECT_LINE))
     }
 
     /// Completes with the decision that admitted `cost` units of `limiter`, checking again each
@@ -112,7 +113,7 @@ impl<T: Timer> Pacer<T> {
         A: Algorithm,
         C: Clock,
     {
-        let line = self.hasher.hash_one(key);
+        let line = self.line_of(key);
         self.wait(line, || table.check_n(key, cost), |d| self.timer.sleep(d)).await
     }
 
@@ -138,8 +139,13 @@ impl<T: Timer> Pacer<T> {
         A: Algorithm,
         C: Clock,
     {
-        let line = self.hasher.hash_one(key);
+        let line = self.line_of(key);
         block_on(self.wait(line, || table.check_n(key, cost), |d| self.sleep_now(d)))
+    }
+
+    /// The line `key` waits in (only fair mode has lines).
+    fn line_of<K: Hash>(&self, key: &K) -> u64 {
+        self.queue.as_ref().map_or(DIRECT_LINE, |(_, hasher)| hasher.hash_one(key))
     }
 
     fn sleep_now(&self, duration: Duration) -> std::future::Ready<()> {
@@ -154,7 +160,7 @@ impl<T: Timer> Pacer<T> {
         mut check: impl FnMut() -> Result<Decision, E>,
         sleep: impl Fn(Duration) -> S,
     ) -> Result<Decision, E> {
-        let place = self.queue.as_ref().map(|queue| queue.join(line));
+        let place = self.queue.as_ref().map(|(queue, _)| queue.join(line));
         if let Some(place) = &place {
             place.first().await;
         }
@@ -197,6 +203,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// # Ok(()) }
     /// ```
     pub async fn until_ready(&self) -> Decision {
+        // Admitted at once (the common case): nothing to set up. A denial writes nothing, so
+        // the wait below checking again changes nothing.
+        let first = self.check();
+        if first.is_allowed() {
+            return first;
+        }
         let pacer = Pacer::new();
         let checked = pacer
             .wait(DIRECT_LINE, || Ok::<_, std::convert::Infallible>(self.check()), |d| pacer.timer.sleep(d))
@@ -210,6 +222,11 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Completes once `cost` units are admitted; an error at once when `cost` exceeds the
     /// capacity. Dropping the future consumes nothing.
     pub async fn until_n_ready(&self, cost: u64) -> Result<Decision, CheckError> {
+        // As `until_ready`: the admission at once sets nothing up.
+        let first = self.check_n(cost)?;
+        if first.is_allowed() {
+            return Ok(first);
+        }
         Pacer::new().until_n_ready(self, cost).await
     }
 
@@ -238,6 +255,11 @@ where
     /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
     /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
     pub async fn until_key_n_ready(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        // As `RateLimiter::until_ready`: the admission at once sets nothing up.
+        let first = self.check_n(key, cost)?;
+        if first.is_allowed() {
+            return Ok(first);
+        }
         Pacer::new().until_key_n_ready(self, key, cost).await
     }
 

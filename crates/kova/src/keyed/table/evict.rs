@@ -52,6 +52,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                         if algorithm.is_idle(locked.cell(pos), now)
                             && locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm))
                         {
+                            self.forgets.note();
                             reclaimed += 1;
                             continue;
                         }
@@ -109,6 +110,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             if algorithm.is_idle(locked.cell(pos), now) {
                 let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
                 if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
+                    self.forgets.note();
                     reclaimed += 1;
                     pos = order.next(pos);
                     steps += 1;
@@ -146,6 +148,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // Keep it after all if a racing check just limited it.
         let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
         if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
+            self.forgets.note();
             Ok(())
         } else {
             Err(soonest)

@@ -73,6 +73,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         hash: u64,
         id: QuotaId,
     ) -> Option<usize> {
+        self.forgets.note();
         let old = self.quotas.get(locked.quota(pos));
         let new = self.quotas.get(id);
         let key = locked.key(pos).clone();

@@ -1,0 +1,155 @@
+//! The features' rows in the report: one compact table, and their targets.
+
+use std::fmt::Write as _;
+
+use crate::features::{FeatureRecord, COST, LIMITS, WAITING};
+use crate::report::{Report, Status, TargetResult};
+use crate::stats::si;
+
+/// The targets on the features: what a user switching to them would want, set against the check
+/// each builds on in the same run, on one thread.
+/// `(section, subject, baseline, at most this many times the baseline's time, what it is)`.
+const FEATURE_TARGETS: [(&str, &str, &str, f64, &str); 7] = [
+    (LIMITS, "limits_2", "gcra", 1.5, "two limits (one 128-bit CAS), direct"),
+    (LIMITS, "limits_3", "gcra", 2.0, "three limits (check then refund), direct"),
+    (LIMITS, "keyed_limits_2", "keyed_gcra", 1.5, "two limits, keyed (one key per thread)"),
+    (LIMITS, "keyed_limits_3", "keyed_gcra", 2.0, "three limits, keyed (one key per thread)"),
+    (WAITING, "until_ready", "check", 1.2, "`until_ready().await` that never waits"),
+    (WAITING, "until_n_ready", "check_n", 1.2, "`until_n_ready(4).await` that never waits"),
+    (WAITING, "reserve_n", "check_n", 1.2, "`reserve_n(4)` due at once"),
+];
+
+impl Report {
+    /// The feature record of `subject` at `threads`.
+    pub fn feature(&self, subject: &str, threads: usize) -> Option<&FeatureRecord> {
+        self.features.iter().find(|r| r.subject == subject && r.threads == threads)
+    }
+
+    /// How many times its baseline's time a feature's call takes at `threads`.
+    pub fn feature_time_ratio(&self, subject: &str, threads: usize) -> Option<f64> {
+        let r = self.feature(subject, threads)?;
+        let base = self.feature(&r.baseline, threads)?;
+        Some(base.ops_per_sec / r.ops_per_sec)
+    }
+
+    /// The features' targets (not measured when their section did not run).
+    pub(crate) fn feature_targets(&self) -> Vec<TargetResult> {
+        FEATURE_TARGETS
+            .iter()
+            .map(|&(section, subject, baseline, at_most, what)| {
+                let name = format!("{section}: {what}, 1 thread, time per call vs `{baseline}`");
+                let goal = format!("<= {at_most}x");
+                let (Some(r), Some(base)) = (self.feature(subject, 1), self.feature(baseline, 1)) else {
+                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured };
+                };
+                let ratio = base.ops_per_sec / r.ops_per_sec;
+                let base = base.ops_per_sec;
+                let mut measured =
+                    format!("{ratio:.2}x ({:.1} ns vs {:.1} ns)", 1e9 / r.ops_per_sec, 1e9 / base);
+                if let (Some(r2), Some(b2)) = (self.feature(subject, 2), self.feature(baseline, 2)) {
+                    let two = b2.ops_per_sec / r2.ops_per_sec;
+                    let _ = write!(measured, "; 2 threads {two:.2}x");
+                }
+                TargetResult { name, goal, measured, status: Status::from_bool(ratio <= at_most) }
+            })
+            .collect()
+    }
+
+    /// One row per call: its throughput on 1 and 2 threads and its time against the check it
+    /// builds on, in the same run.
+    pub(crate) fn features_table(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "| section | call | beside | calls/s (1 / 2 threads) | time vs beside (1 / 2 threads) |\n|---|---|---|---:|---:|"
+        );
+        let mut seen: Vec<&str> = Vec::new();
+        for r in &self.features {
+            if seen.contains(&r.subject.as_str()) {
+                continue;
+            }
+            seen.push(&r.subject);
+            let pair = |f: &dyn Fn(usize) -> Option<String>| match (f(1), f(2)) {
+                (Some(a), Some(b)) => format!("{a} / {b}"),
+                (Some(a), None) => a,
+                _ => "-".into(),
+            };
+            let speed = pair(&|t| self.feature(&r.subject, t).map(|x| si(x.ops_per_sec)));
+            let ratio = if r.is_baseline() {
+                "-".into()
+            } else {
+                pair(&|t| self.feature_time_ratio(&r.subject, t).map(|x| format!("{x:.2}x")))
+            };
+            let beside = if r.is_baseline() { "-".to_owned() } else { format!("`{}`", r.baseline) };
+            let _ = writeln!(out, "| {} | `{}` | {beside} | {speed} | {ratio} |", r.section, r.subject);
+        }
+    }
+
+    /// The words before the features' table.
+    pub(crate) fn features_intro(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "Each call beside the check it builds on, interleaved in the same {} rounds of {} ms (the best \
+             kept on one thread, the median on two), on quotas that admit every call ({}), so that nothing \
+             waits: `limits_N` is `Limits::check` over N limits (two in \
+             one 128-bit CAS, three by check then refund), `keyed_*` the same per key (one key per thread, \
+             `KeyedLimits`: one table per limit); `until_ready` / `until_n_ready({COST})` are the futures \
+             polled once, `reserve_n({COST})` a reservation due at once. No peer here checks several \
+             bandwidths at once (bucket4j, which does, is Java); governor's `until_ready` is beside its \
+             own `check`.\n",
+            self.settings.rounds * crate::features::ROUND_SPLIT as usize,
+            self.settings.measure_ms / u64::from(crate::features::ROUND_SPLIT),
+            crate::features::quota_text()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::features::FeatureRecord;
+    use crate::report::test_support::*;
+    use crate::report::Status;
+
+    fn feature(section: &str, subject: &str, baseline: &str, threads: usize, ops: f64) -> FeatureRecord {
+        FeatureRecord {
+            section: section.into(),
+            subject: subject.into(),
+            baseline: baseline.into(),
+            kova: true,
+            threads,
+            ops_per_sec: ops,
+            ns_p50: None,
+        }
+    }
+
+    #[test]
+    fn feature_targets_and_rows_come_from_the_same_run() {
+        let mut r = report(vec![]);
+        r.features = vec![
+            feature("limits", "gcra", "gcra", 1, 100e6),
+            feature("limits", "limits_2", "gcra", 1, 50e6),
+            feature("limits", "gcra", "gcra", 2, 60e6),
+            feature("limits", "limits_2", "gcra", 2, 40e6),
+            feature("waiting", "check", "check", 1, 100e6),
+            feature("waiting", "until_ready", "check", 1, 90e6),
+        ];
+        let targets = r.feature_targets();
+        let get = |s: &str| targets.iter().find(|t| t.name.contains(s)).unwrap();
+        let two = get("two limits (one 128-bit CAS)");
+        assert_eq!(two.status, Status::NotMet);
+        assert_eq!(two.measured, "2.00x (20.0 ns vs 10.0 ns); 2 threads 1.50x");
+        assert!(two.name.ends_with("vs `gcra`"), "{}", two.name);
+        let wait = get("`until_ready().await`");
+        assert_eq!(wait.status, Status::Met);
+        let three = get("three limits (check then refund), direct");
+        assert_eq!(three.status, Status::NotMeasured);
+        assert!(three.name.ends_with("vs `gcra`"), "{}", three.name);
+        let mut table = String::new();
+        r.features_table(&mut table);
+        assert!(table.contains("| limits | `gcra` | - | 100.00M / 60.00M | - |"), "{table}");
+        assert!(
+            table.contains("| limits | `limits_2` | `gcra` | 50.00M / 40.00M | 2.00x / 1.50x |"),
+            "{table}"
+        );
+        assert!(table.contains("| waiting | `until_ready` | `check` | 90.00M | 1.11x |"), "{table}");
+    }
+}

@@ -1,0 +1,310 @@
+//! What kova's features beyond a check cost, each beside the check it builds on, interleaved in
+//! the same rounds: several limits decided all or nothing (`limits`), and the waiting and
+//! reserving calls on a limiter that always admits, so that they never wait (`waiting`).
+//!
+//! Every quota here admits every check (one unit a nanosecond or slower is never reached by any
+//! thread), so each row measures the call's own path, as the `direct` scenario does. Direct
+//! limiters are shared by the threads (one hot limiter); keyed ones get one key per thread.
+//!
+//! No peer in the harness decides several bandwidths in one check (governor, ratelimit,
+//! leaky-bucket and pingora's `Rate` each hold one; bucket4j, which has them, is Java), so the
+//! composites are measured against kova's own single limit. governor's `until_ready` is measured
+//! beside its own `check`, as kova's is.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use governor::DefaultDirectRateLimiter;
+use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
+use serde::{Deserialize, Serialize};
+
+use crate::peers::{governor_quota, GovernorDirect};
+use crate::scenarios::{kept_round, ThroughputConfig};
+use crate::subject::{KovaDirect, KovaKeyed, Subject};
+use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
+
+/// The section of the composites (a `--filter` name).
+pub const LIMITS: &str = "limits";
+/// The section of the waiting and reserving calls (a `--filter` name).
+pub const WAITING: &str = "waiting";
+/// The sections, in report order.
+pub const SECTIONS: [&str; 2] = [LIMITS, WAITING];
+/// The cost of the `_n` rows of [`WAITING`].
+pub const COST: u64 = 4;
+/// The most threads a feature is measured on: the rows compare paths, not scaling.
+pub const MAX_THREADS: usize = 2;
+/// Each row runs this many times the scenarios' rounds, each this many times shorter (the same
+/// time in all): a row's kept round and its baseline's are then likelier to be ones that the
+/// rest of a shared machine left alone, which is what their ratio needs.
+pub const ROUND_SPLIT: u32 = 3;
+
+/// One feature measurement, beside the check it builds on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FeatureRecord {
+    /// [`LIMITS`] or [`WAITING`].
+    pub section: String,
+    /// What was called (`limits_2`, `until_ready`, ...).
+    pub subject: String,
+    /// The subject it is compared with (itself for a baseline).
+    pub baseline: String,
+    /// Whether it is kova's (else a peer's).
+    pub kova: bool,
+    /// Threads.
+    pub threads: usize,
+    /// Calls per second, all threads together.
+    pub ops_per_sec: f64,
+    /// Median latency of one sampled call, nanoseconds.
+    pub ns_p50: Option<f64>,
+}
+
+impl FeatureRecord {
+    /// Whether this is a baseline row.
+    pub fn is_baseline(&self) -> bool {
+        self.subject == self.baseline
+    }
+}
+
+/// The quotas of the composites: one unit a nanosecond at most over a millisecond, a second and
+/// 100 seconds (the first `n` of them), none of which a check loop reaches.
+fn admitting_quotas(n: usize) -> Vec<Quota> {
+    [(1_000_000, 1_000_000), (1_000_000_000, 1_000_000_000), (100_000_000_000, 100_000_000_000)]
+        .into_iter()
+        .take(n)
+        .map(|(limit, nanos)| Quota::from_nanos(limit, nanos).expect("representable"))
+        .collect()
+}
+
+/// The single limit every row of a section is set against (the composites' first quota).
+fn admitting_quota() -> Quota {
+    admitting_quotas(1)[0]
+}
+
+/// Polls `future` with a waker that does nothing until it is ready: on a limiter that admits at
+/// once, one poll (the future's construction and its first check).
+#[inline(always)]
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// `Limits::check` (direct, all or nothing over its limits).
+struct Composite(Limits<Gcra>);
+
+impl Subject for Composite {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        self.0.check().is_allowed()
+    }
+}
+
+/// `KeyedLimits::check` (one table per limit).
+struct KeyedComposite(KeyedLimits<u64, Gcra, CoarseClock>);
+
+impl Subject for KeyedComposite {
+    #[inline(always)]
+    fn hit(&self, key: u64) -> bool {
+        self.0.check(&key).is_allowed()
+    }
+}
+
+/// What a [`WAITING`] row calls on kova's direct limiter.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    CheckN,
+    UntilReady,
+    UntilNReady,
+    ReserveN,
+}
+
+struct Waiting(RateLimiter<Gcra>, Call);
+
+impl Subject for Waiting {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        let limiter = &self.0;
+        match self.1 {
+            Call::CheckN => limiter.check_n(COST).is_ok_and(|d| d.is_allowed()),
+            Call::UntilReady => ready(limiter.until_ready()).is_allowed(),
+            Call::UntilNReady => ready(limiter.until_n_ready(COST)).is_ok_and(|d| d.is_allowed()),
+            // Dropped at once: the units count as used, as a check's do.
+            Call::ReserveN => limiter.reserve_n(COST).is_ok(),
+        }
+    }
+}
+
+/// governor's `until_ready` on a limiter that admits at once.
+struct GovernorUntilReady(DefaultDirectRateLimiter);
+
+impl Subject for GovernorUntilReady {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        ready(self.0.until_ready());
+        true
+    }
+}
+
+/// Measures a row's subject on so many threads.
+type Measure = Box<dyn Fn(usize, &RunPlan) -> RunResult>;
+
+/// One row to measure.
+struct Row {
+    subject: &'static str,
+    baseline: &'static str,
+    kova: bool,
+    run: Measure,
+}
+
+fn row<S: Subject + 'static>(subject: &'static str, baseline: &'static str, kova: bool, s: S) -> Row {
+    Row {
+        subject,
+        baseline,
+        kova,
+        run: Box::new(move |threads, plan| measure(&s, threads, plan, |t| FixedKey(t as u64))),
+    }
+}
+
+fn kova_limiter() -> RateLimiter<Gcra> {
+    RateLimiter::new(admitting_quota()).expect("representable")
+}
+
+fn rows(section: &str) -> Vec<Row> {
+    let keyed = || Keyed::<u64, Gcra>::new(admitting_quota()).expect("representable");
+    let composite = |n| Composite(Limits::new(admitting_quotas(n)).expect("representable"));
+    let keyed_composite = |n| {
+        KeyedComposite(
+            KeyedLimits::with_clock(admitting_quotas(n), CoarseClock::new()).expect("representable"),
+        )
+    };
+    let governor = || governor_quota(admitting_quota()).expect("burst fits in u32");
+    match section {
+        LIMITS => vec![
+            row("gcra", "gcra", true, KovaDirect(kova_limiter())),
+            row("limits_2", "gcra", true, composite(2)),
+            row("limits_3", "gcra", true, composite(3)),
+            row("keyed_gcra", "keyed_gcra", true, KovaKeyed(keyed())),
+            row("keyed_limits_2", "keyed_gcra", true, keyed_composite(2)),
+            row("keyed_limits_3", "keyed_gcra", true, keyed_composite(3)),
+        ],
+        WAITING => vec![
+            row("check", "check", true, KovaDirect(kova_limiter())),
+            row("until_ready", "check", true, Waiting(kova_limiter(), Call::UntilReady)),
+            row("check_n", "check_n", true, Waiting(kova_limiter(), Call::CheckN)),
+            row("until_n_ready", "check_n", true, Waiting(kova_limiter(), Call::UntilNReady)),
+            row("reserve_n", "check_n", true, Waiting(kova_limiter(), Call::ReserveN)),
+            row("governor_check", "governor_check", false, GovernorDirect::new(admitting_quota())),
+            row(
+                "governor_until_ready",
+                "governor_check",
+                false,
+                GovernorUntilReady(governor::RateLimiter::direct(governor())),
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The thread counts a feature is measured on: the configured ones up to [`MAX_THREADS`].
+fn thread_counts(config: &ThroughputConfig) -> Vec<usize> {
+    config.threads.iter().copied().filter(|&t| t <= MAX_THREADS).collect()
+}
+
+/// How many measurements the selected `sections` take (for the progress bar).
+pub fn measurement_count(sections: &[&str], config: &ThroughputConfig) -> u64 {
+    let rows: usize = sections.iter().map(|s| rows(s).len()).sum();
+    (rows * thread_counts(config).len() * rounds_of(config)) as u64
+}
+
+fn rounds_of(config: &ThroughputConfig) -> usize {
+    config.rounds * ROUND_SPLIT as usize
+}
+
+/// Measures the selected `sections`, rows interleaved round by round as the scenarios are,
+/// calling `tick` after each measurement.
+pub fn run_features(
+    sections: &[&str],
+    config: &ThroughputConfig,
+    mut tick: impl FnMut(&str),
+) -> Vec<FeatureRecord> {
+    let threads = thread_counts(config);
+    let plan = RunPlan { duration: config.plan.duration / ROUND_SPLIT, ..config.plan };
+    let mut out = Vec::new();
+    for &section in sections {
+        let rows = rows(section);
+        let mut rounds = vec![vec![Vec::with_capacity(rounds_of(config)); threads.len()]; rows.len()];
+        for _ in 0..rounds_of(config) {
+            for (ti, &t) in threads.iter().enumerate() {
+                for (ri, row) in rows.iter().enumerate() {
+                    rounds[ri][ti].push((row.run)(t, &plan));
+                    tick(&format!("{section} {} x{t}", row.subject));
+                }
+            }
+        }
+        for (row, per_thread) in rows.iter().zip(rounds) {
+            for (&t, results) in threads.iter().zip(per_thread) {
+                let Some(r) = kept_round(results, t) else { continue };
+                out.push(FeatureRecord {
+                    section: section.to_owned(),
+                    subject: row.subject.to_owned(),
+                    baseline: row.baseline.to_owned(),
+                    kova: row.kova,
+                    threads: t,
+                    ops_per_sec: r.ops_per_sec,
+                    ns_p50: r.ns_p50.is_finite().then_some(r.ns_p50),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The quotas in words, for the report.
+pub fn quota_text() -> String {
+    admitting_quotas(3).into_iter().map(crate::catalog::quota_words).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_row_admits_and_is_counted() {
+        let config = ThroughputConfig {
+            threads: vec![1, 2, 4],
+            rounds: 2,
+            plan: RunPlan { duration: Duration::from_millis(1), max_ops: Some(2_000), timer_overhead_ns: 0 },
+            churn_ops: 0,
+        };
+        let mut ticks = 0;
+        let records = run_features(&SECTIONS, &config, |_| ticks += 1);
+        assert_eq!(ticks, measurement_count(&SECTIONS, &config));
+        // 6 composite rows and 7 waiting rows, at 1 and 2 threads (4 is above the cap).
+        assert_eq!(records.len(), (6 + 7) * 2);
+        assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
+        for r in &records {
+            assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);
+        }
+    }
+
+    #[test]
+    fn every_row_admits_every_call() {
+        for section in SECTIONS {
+            for row in rows(section) {
+                let plan = RunPlan {
+                    duration: Duration::from_millis(1),
+                    max_ops: Some(1_000),
+                    timer_overhead_ns: 0,
+                };
+                let r = (row.run)(1, &plan);
+                assert_eq!(r.allowed_share, 1.0, "{section} {}", row.subject);
+            }
+        }
+    }
+}

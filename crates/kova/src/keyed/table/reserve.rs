@@ -1,0 +1,275 @@
+//! Reservations per key: [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n) and
+//! [`Reservation::cancel`](crate::Reservation::cancel) on one key of the table, with the same
+//! pure steps (`reservation.rs`) run on the key's word under its shard lock.
+
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+use super::Keyed;
+use crate::algorithm::update_word;
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
+use crate::{Clock, Fallback, Quota, ReserveError, WordAlgorithm};
+
+/// How many times a reservation checks in a key it does not find before giving up (another
+/// thread's full-shard insert can evict a key that is fresh again between the two steps).
+const CHECK_IN_TRIES: usize = 8;
+
+/// Counts the table's resets, removals, reclamations, evictions and quota moves of any key: a
+/// reservation made before one cannot tell its key's state from a new one, so its cancel gives
+/// nothing back.
+///
+/// Every bump and every read is made under the shard lock of the key concerned, so for one key
+/// the lock orders them; other keys' bumps only make a cancel give back nothing, never more.
+#[derive(Debug, Default)]
+pub(super) struct Forgets(AtomicU64);
+
+impl Forgets {
+    /// Notes that a key's state is about to be forgotten or converted (under its shard lock).
+    pub(super) fn note(&self) {
+        // Relaxed: the shard lock orders this against the cancels of the same key.
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> u64 {
+        // Relaxed: read under the shard lock, as `note` is.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Units taken by [`Keyed::reserve_key_n`] on one key, usable after [`delay`](Self::delay):
+/// the keyed [`Reservation`](crate::Reservation).
+///
+/// Dropping it keeps the units taken; [`cancel`](Self::cancel) gives back what it can, to the
+/// same key.
+#[must_use = "a reservation holds units: wait for its delay, or cancel it"]
+pub struct KeyedReservation<'a, K, W: WordAlgorithm, C: Clock> {
+    table: &'a Keyed<K, W, C>,
+    key: K,
+    cost: u64,
+    made_at: u64,
+    ready_at: u64,
+    /// The word the reservation stored (the mark that tells later units from ours).
+    mark: u64,
+    /// The key's quota when the reservation was made.
+    quota: Quota,
+    /// The table's [`Forgets`] count when the reservation was made.
+    forgets: u64,
+    fallback: Option<Fallback>,
+}
+
+impl<K: fmt::Debug, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedReservation<'_, K, W, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedReservation")
+            .field("key", &self.key)
+            .field("cost", &self.cost)
+            .field("made_at", &self.made_at)
+            .field("ready_at", &self.ready_at)
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
+    /// [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n) for `key`, under the key's own
+    /// quota: takes `cost` units now and says when they may be used. With
+    /// [`Gcra`](crate::Gcra) they may lie in the future (later checks of the key queue behind
+    /// them); the other algorithms reserve only what is available now
+    /// ([`ReserveError::NotAvailableNow`] otherwise).
+    ///
+    /// The reservation takes the key's shard lock, as [`refund`](Self::refund) does, so that
+    /// no eviction or quota change can lose it. A key not held is first checked in (for an
+    /// instant it holds one unit fewer). A full table answers by its policy: under
+    /// [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy::AllowUntracked) the
+    /// reservation is granted at once, holds nothing and says so in
+    /// [`fallback`](KeyedReservation::fallback); a denial is [`ReserveError::TableFull`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
+    /// let table = Keyed::<&str, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// assert_eq!(table.reserve_key_n(&"vendor-a", 10)?.delay(), Duration::ZERO);
+    /// let later = table.reserve_key_n(&"vendor-a", 5)?;
+    /// assert_eq!(later.delay(), Duration::from_millis(500));
+    /// assert!(!table.check(&"vendor-a").is_allowed()); // queued behind the reservation
+    /// assert!(table.check(&"vendor-b").is_allowed()); // another key
+    /// assert!(later.cancel()); // its 5 units go back to vendor-a
+    /// assert_eq!(table.check(&"vendor-a").retry_after(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_key_n(&self, key: &K, cost: u64) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
+        self.reserve_key_n_within(key, cost, Duration::MAX)
+    }
+
+    /// [`reserve_key_n`](Self::reserve_key_n), refused without taking anything when the units
+    /// would be usable only after more than `max_delay`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota, ReserveError};
+    /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// let _all = table.reserve_key_n(&7, 10)?;
+    /// let refused = table.reserve_key_n_within(&7, 2, Duration::from_millis(100));
+    /// assert!(matches!(refused, Err(ReserveError::DelayTooLong { .. })));
+    /// assert_eq!(table.reserve_key_n_within(&7, 1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_key_n_within(
+        &self,
+        key: &K,
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
+        let max_nanos = max_delay_nanos(max_delay);
+        for _ in 0..CHECK_IN_TRIES {
+            let held = self.with_held_cell(key, |algorithm, cell, clock| {
+                let capacity = algorithm.capacity();
+                if cost > capacity {
+                    return Err(ReserveError::CostExceedsCapacity { cost, capacity });
+                }
+                let made = update_word(cell, clock, |word, now| {
+                    reserve_step(algorithm, word, now, cost, max_nanos, max_delay)
+                })?;
+                Ok((made, algorithm.quota(), self.forgets.read()))
+            });
+            if let Some(made) = held {
+                let ((made_at, wait, mark), quota, forgets) = made?;
+                let ready_at = made_at.saturating_add(wait);
+                let key = key.clone();
+                return Ok(KeyedReservation {
+                    table: self,
+                    key,
+                    cost,
+                    made_at,
+                    ready_at,
+                    mark,
+                    quota,
+                    forgets,
+                    fallback: None,
+                });
+            }
+            // Not held: its state is fresh. Refuse a cost its quota can never take before
+            // inserting it, then check it in and give the unit back.
+            let fresh = self.quotas.get(self.quota_for_new(key));
+            let capacity = fresh.capacity();
+            if cost > capacity {
+                return Err(ReserveError::CostExceedsCapacity { cost, capacity });
+            }
+            // Cost 1 fits every quota: the check cannot fail.
+            let Ok(check_in) = self.check_n(key, 1) else { continue };
+            match check_in.fallback() {
+                Some(Fallback::TableFullUntracked) => {
+                    return Ok(self.untracked(key, cost, fresh.quota()));
+                }
+                Some(_) => return Err(ReserveError::TableFull { retry_after: check_in.retry_after() }),
+                None if check_in.is_allowed() => {
+                    self.refund(key, 1);
+                }
+                // Held now, and limited by other threads' checks: reserve on it.
+                None => {}
+            }
+        }
+        // Inserted and evicted again each time: the shard churns as a full one does.
+        Err(ReserveError::TableFull { retry_after: Duration::ZERO })
+    }
+
+    /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy):
+    /// at once, holding nothing.
+    fn untracked(&self, key: &K, cost: u64, quota: Quota) -> KeyedReservation<'_, K, W, C> {
+        let now = self.clock.now_nanos();
+        KeyedReservation {
+            table: self,
+            key: key.clone(),
+            cost,
+            made_at: now,
+            ready_at: now,
+            mark: 0,
+            quota,
+            forgets: 0,
+            fallback: Some(Fallback::TableFullUntracked),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W, C> {
+    /// How long after it was made the reserved units may be used (zero: at once).
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.ready_at - self.made_at)
+    }
+
+    /// How long from now (on the table's clock) until the units may be used.
+    pub fn delay_from_now(&self) -> Duration {
+        Duration::from_nanos(self.ready_at.saturating_sub(self.table.clock.now_nanos()))
+    }
+
+    /// The key the units were reserved on.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// The units reserved.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// When the units may be used, in the table's clock's nanoseconds.
+    pub fn ready_at_nanos(&self) -> u64 {
+        self.ready_at
+    }
+
+    /// `Some` when the table's full-table policy granted the reservation without holding the
+    /// key ([`Fallback::TableFullUntracked`]): nothing was taken, and a cancel gives nothing.
+    pub fn fallback(&self) -> Option<Fallback> {
+        self.fallback
+    }
+
+    /// Says the reserved units will not be used and gives back what can be, to the same key:
+    /// [`Reservation::cancel`](crate::Reservation::cancel)'s rule (nothing once their time has
+    /// come; otherwise `cost` minus the units reserved or checked on the key after this
+    /// reservation). Returns whether anything may have come back.
+    ///
+    /// It never gives a key more than its quota: when the key's state may no longer hold this
+    /// reservation's units, nothing comes back (and it returns `false`), namely when
+    /// - the key is no longer held (evicted or [removed](Keyed::remove)): it starts fresh;
+    /// - the key is held under another quota than it was reserved under
+    ///   ([`set_quota`](Keyed::set_quota), [`check_n_with_quota`](Keyed::check_n_with_quota)):
+    ///   the change carried over what was consumed, in the new quota's units;
+    /// - any key of the table was [reset](Keyed::reset), removed, reclaimed or evicted, or
+    ///   moved to another quota since the reservation (the table counts these, not per key: a
+    ///   cancel after another key's change gives back nothing too, which is never too much);
+    /// - the full-table policy granted it untracked.
+    ///
+    /// Giving back units that were also [refunded](Keyed::refund) gives them back twice, as on
+    /// the direct limiter.
+    ///
+    /// ```
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
+    /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// let _now = table.reserve_key_n(&1, 10)?;
+    /// let later = table.reserve_key_n(&1, 10)?;
+    /// table.remove(&1); // the key starts fresh: full
+    /// assert_eq!(table.check_n(&1, 10)?.remaining(), 0);
+    /// assert!(!later.cancel()); // nothing goes back into the new state
+    /// assert_eq!(table.peek(&1).remaining(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cancel(self) -> bool {
+        let table = self.table;
+        if self.fallback.is_some() {
+            return false;
+        }
+        if self.cost == 0 {
+            return table.clock.now_nanos() <= self.ready_at;
+        }
+        let cancelled = table.with_held_cell(&self.key, |algorithm, cell, clock| {
+            if table.forgets.read() != self.forgets || algorithm.quota() != self.quota {
+                return false;
+            }
+            update_word(cell, clock, |word, now| {
+                cancel_step(algorithm, word, now, self.cost, self.ready_at, self.mark)
+            })
+        });
+        cancelled.unwrap_or(false)
+    }
+}
