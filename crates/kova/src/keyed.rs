@@ -29,6 +29,7 @@
 //! switches are `loom/faults.rs`) and the `keyed_table` fuzz target.
 
 mod builder;
+mod door;
 mod epoch;
 mod error;
 mod index;

@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 
 use super::builder::{KeyedBuilder, QuotaFn};
+use super::door::{self, Door};
 use super::epoch::{self, Guard};
 use super::line_shard::LineShard;
 use super::policy::TableFullPolicy;
@@ -54,6 +55,9 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     scan: usize,
     max_keys: usize,
     quota_fn: Option<QuotaFn<K>>,
+    /// Where first checks of new keys are admitted without inserting them
+    /// ([`KeyedBuilder::doorkeeper`]).
+    door: Option<Door>,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -203,11 +207,16 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         policy: TableFullPolicy,
         scan: usize,
         quota_fn: Option<QuotaFn<K>>,
+        door_words: usize,
     ) -> Self {
         let configs: Box<[ShardConfig]> = (0..shards)
             .map(|i| ShardConfig::new(max_keys / shards + usize::from(i < max_keys % shards)))
             .collect();
         let max_keys = configs.iter().map(|c| c.max_keys).sum();
+        let door = match door::unit_idle_after(&algorithm) {
+            Some(ttl) if door_words > 0 => Some(Door::new(door_words, ttl)),
+            _ => None,
+        };
         let lines =
             if word::in_lines::<A>() { configs.iter().map(|&c| LineShard::new(c)).collect() } else { None };
         let layout = match lines {
@@ -225,6 +234,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             scan,
             max_keys,
             quota_fn,
+            door,
             _owns: PhantomData,
         }
     }
@@ -380,7 +390,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     }
                     None => {
                         drop(locked);
-                        self.fresh_decision(self.quotas.get(self.quota_for_new(key)), 0)
+                        let algorithm = self.quotas.get(self.quota_for_new(key));
+                        match self.door_seen(hash) {
+                            // Admitted at the door: the unit it took still counts.
+                            Some(at) => algorithm.decide_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, 0),
+                            None => self.fresh_decision(algorithm, 0),
+                        }
                     }
                 }
             },
@@ -536,6 +551,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + std::mem::size_of_val(&*self.configs)
             + on_shards!(self, shards => shards.iter().map(Store::memory).sum::<usize>())
             + self.quotas.bytes()
+            + self.door_bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
@@ -555,6 +571,12 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + std::mem::size_of_val(&*self.configs)
             + self.configs.iter().map(shard_bound).sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
+            + self.door_bytes()
+    }
+
+    /// Bytes of the doorkeeper's array (fixed when the table is built).
+    fn door_bytes(&self) -> usize {
+        self.door.as_ref().map_or(0, Door::bytes)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::hash::Hash;
 
+use super::super::door::{self, Admission};
 use super::super::epoch::Guard;
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::store::{Store, StoreLocked};
@@ -147,6 +148,21 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             // A peek inserts nothing.
             return Ok(Some(self.fresh_decision(algorithm, 0)));
         }
+        // Under the lock, so that the door's word for this key and its insert are ordered.
+        let mut admitted = None;
+        if let Some(door) = &self.door {
+            let now = self.clock.now_nanos();
+            if cost == 1 && id == DEFAULT_ID {
+                match door.admit(hash, now) {
+                    // A fresh state's decision does not depend on the time it is made.
+                    Admission::Admitted(_) => return Ok(Some(self.fresh_decision(algorithm, 1))),
+                    Admission::Seen(at) => admitted = Some(at),
+                    Admission::Busy => {}
+                }
+            } else {
+                admitted = door.seen(hash, now);
+            }
+        }
         let hash_key = |k: &K| self.hash(k);
         let Some(place) = locked.take_place(&hash_key) else {
             return Ok(last.then(|| self.table_full(algorithm, cost, None)));
@@ -157,9 +173,21 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
         }
-        let entry =
-            locked.insert(place, hash, key.clone(), algorithm.new_cell(), id, heap_of(algorithm), &hash_key);
+        let entry = locked.insert(
+            place,
+            hash,
+            key.clone(),
+            door::fresh_cell(algorithm, admitted),
+            id,
+            heap_of(algorithm),
+            &hash_key,
+        );
         Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
+    }
+
+    /// When the doorkeeper admitted the key of `hash`, if that unit is not idle yet.
+    pub(super) fn door_seen(&self, hash: u64) -> Option<u64> {
+        self.door.as_ref()?.seen(hash, self.clock.now_nanos())
     }
 
     /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap
