@@ -22,7 +22,7 @@ impl Rng {
     }
 }
 
-/// Random checks (cost 1 mostly, some 2 and peeks) of a few keys, with the clock moving by
+/// Random checks (cost 1 mostly, some 2, peeks and checks of cost 0) of a few keys, with the clock moving by
 /// random steps around the quota's period, on a table with a door and one without: every
 /// decision the same.
 fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
@@ -38,6 +38,7 @@ fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
         let (expected, got) = match rng.next() % 10 {
             0 => (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key)))),
             1 => (plain.check_n(&key, 2).map(seen), door.check_n(&key, 2).map(seen)),
+            2 => (plain.check_n(&key, 0).map(seen), door.check_n(&key, 0).map(seen)),
             _ => (Ok(seen(plain.check(&key))), Ok(seen(door.check(&key)))),
         };
         assert_eq!(

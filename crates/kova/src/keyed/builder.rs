@@ -208,16 +208,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > ShardConfig::MAX_KEYS {
             shards *= 2;
         }
-        Ok(Keyed::from_parts(
-            algorithm,
-            self.clock,
-            shards,
-            max_keys,
-            self.policy,
-            self.scan,
-            self.quota_fn,
-            self.door_words,
-        ))
+        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
+            .with_door(self.door_words))
     }
 }
 

@@ -207,16 +207,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         policy: TableFullPolicy,
         scan: usize,
         quota_fn: Option<QuotaFn<K>>,
-        door_words: usize,
     ) -> Self {
         let configs: Box<[ShardConfig]> = (0..shards)
             .map(|i| ShardConfig::new(max_keys / shards + usize::from(i < max_keys % shards)))
             .collect();
         let max_keys = configs.iter().map(|c| c.max_keys).sum();
-        let door = match door::unit_idle_after(&algorithm) {
-            Some(ttl) if door_words > 0 => Some(Door::new(door_words, ttl)),
-            _ => None,
-        };
         let lines =
             if word::in_lines::<A>() { configs.iter().map(|&c| LineShard::new(c)).collect() } else { None };
         let layout = match lines {
@@ -234,9 +229,19 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             scan,
             max_keys,
             quota_fn,
-            door,
+            door: None,
             _owns: PhantomData,
         }
+    }
+
+    /// The table with a doorkeeper of `words` words (none for 0, or when the default quota's
+    /// unit never becomes idle).
+    pub(super) fn with_door(mut self, words: usize) -> Self {
+        self.door = match door::unit_idle_after(self.quotas.default_algorithm()) {
+            Some(ttl) if words > 0 => Some(Door::new(words, ttl)),
+            _ => None,
+        };
+        self
     }
 
     #[inline]
@@ -390,12 +395,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     }
                     None => {
                         drop(locked);
-                        let algorithm = self.quotas.get(self.quota_for_new(key));
-                        match self.door_seen(hash) {
-                            // Admitted at the door: the unit it took still counts.
-                            Some(at) => algorithm.decide_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, 0),
-                            None => self.fresh_decision(algorithm, 0),
-                        }
+                        self.peek_new(self.quotas.get(self.quota_for_new(key)), hash)
                     }
                 }
             },

@@ -146,7 +146,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         check_cost(algorithm, cost)?;
         if cost == 0 {
             // A peek inserts nothing.
-            return Ok(Some(self.fresh_decision(algorithm, 0)));
+            return Ok(Some(self.peek_new(algorithm, hash)));
         }
         // Under the lock, so that the door's word for this key and its insert are ordered.
         let mut admitted = None;
@@ -185,9 +185,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         Ok(Some(algorithm.decide_cell(locked.cell(entry), &self.clock, cost)))
     }
 
-    /// When the doorkeeper admitted the key of `hash`, if that unit is not idle yet.
-    pub(super) fn door_seen(&self, hash: u64) -> Option<u64> {
-        self.door.as_ref()?.seen(hash, self.clock.now_nanos())
+    /// A peek of the key of `hash`, not held, under `algorithm`: fresh, less the unit the
+    /// doorkeeper admitted, while that is not idle.
+    pub(super) fn peek_new(&self, algorithm: &A, hash: u64) -> Decision {
+        match self.door.as_ref().and_then(|door| door.seen(hash, self.clock.now_nanos())) {
+            Some(at) => algorithm.decide_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, 0),
+            None => self.fresh_decision(algorithm, 0),
+        }
     }
 
     /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap
