@@ -19,12 +19,13 @@
 # crate and loom adds about 1.5 minutes), with the test harness's 2 threads per file:
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
-#   racy (17 should-fail models, bound 3; 8 in child processes)    ~2 s
+#   racy (18 should-fail models, bound 3; 9 in child processes)    ~2 s
 #   limits (3 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
+#   door (1 model over 4 key pairs, bound 4)                       <5 s
 #   sliding_log (5 models, bound 2)                                ~45-75 s
 #   total                                                           ~2-2.5 minutes.
 #
@@ -42,6 +43,6 @@ cargo_test() {
 
 start=$SECONDS
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped "$@"
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed --test door "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

@@ -165,11 +165,13 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 /// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
 /// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
 /// keyed), one floor, the pinned floor where there is one, and in the admitting direct
-/// scenario kova's striped GCRA and token bucket ([`STRIPED`]).
+/// scenario kova's striped GCRA and token bucket ([`STRIPED`]), in churn and flood kova's GCRA
+/// with a doorkeeper ([`GCRA_DOOR`]).
 pub fn subject_count(scenario: Scenario) -> usize {
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
     let striped = if scenario == Scenario::Direct { STRIPED.len() } else { 0 };
-    8 + own_peers + striped + usize::from(has_pinned_floor(scenario))
+    let door = usize::from(matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood));
+    8 + own_peers + striped + door + usize::from(has_pinned_floor(scenario))
 }
 
 /// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
@@ -224,6 +226,29 @@ fn kova_table<A: Algorithm>(quota: Quota, keys: usize) -> KovaKeyed<A> {
 
 /// Keys in the flood scenario's tables (their bound).
 pub const FLOOD_BOUND: usize = 65_536;
+
+/// kova's GCRA table with a doorkeeper (`KeyedBuilder::doorkeeper`), measured beside the
+/// default tables in the churn and flood scenarios.
+pub const GCRA_DOOR: &str = "gcra_doorkeeper";
+
+/// Words of [`GCRA_DOOR`]'s doorkeeper (8 bytes each: 512 KiB).
+pub const DOOR_WORDS: usize = 1 << 16;
+
+/// [`GCRA_DOOR`]'s table for `scenario` (churn or flood): as the default GCRA table of that
+/// scenario, with a doorkeeper. The flood table is filled with keys checked twice, so that they
+/// pass the door into the table.
+fn door_table(scenario: Scenario, quota: Quota) -> KovaKeyed<Gcra> {
+    let builder = Keyed::<u64, Gcra>::builder(quota).doorkeeper(DOOR_WORDS);
+    if scenario != Scenario::KeyedFlood {
+        return KovaKeyed(builder.build().expect("quota representable"));
+    }
+    let table = KovaKeyed(builder.max_keys(FLOOD_BOUND).build().expect("quota representable"));
+    for key in 0..FLOOD_BOUND as u64 {
+        table.hit(u64::MAX - key);
+        table.hit(u64::MAX - key);
+    }
+    table
+}
 
 /// A kova table for the flood scenario: bounded at [`FLOOD_BOUND`] keys and filled to it with
 /// keys that are idle by the time the measurement starts.
@@ -318,6 +343,11 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     let prefill = prefill_of(scenario);
     each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
     if matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood) {
+        entries.push(Entry {
+            subject: GCRA_DOOR.into(),
+            kind: SubjectKind::Kova,
+            runner: fresh(move || door_table(scenario, word_quota)),
+        });
         entries.push(Entry {
             subject: "governor".into(),
             kind: SubjectKind::Peer,

@@ -36,6 +36,8 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 #[cfg(kova_loom)]
+pub mod door;
+#[cfg(kova_loom)]
 pub mod harness;
 #[cfg(kova_loom)]
 pub mod keyed;

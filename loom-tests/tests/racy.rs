@@ -296,3 +296,19 @@ fn table_line_reuse_pinning_without_fence() {
     });
     assert!(message.contains("Causality violation"), "{message}");
 }
+
+/// A door word taken by load and store (`kova::loom_racy::door_without_cas`): in
+/// `kova_loom_tests::door`'s model, key 0 and a key of the other shard both find the word empty,
+/// and the later store erases key 0's entry, so its second check is admitted as a first one.
+#[test]
+fn door_claim_by_load_and_store() {
+    use kova_loom_tests::door::first_checks_share_a_door_word;
+    let message = table_model_fails_in_child("door_claim_by_load_and_store", || {
+        kova::loom_racy::door_without_cas(|| {
+            for other in 1..=4 {
+                first_checks_share_a_door_word(other);
+            }
+        });
+    });
+    assert!(message.contains("door: not linearizable"), "{message}");
+}

@@ -19,6 +19,9 @@
 //! - `epoch.rs` (the table's own epoch: crossbeam-epoch's protocol without collection on pins)
 //!   and `reclaim.rs` (what a shard retired, freed after its grace period): a removed key's
 //!   line, and a replaced array, are reused only once no check can still read them.
+//! - `door.rs`: the opt-in doorkeeper ([`KeyedBuilder::doorkeeper`]): a key's first check
+//!   admitted in one word of a fixed array, the key inserted on its second, charged the first
+//!   one's unit at its time.
 //! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
 //!   what a key consumed when its quota changes.
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `policy.rs`,
@@ -30,6 +33,7 @@
 //! switches are `loom/faults.rs`) and the `keyed_table` fuzz target.
 
 mod builder;
+mod door;
 mod epoch;
 mod error;
 mod line_array;

@@ -18,6 +18,8 @@
 //!   and read a line freed meanwhile.
 //! - [`striped_take_load_store`]: a striped limiter whose checks spend a stripe's units with a
 //!   load and a plain store (two checks spend one unit; a lease or give-back is overwritten).
+//! - [`door_without_cas`]: a doorkeeper that takes a word by load and store (a key's entry is
+//!   overwritten by another key's, and its second check is admitted as a first).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -202,6 +204,14 @@ pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
 /// spend the same unit, and a lease or a give-back between the load and the store is overwritten.
 pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
     faults::with_stripe_cas_skipped(f)
+}
+
+/// RACY: runs `f` (a loom model of a `Keyed` table with a doorkeeper) with the door taking an
+/// expired word by a load and a plain store instead of a CAS: two keys of two shards that share
+/// the word can both be admitted at the door, and the later store erases the first key's entry,
+/// so its next check is admitted as a first check again.
+pub fn door_without_cas<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_door_cas_skipped(f)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch

@@ -37,6 +37,7 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     policy: TableFullPolicy,
     scan: usize,
     quota_fn: Option<QuotaFn<K>>,
+    door_words: usize,
 }
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
@@ -99,6 +100,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             policy: TableFullPolicy::default(),
             scan: Self::DEFAULT_RECLAIM_SCAN,
             quota_fn: None,
+            door_words: 0,
         }
     }
 
@@ -112,6 +114,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             policy: self.policy,
             scan: self.scan,
             quota_fn: self.quota_fn,
+            door_words: self.door_words,
         }
     }
 
@@ -150,6 +153,37 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         self
     }
 
+    /// A doorkeeper of `words` words (8 bytes each, rounded up to a power of two; 0, the
+    /// default, for none): a key's first check at the default quota is admitted there, its time
+    /// written in one word, and the key enters the table only on its second check within the time
+    /// one unit takes to become idle, charged the first check's unit at the time it was made. A
+    /// flood of keys seen once (rotating addresses, random API keys) then never inserts, evicts
+    /// or rehashes, and leaves the held keys in place.
+    ///
+    /// No key gets more than its quota: the door charges exactly what the table would (see the
+    /// `keyed::door` module), and a key whose word holds another key's young entry goes to the
+    /// table. What changes: a key admitted only at the door is not held, so [`Keyed::len`] does
+    /// not count it and [`Keyed::reset`], [`Keyed::remove`] and [`Keyed::refund`] do nothing for
+    /// it (its unit stays counted until it is idle); [`Keyed::peek`] reports it. Two keys that
+    /// share a word and a fingerprint (of 24 bits) can make the second pay the first one's unit.
+    /// Default quotas whose unit never becomes idle get no doorkeeper.
+    ///
+    /// ```
+    /// use kova::{Gcra, KeyedBuilder, ManualClock, Quota};
+    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    ///     .doorkeeper(1 << 16)
+    ///     .build()?;
+    /// assert!(limiter.check(&7).is_allowed()); // admitted at the door
+    /// assert_eq!(limiter.len(), 0);
+    /// assert!(!limiter.check(&7).is_allowed()); // inserted, charged the first check's unit
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn doorkeeper(mut self, words: usize) -> Self {
+        self.door_words = words;
+        self
+    }
+
     /// Per-key quotas: `quota_fn(key)` is called when a key is inserted (first seen, or back
     /// after being reclaimed), outside the table's locks; `None` means the default quota. A
     /// quota the algorithm cannot represent gets the default quota and is counted in
@@ -174,7 +208,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > MAX_KEYS {
             shards *= 2;
         }
-        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn))
+        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
+            .with_door(self.door_words))
     }
 }
 

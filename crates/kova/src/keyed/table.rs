@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 
 use super::builder::{KeyedBuilder, QuotaFn};
+use super::door::{self, Door};
 use super::epoch::{self, Guard};
 use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
@@ -52,8 +53,11 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     scan: usize,
     max_keys: usize,
     quota_fn: Option<QuotaFn<K>>,
-    /// Counts the resets, removals and quota moves of any key (`reserve.rs`).
+    /// Counts the resets, removals, reclamations and quota moves of any key (`reserve.rs`).
     forgets: reserve::Forgets,
+    /// Where first checks of new keys are admitted without inserting them
+    /// ([`KeyedBuilder::doorkeeper`]).
+    door: Option<Door>,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -208,8 +212,19 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             max_keys,
             quota_fn,
             forgets: reserve::Forgets::default(),
+            door: None,
             _owns: PhantomData,
         }
+    }
+
+    /// The table with a doorkeeper of `words` words (none for 0, or when the default quota's
+    /// unit never becomes idle).
+    pub(super) fn with_door(mut self, words: usize) -> Self {
+        self.door = match door::unit_idle_after(self.quotas.default_algorithm()) {
+            Some(ttl) if words > 0 => Some(Door::new(words, ttl)),
+            _ => None,
+        };
+        self
     }
 
     #[inline]
@@ -361,7 +376,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     Some(pos) => self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0),
                     None => {
                         drop(locked);
-                        self.fresh_decision(self.quotas.get(self.quota_for_new(key)), 0)
+                        self.peek_new(self.quotas.get(self.quota_for_new(key)), hash)
                     }
                 }
             },
@@ -517,6 +532,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + std::mem::size_of_val(&*self.shard_keys)
             + on_shards!(self, shards => shards.iter().map(LineShard::memory).sum::<usize>())
             + self.quotas.bytes()
+            + self.door_bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
@@ -535,6 +551,12 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 .map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes))
                 .sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
+            + self.door_bytes()
+    }
+
+    /// Bytes of the doorkeeper's array (fixed when the table is built).
+    fn door_bytes(&self) -> usize {
+        self.door.as_ref().map_or(0, Door::bytes)
     }
 }
 

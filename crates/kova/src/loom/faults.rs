@@ -46,6 +46,7 @@ mod switches {
         static LOOK: Cell<Look> = const { Cell::new(Look::Freeze) };
         static CELLS_BOXED: Cell<bool> = const { Cell::new(false) };
         static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
+        static SKIP_DOOR_CAS: Cell<bool> = const { Cell::new(false) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
 
@@ -88,6 +89,15 @@ mod switches {
     /// Runs `f` with striped limiters spending a stripe by load and store, not a CAS.
     pub(crate) fn with_stripe_cas_skipped<R>(f: impl FnOnce() -> R) -> R {
         with_switch(&SKIP_STRIPE_CAS, true, f)
+    }
+
+    /// Runs `f` with the keyed table's doorkeeper taking a word by load and store, not a CAS.
+    pub(crate) fn with_door_cas_skipped<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_DOOR_CAS, true, f)
+    }
+
+    pub(crate) fn door_claim_racy() -> bool {
+        SKIP_DOOR_CAS.with(Cell::get)
     }
 
     pub(crate) fn pin_fence_skipped() -> bool {
@@ -164,5 +174,12 @@ pub(crate) fn count_reclaimed(_lines: usize, _arrays: usize) {}
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn stripe_cas_skipped() -> bool {
+    false
+}
+
+/// Whether the doorkeeper takes a word by load and store (`loom_racy::door_without_cas`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn door_claim_racy() -> bool {
     false
 }

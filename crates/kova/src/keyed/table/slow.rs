@@ -3,6 +3,7 @@
 
 use std::hash::Hash;
 
+use super::super::door::{self, Admission};
 use super::super::epoch::Guard;
 use super::super::line_locked::NewKey;
 use super::super::line_shard::LineShard;
@@ -145,7 +146,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         check_cost(algorithm, cost)?;
         if cost == 0 {
             // A peek inserts nothing.
-            return Ok(Some(self.fresh_decision(algorithm, 0)));
+            return Ok(Some(self.peek_new(algorithm, hash)));
+        }
+        // Under the lock, so that the door's word for this key and its insert are ordered.
+        let mut admitted = None;
+        if let Some(door) = &self.door {
+            let now = self.clock.now_nanos();
+            if cost == 1 && id == DEFAULT_ID {
+                match door.admit(hash, now) {
+                    // A fresh state's decision does not depend on the time it is made.
+                    Admission::Admitted(_) => return Ok(Some(self.fresh_decision(algorithm, 1))),
+                    Admission::Seen(at) => admitted = Some(at),
+                    Admission::Busy => {}
+                }
+            } else {
+                admitted = door.seen(hash, now);
+            }
         }
         let hash_key = |k: &K| self.hash(k);
         if !locked.make_space(&hash_key) {
@@ -157,8 +173,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
         }
         let new = NewKey { hash, key: key.clone(), quota: id, heap: heap_of(algorithm) };
-        let pos = locked.insert(new, algorithm.new_cell());
+        let pos = locked.insert(new, door::fresh_cell(algorithm, admitted));
         Ok(Some(algorithm.decide_cell(locked.cell(pos), &self.clock, cost)))
+    }
+
+    /// A peek of the key of `hash`, not held, under `algorithm`: fresh, less the unit the
+    /// doorkeeper admitted, while that is not idle.
+    pub(super) fn peek_new(&self, algorithm: &A, hash: u64) -> Decision {
+        match self.door.as_ref().and_then(|door| door.seen(hash, self.clock.now_nanos())) {
+            Some(at) => algorithm.decide_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, 0),
+            None => self.fresh_decision(algorithm, 0),
+        }
     }
 
     /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap

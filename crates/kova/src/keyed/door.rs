@@ -1,0 +1,266 @@
+//! The doorkeeper ([`KeyedBuilder::doorkeeper`](super::KeyedBuilder::doorkeeper)): a key's
+//! first check is admitted here, recording only *when* in one word of a fixed array, and the
+//! key enters the table on its second check within the time one unit takes to become idle. A
+//! flood of one-off keys then never inserts, evicts or rehashes.
+//!
+//! # Why no key gets more than its quota
+//! - A door admission is a check of one unit on a fresh state at time `t`: the decision a fresh
+//!   key inserted at `t` gets. The entry (the key's fingerprint and `t`) stays until that unit is
+//!   idle ([`Door::ttl`]: at any later time the state is indistinguishable from fresh).
+//! - Every insert of a key into the table first looks for its entry: if one is young, the new
+//!   state is charged that unit *at `t`* (rounded up to the door's time unit, never earlier)
+//!   before it is published, so the key's state is what it would have been had the first check
+//!   inserted it. So the door charges exactly as the table does (up to the rounding, which only
+//!   ever charges later, so denies sooner).
+//! - Every door admission and every insert of a key runs under its shard's lock: they are
+//!   ordered, and an insert sees the entry of an admission before it. Keys of other shards share
+//!   the array, but only replace an entry once it is expired (a compare-exchange, so that two
+//!   keys never both take one word): a young entry is never lost. A key whose word holds
+//!   another key's young entry goes to the table as without a doorkeeper.
+//! - Two keys with one word and one fingerprint make the second key pay the first key's unit:
+//!   a rare false charge (never a false grant).
+
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::Algorithm;
+
+use super::quotas::At;
+
+/// Bits of an entry's time (in the door's units); the rest hold the fingerprint.
+const TIME_BITS: u32 = 40;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// Entries whose age (in units, modulo the time range) is in the upper half read as written
+/// after `now` (a clock read older than the writer's): young.
+const FUTURE: u64 = 1 << (TIME_BITS - 1);
+/// The most units a ttl takes: well inside the half of the range that reads as the past.
+const MAX_TTL_UNITS: u64 = 1 << (TIME_BITS - 2);
+/// Fingerprint bits: its top bit is always set, so no entry is 0 (an empty word).
+const FINGERPRINT_BITS: u32 = 64 - TIME_BITS;
+
+/// What the door said to a key's check, under the key's shard lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// Admitted at the door at this time (nanoseconds): the check is decided on a fresh state
+    /// then, and the key is not inserted.
+    Admitted(u64),
+    /// The key was admitted at the door at this time (nanoseconds, rounded up), and that unit is
+    /// not idle yet: insert it, charged that unit first.
+    Seen(u64),
+    /// The word holds another key's young entry: insert the key as without a door.
+    Busy,
+}
+
+/// The doorkeeper's array.
+pub(super) struct Door {
+    words: Box<[AtomicU64]>,
+    /// `log2(words.len())`.
+    bits: u32,
+    /// The door's time unit: `1 << shift` nanoseconds.
+    shift: u32,
+    /// Units after which an entry is expired.
+    ttl_units: u64,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door").field("words", &self.words.len()).field("shift", &self.shift).finish()
+    }
+}
+
+/// Nanoseconds after which a single unit, checked at time 0 on a fresh state of `algorithm`,
+/// has become idle, rounded up to a power of two (at most twice the least such time); `None`
+/// when it does not within `2^62` nanoseconds. Found by doubling, not by bisecting the whole
+/// range: packed time stamps wrap, so idleness holds from that time on only up to the wrap.
+/// Time 0 starts a window, where a unit stays longest in the windowed algorithms.
+pub(super) fn unit_idle_after<A: Algorithm>(algorithm: &A) -> Option<u64> {
+    let cell = algorithm.new_cell();
+    if !algorithm.decide_cell(&cell, &At(0), 1).is_allowed() {
+        return None;
+    }
+    let mut after = 1u64;
+    while !algorithm.is_idle(&cell, after) {
+        after = after.checked_mul(2).filter(|&t| t <= 1 << 62)?;
+    }
+    Some(after)
+}
+
+impl Door {
+    /// A door of `words` words (rounded up to a power of two) whose entries expire `ttl`
+    /// nanoseconds after they were written.
+    pub(super) fn new(words: usize, ttl: u64) -> Self {
+        let words = words.max(1).next_power_of_two();
+        let mut shift = 0;
+        while (ttl >> shift) + 2 > MAX_TTL_UNITS {
+            shift += 1;
+        }
+        // Rounded up, plus one for the rounding of `now` to units.
+        let ttl_units = ttl.div_ceil(1 << shift) + 1;
+        Door {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            bits: words.trailing_zeros(),
+            shift,
+            ttl_units,
+        }
+    }
+
+    /// Heap bytes of the array.
+    pub(super) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.words)
+    }
+
+    /// The word of `hash` (a remix, so that it does not follow the shard's or the probe's bits)
+    /// and the key's fingerprint (other bits of the hash).
+    fn place(&self, hash: u64) -> (&AtomicU64, u64) {
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let index = if self.bits == 0 { 0 } else { (mixed >> (64 - self.bits)) as usize };
+        let fingerprint = (hash >> 8) & ((1 << FINGERPRINT_BITS) - 1) | 1 << (FINGERPRINT_BITS - 1);
+        (&self.words[index], fingerprint)
+    }
+
+    /// `now` in units, rounded up (an entry never reads earlier than its check).
+    fn units(&self, now: u64) -> u64 {
+        now.div_ceil(1 << self.shift)
+    }
+
+    /// When `entry` was written (nanoseconds, a multiple of the unit), if it is young at `now`.
+    fn young(&self, entry: u64, now: u64) -> Option<u64> {
+        if entry == 0 {
+            return None;
+        }
+        let now_units = now >> self.shift;
+        let age = now_units.wrapping_sub(entry) & TIME_MASK;
+        let written = if age >= FUTURE {
+            // Written after `now`: a later clock read than ours. Young.
+            now_units.wrapping_add((TIME_MASK + 1) - age)
+        } else if age < self.ttl_units {
+            now_units - age.min(now_units)
+        } else {
+            return None;
+        };
+        Some(written << self.shift)
+    }
+
+    /// A check of one unit of a key (hash `hash`) not held, at `now`, under the key's shard lock.
+    pub(super) fn admit(&self, hash: u64, now: u64) -> Admission {
+        let (word, fingerprint) = self.place(hash);
+        let entry = fingerprint << TIME_BITS | (self.units(now) & TIME_MASK);
+        // Relaxed: all of a key's entries are read and written under its shard's lock (which
+        // orders them); other keys only replace an expired entry; no other memory is published
+        // through a word.
+        let mut current = word.load(Ordering::Relaxed);
+        loop {
+            if let Some(written) = self.young(current, now) {
+                return if current >> TIME_BITS == fingerprint {
+                    Admission::Seen(written)
+                } else {
+                    Admission::Busy
+                };
+            }
+            if crate::loom::faults::door_claim_racy() {
+                // The broken variant the should-fail model catches: a plain store can overwrite
+                // another key's entry written since the load.
+                word.store(entry, Ordering::Relaxed);
+                return Admission::Admitted(now);
+            }
+            // Relaxed: as above.
+            match word.compare_exchange(current, entry, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Admission::Admitted(now),
+                Err(now_there) => current = now_there,
+            }
+        }
+    }
+
+    /// When the key of `hash` was admitted at the door (nanoseconds, rounded up), if that unit
+    /// is not idle at `now`.
+    pub(super) fn seen(&self, hash: u64, now: u64) -> Option<u64> {
+        let (word, fingerprint) = self.place(hash);
+        // Relaxed: as in `admit`.
+        let entry = word.load(Ordering::Relaxed);
+        if entry >> TIME_BITS != fingerprint {
+            return None;
+        }
+        self.young(entry, now)
+    }
+}
+
+/// A fresh cell of `algorithm`, charged the unit the door admitted at `admitted` (if it did):
+/// what the key's state would be had that check inserted it.
+pub(super) fn fresh_cell<A: Algorithm>(algorithm: &A, admitted: Option<u64>) -> A::Cell {
+    let cell = algorithm.new_cell();
+    if let Some(at) = admitted {
+        algorithm.decide_cell(&cell, &At(at), 1);
+    }
+    cell
+}
+
+#[cfg(all(test, not(kova_loom)))]
+mod tests {
+    use super::*;
+    use crate::{FixedWindow, Gcra, Quota, SlidingWindowCounter, SlidingWindowLog, TokenBucket};
+
+    /// A unit checked at any time `t0` is idle by `t0 + unit_idle_after` (what the door's
+    /// expiry relies on), and one checked at 0 not at half that.
+    fn idles_in_time<A: Algorithm>(algorithm: A) {
+        let idle =
+            unit_idle_after(&algorithm).unwrap_or_else(|| panic!("a unit of {} idles", algorithm.name()));
+        assert!(idle > 0);
+        for t0 in [0, 1, idle / 3, idle / 2, idle - 1, idle, 7 * idle + 5, 1 << 40] {
+            let cell = algorithm.new_cell();
+            assert!(algorithm.decide_cell(&cell, &At(t0), 1).is_allowed());
+            assert!(algorithm.is_idle(&cell, t0 + idle), "{} at {t0}", algorithm.name());
+        }
+        let cell = algorithm.new_cell();
+        algorithm.decide_cell(&cell, &At(0), 1);
+        assert!(!algorithm.is_idle(&cell, idle / 2), "{}", algorithm.name());
+    }
+
+    #[test]
+    fn a_unit_idles_within_the_computed_time() {
+        let quota = Quota::from_nanos(10, 100_000_000).unwrap().with_burst(4).unwrap();
+        idles_in_time(Gcra::from_quota(quota).unwrap());
+        idles_in_time(TokenBucket::from_quota(quota).unwrap());
+        idles_in_time(FixedWindow::from_quota(Quota::per_second(5).unwrap()).unwrap());
+        idles_in_time(SlidingWindowCounter::from_quota(Quota::per_second(5).unwrap()).unwrap());
+        idles_in_time(SlidingWindowLog::from_quota(Quota::per_second(5).unwrap()).unwrap());
+    }
+
+    #[test]
+    fn the_first_check_is_admitted_the_second_seen_until_expiry() {
+        let door = Door::new(1024, 1_000);
+        let hash = 0x1234_5678_9ABC_DEF0;
+        assert_eq!(door.seen(hash, 5_000), None);
+        assert_eq!(door.admit(hash, 5_000), Admission::Admitted(5_000));
+        assert_eq!(door.admit(hash, 5_500), Admission::Seen(5_000));
+        assert_eq!(door.seen(hash, 5_999), Some(5_000));
+        // A clock read older than the entry's: still young, written "later".
+        assert_eq!(door.seen(hash, 4_000), Some(5_000));
+        // Expired: admitted again.
+        assert_eq!(door.seen(hash, 6_002), None);
+        assert_eq!(door.admit(hash, 6_002), Admission::Admitted(6_002));
+    }
+
+    #[test]
+    fn another_keys_young_entry_keeps_its_word() {
+        let door = Door::new(1, 1_000);
+        let (a, b) = (0x1111_0000_0000_0100, 0x2222_0000_0000_0200);
+        assert_eq!(door.admit(a, 100), Admission::Admitted(100));
+        assert_eq!(door.admit(b, 200), Admission::Busy);
+        assert_eq!(door.seen(b, 200), None);
+        assert_eq!(door.seen(a, 200), Some(100));
+        // Once `a`'s entry is expired, `b` takes the word.
+        assert_eq!(door.admit(b, 1_200), Admission::Admitted(1_200));
+        assert_eq!(door.seen(a, 1_200), None);
+    }
+
+    #[test]
+    fn long_ttls_use_coarser_units_and_round_up() {
+        let hour = 3_600 * 1_000_000_000u64;
+        let door = Door::new(8, hour);
+        assert!(door.shift > 0);
+        let hash = 0xABCD_EF01_2345_6789;
+        let t0 = 10 * hour + 12_345;
+        assert_eq!(door.admit(hash, t0), Admission::Admitted(t0));
+        let seen = door.seen(hash, t0 + hour / 2).unwrap();
+        assert!(seen >= t0 && seen < t0 + (1 << door.shift), "{seen} for {t0}");
+        assert_eq!(door.seen(hash, t0 + hour + (4 << door.shift)), None);
+    }
+}
