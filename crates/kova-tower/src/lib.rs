@@ -74,7 +74,9 @@
 //! - `client`: `PacingLayer`, for outgoing requests: waits on a local kova limit, and holds
 //!   requests until the server's `Retry-After` / `RateLimit` say it would admit them.
 //! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
-//!   by every server), with `Limit::redis` to build a limit from it.
+//!   by every server, settled in Redis), with `Limit::redis` to build a limit from it; and
+//!   `RedisCompositeBackend`, several Redis limits decided in one script, with
+//!   `CompositeLimit::redis`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -123,7 +125,7 @@ pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
 pub use pacing::{Pacing, PacingLayer};
 pub use partition::{PartitionKeys, PARTITION_KEY_LEN};
 #[cfg(feature = "redis")]
-pub use redis::RedisBackend;
+pub use redis::{RedisBackend, RedisCompositeBackend};
 pub use response::{Rejection, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY};
 pub use service::RateLimit;
 pub use settle::{ActualCost, SettleError, SettleFuture, Settled};

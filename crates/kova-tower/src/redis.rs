@@ -5,7 +5,21 @@ use std::sync::Arc;
 
 use kova::{CheckError, Quota};
 
-use crate::{CheckFuture, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError};
+use crate::{
+    CheckFuture, CompositeCheckFuture, CompositeLimit, CompositeLimiter, ConfigError, Key, KeyedLimiter,
+    Limit, LimitKey, LimiterError, SettleError, SettleFuture, Settled,
+};
+
+/// A Redis error as the layer's: a cost above the capacity is the caller's, anything else the
+/// backend's.
+fn limiter_error(error: kova_redis::Error) -> LimiterError {
+    match error {
+        kova_redis::Error::Cost(CheckError::CostExceedsCapacity { cost, capacity }) => {
+            LimiterError::CostExceedsCapacity { cost, capacity }
+        }
+        other => LimiterError::backend(other),
+    }
+}
 
 /// One [`kova_redis::Limit`] on a [`kova_redis::RedisLimiter`], as a [`KeyedLimiter`].
 ///
@@ -56,13 +70,99 @@ impl KeyedLimiter for RedisBackend {
         let backend = self.clone();
         let key = key.to_string();
         CheckFuture::new(async move {
-            backend.limiter.check_n(key.as_bytes(), &backend.limit, cost).await.map_err(|e| match e {
-                kova_redis::Error::Cost(CheckError::CostExceedsCapacity { cost, capacity }) => {
-                    LimiterError::CostExceedsCapacity { cost, capacity }
-                }
-                other => LimiterError::backend(other),
-            })
+            backend.limiter.check_n(key.as_bytes(), &backend.limit, cost).await.map_err(limiter_error)
         })
+    }
+
+    /// Settles in Redis (`kova_redis::RedisLimiter::settle`: a refund when lower, a charge into
+    /// the quota's overdraft when higher), then peeks the key for the `RateLimit` header. When
+    /// Redis cannot answer, the estimate stands and the failure is reported
+    /// ([`SettleError::Backend`]): no failure policy makes up a settlement.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
+        let backend = self.clone();
+        let key = key.to_string();
+        SettleFuture::new(async move {
+            let redis = &backend.limiter;
+            let settlement = redis
+                .settle(key.as_bytes(), &backend.limit, estimated, actual)
+                .await
+                .map_err(|e| SettleError::Backend(Box::new(e)))?;
+            let after = redis.peek(key.as_bytes(), &backend.limit).await.ok();
+            Ok(Settled::new(settlement, after))
+        })
+    }
+}
+
+/// Several [`kova_redis::Limit`]s on one key, decided all or nothing in one Redis script
+/// ([`kova_redis::RedisLimiter::check_limits_n`]), as a [`CompositeLimiter`]: build the layer's
+/// limit with [`CompositeLimit::redis`]. The Redis limiter's failure policy applies as for one
+/// limit, each decision marked with its [`Fallback`](kova::Fallback).
+#[derive(Debug, Clone)]
+pub struct RedisCompositeBackend {
+    limiter: kova_redis::RedisLimiter,
+    limits: Arc<kova_redis::Limits>,
+    quotas: Arc<[Quota]>,
+}
+
+impl RedisCompositeBackend {
+    /// `limits` (in order; at most [`kova::MAX_LIMITS`]) enforced together in the Redis behind
+    /// `limiter`.
+    pub fn new(
+        limiter: kova_redis::RedisLimiter,
+        limits: impl IntoIterator<Item = kova_redis::Limit>,
+    ) -> Result<Self, kova::LimitsError> {
+        let limits: Vec<kova_redis::Limit> = limits.into_iter().collect();
+        let quotas = limits.iter().map(kova_redis::Limit::quota).collect();
+        let limits = Arc::new(kova_redis::Limits::new(limits)?);
+        Ok(RedisCompositeBackend { limiter, limits, quotas })
+    }
+
+    /// The quotas, in order.
+    pub fn quotas(&self) -> &[Quota] {
+        &self.quotas
+    }
+}
+
+impl CompositeLimiter for RedisCompositeBackend {
+    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
+        let backend = self.clone();
+        let key = key.to_string();
+        CompositeCheckFuture::new(async move {
+            backend.limiter.check_limits_n(key.as_bytes(), &backend.limits, cost).await.map_err(limiter_error)
+        })
+    }
+}
+
+impl CompositeLimit {
+    /// Several limits kept in Redis behind `limiter`, named and in order, decided all or
+    /// nothing in one script ([`RedisCompositeBackend`]); each gets its own `RateLimit` member.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use kova::Quota;
+    /// use kova_tower::{CompositeLimit, Key, RateLimitLayer};
+    ///
+    /// let redis = kova_redis::RedisLimiter::builder().connect("redis://127.0.0.1:6379").await?;
+    /// let limits = CompositeLimit::redis(
+    ///     Key::peer_ip(),
+    ///     redis,
+    ///     [
+    ///         ("second", kova_redis::Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?),
+    ///         ("day", kova_redis::Limit::gcra(Quota::per_day(10_000)?)?),
+    ///     ],
+    /// )?;
+    /// let layer = RateLimitLayer::from_composite(limits);
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    pub fn redis<'a>(
+        key: impl Into<Key>,
+        limiter: kova_redis::RedisLimiter,
+        limits: impl IntoIterator<Item = (&'a str, kova_redis::Limit)>,
+    ) -> Result<Self, ConfigError> {
+        let (names, limits): (Vec<&str>, Vec<kova_redis::Limit>) = limits.into_iter().unzip();
+        let backend = RedisCompositeBackend::new(limiter, limits).map_err(ConfigError::Composite)?;
+        let named: Vec<(&str, Quota)> = names.into_iter().zip(backend.quotas().iter().copied()).collect();
+        CompositeLimit::new(key, named, backend)
     }
 }
 

@@ -13,7 +13,7 @@ use axum::Router;
 use http::StatusCode;
 use kova::{ManualClock, Quota};
 use kova_redis::FailurePolicy;
-use kova_tower::{CountingMetrics, Key, Limit, OnBackendError, RateLimitLayer, RedisBackend};
+use kova_tower::{CompositeLimit, CountingMetrics, Key, Limit, OnBackendError, RateLimitLayer, RedisBackend};
 use support::{serve, HttpClient, CLIENT};
 
 /// A `redis-server` on a free loopback port, stopped when dropped.
@@ -135,4 +135,77 @@ async fn a_redis_that_is_down_follows_its_failure_policy() {
         RateLimitLayer::new(backend(FailurePolicy::ReturnError)).on_backend_error(OnBackendError::Allow);
     let server = serve(app(layer)).await;
     assert_eq!(HttpClient::new(server, CLIENT).get("/", &[]).await.status, StatusCode::OK);
+}
+
+/// A Redis limiter on a manual client clock, against the test's redis-server.
+async fn redis_limiter(redis: &RedisServer, clock: &ManualClock) -> kova_redis::RedisLimiter {
+    kova_redis::RedisLimiter::builder()
+        .client_clock(clock.clone())
+        .timeout(Duration::from_secs(5))
+        .ttl_margin(Duration::from_secs(3600))
+        .connect(&redis.url())
+        .await
+        .expect("connect to the test's redis-server")
+}
+
+/// Several limits in Redis as one composite: one script decides them all or nothing, so a
+/// denial by the second limit takes nothing from the first, and every member's header says so.
+#[tokio::test]
+async fn a_redis_composite_is_all_or_nothing_and_heads_every_limit() {
+    let redis =
+        RedisServer::start().expect("redis-server is not installed: the redis feature's tests need it");
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let limiter = redis_limiter(&redis, &clock).await;
+    let limits = CompositeLimit::redis(
+        Key::peer_ip(),
+        limiter,
+        [
+            ("minute", kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap()),
+            ("hour", kova_redis::Limit::fixed_window(Quota::per_hour(2).unwrap()).unwrap()),
+        ],
+    )
+    .unwrap();
+    let server = serve(app(RateLimitLayer::from_composite(limits))).await;
+    let client = HttpClient::new(server, CLIENT);
+    for (minute, hour) in [(2, 1), (1, 0)] {
+        let reply = client.get("/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let state = reply.header("ratelimit").expect("a RateLimit header");
+        assert!(state.contains(&format!(r#""minute";r={minute};"#)), "{state}");
+        assert!(state.contains(&format!(r#""hour";r={hour};"#)), "{state}");
+    }
+    // The hour limit denies; the minute limit keeps its last unit, on this denial and the next.
+    for _ in 0..2 {
+        let denied = client.get("/", &[]).await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+        let state = denied.header("ratelimit").expect("a RateLimit header");
+        assert!(state.contains(r#""minute";r=1;"#), "{state}");
+        assert!(state.contains(r#""hour";r=0;"#), "{state}");
+    }
+}
+
+/// A Redis limit settles the response's real cost in Redis: the estimate is charged, the
+/// lower actual cost refunded before the header is written, and the next request sees it.
+#[tokio::test]
+async fn a_redis_limit_settles_the_cost_the_response_reports() {
+    let redis =
+        RedisServer::start().expect("redis-server is not installed: the redis feature's tests need it");
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let limiter = redis_limiter(&redis, &clock).await;
+    let limit = kova_redis::Limit::gcra(Quota::per_minute(10).unwrap()).unwrap();
+    let limit = Limit::redis("tokens", Key::peer_ip(), RedisBackend::new(limiter, limit))
+        .unwrap()
+        .cost(4)
+        .settle_from_header(http::HeaderName::from_static("x-cost"));
+    let router = Router::new().route("/", get(|| async { ([("x-cost", "1")], "hello") }));
+    let server = serve(router.layer(RateLimitLayer::new(limit))).await;
+    let client = HttpClient::new(server, CLIENT);
+    for remaining in [9, 8] {
+        let reply = client.get("/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let state = reply.header("ratelimit").expect("a RateLimit header");
+        assert!(state.starts_with(&format!(r#""tokens";r={remaining};"#)), "{state}");
+    }
 }
