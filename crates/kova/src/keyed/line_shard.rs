@@ -276,6 +276,11 @@ impl<K, A: Algorithm> LineShard<K, A> {
         LineLocked::new(self, self.cold.lock(), guard)
     }
 
+    /// The shard's count of inserts (`lock.rs`'s `Cold::inserts`).
+    pub(super) fn inserts(&self, order: Ordering) -> u64 {
+        self.cold.inserts(order)
+    }
+
     /// Keys held (a snapshot).
     pub(super) fn len(&self) -> usize {
         self.cold.len()

@@ -256,6 +256,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let hash = self.hash(key);
         let shard = self.shard(shards, hash);
         shard.prefetch(hash);
+        if let Some(door) = &self.door {
+            // A flood of new keys reads the door after the probe misses: both misses overlap.
+            door.prefetch(hash);
+        }
         let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
@@ -383,13 +387,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         ))
     }
 
-    /// Puts `key` back to full, keeping it (and its quota) in the table. Does nothing for a key
-    /// not held.
+    /// Puts `key` back to full, keeping it (and its quota) in the table. For a key not held,
+    /// forgets only what the doorkeeper admitted of it ([`KeyedBuilder::doorkeeper`]).
     pub fn reset(&self, key: &K) {
         let hash = self.hash(key);
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
+            self.forget_at_door(hash);
             if let Some(pos) = locked.find(hash, key) {
                 self.forgets.note();
                 self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
@@ -400,7 +405,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Gives back `cost` units an earlier allowed check of `key` took (for example when a later
     /// limit denied the same request; see [`WordAlgorithm::refund`](crate::WordAlgorithm::refund)).
     /// Returns `false`, changing nothing, when the key is not held (its state is fresh: nothing
-    /// to give back) or the algorithm cannot refund (the sliding log). Takes the key's shard lock,
+    /// to give back, unless the doorkeeper admitted its first check: that unit is given back) or
+    /// the algorithm cannot refund (the sliding log). Takes the key's shard lock,
     /// so that no eviction or quota change can lose it; checks of the key run meanwhile.
     ///
     /// ```
@@ -419,7 +425,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let locked = self.shard(shards, hash).lock(&guard);
             match locked.find(hash, key) {
                 Some(pos) => self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost),
-                None => false,
+                None => self.refund_at_door(hash, cost),
             }
         })
     }
@@ -438,13 +444,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         })
     }
 
-    /// Forgets `key` (its state and its own quota); returns whether it was held. Its memory is
-    /// reused once no check can still be reading it.
+    /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns
+    /// whether it was held. Its memory is reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
         let hash = self.hash(key);
         let guard = epoch::pin();
         on_shards!(self, shards => {
             let mut locked = self.shard(shards, hash).lock(&guard);
+            self.forget_at_door(hash);
             let Some(pos) = locked.find(hash, key) else { return false };
             self.forgets.note();
             let heap = heap_of(self.quotas.get(locked.quota(pos)));
@@ -573,6 +580,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 }
 
+mod door_keys;
 mod evict;
 mod reserve;
 mod set_quota;

@@ -81,6 +81,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let carry = |cell: &A::Cell| carry_over(old, new, cell, now);
         let hash_key = |k: &K| self.hash(k);
         let moved = NewKey { hash, key, quota: id, heap: heap_of(new) };
+        if self.door.is_some() {
+            // The key is absent between the burial of its line and its re-insert.
+            locked.announce_insert();
+        }
         locked.replace(pos, heap_of(old), moved, carry, &WordFreezer(old), &hash_key).ok()
     }
 }
