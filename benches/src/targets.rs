@@ -1,6 +1,7 @@
 //! The targets: each goal of the issues, evaluated from the measured numbers of one run.
 
 use crate::report::{MemoryRecord, RateRecord, Report, Status, SubjectKind, TargetResult, PINNED_FLOOR};
+use crate::scenarios::GCRA_DOOR;
 use crate::stats::si;
 
 impl Report {
@@ -106,6 +107,7 @@ impl Report {
             per_thread.measured += &format!("; kova's pin before a CAS: {pinned:.2}x");
         }
         t.push(per_thread);
+        self.new_key_targets(&mut t);
         let mut offered: Vec<f64> = self.rates.iter().map(|r| r.offered_target).collect();
         offered.sort_by(f64::total_cmp);
         offered.dedup();
@@ -225,6 +227,40 @@ impl Report {
         });
         t.extend(self.feature_targets());
         self.targets = t;
+    }
+
+    /// The keyed-table issue's targets for new keys: a key never seen before (churn) and a flood
+    /// of them at the table's bound, with and without the doorkeeper, at least twice governor's
+    /// keyed table at 1 and 2 threads (with the p99 of a check), and a flood no slower on two
+    /// threads than on one.
+    fn new_key_targets(&self, t: &mut Vec<TargetResult>) {
+        for subject in [GCRA_DOOR, "gcra"] {
+            for scenario in ["keyed_churn", "keyed_flood"] {
+                for (threads, count) in [(1, "1 thread"), (2, "2 threads")] {
+                    let mut target = self.ratio_target(
+                        format!("keyed, new keys ({scenario}), {count}, {subject}: vs governor (keyed-table issue)"),
+                        ">= 2x",
+                        (scenario, subject, threads),
+                        (scenario, "governor", threads),
+                        2.0,
+                    );
+                    let p99 = |name: &str| self.find(scenario, name, threads).and_then(|r| r.ns_p99);
+                    if let (Status::Met | Status::NotMet, Some(kova), Some(governor)) =
+                        (target.status, p99(subject), p99("governor"))
+                    {
+                        target.measured += &format!("; p99 {kova:.0} ns vs {governor:.0} ns");
+                    }
+                    t.push(target);
+                }
+            }
+            t.push(self.ratio_target(
+                format!("keyed, a flood of new keys, {subject}: 2 threads vs 1 thread (keyed-table issue)"),
+                ">= 1x",
+                ("keyed_flood", subject, 2),
+                ("keyed_flood", subject, 1),
+                1.0,
+            ));
+        }
     }
 
     /// kova's `algo` against the fastest peer of the same scenario and thread count, naming the
@@ -393,5 +429,39 @@ mod tests {
             large.measured,
             "2.75x governor (11.00M/s vs 4.00M/s); a pin and a CAS on a random word of an array as large: 6.00x"
         );
+    }
+
+    #[test]
+    fn new_key_targets_compare_with_governor_and_the_flood_across_threads() {
+        let door = crate::scenarios::GCRA_DOOR;
+        let mut records = vec![
+            record(door, SubjectKind::Kova, "keyed_churn", 1, 6e6),
+            record("governor", SubjectKind::Peer, "keyed_churn", 1, 3e6),
+            record(door, SubjectKind::Kova, "keyed_flood", 1, 6e6),
+            record(door, SubjectKind::Kova, "keyed_flood", 2, 5e6),
+            record("governor", SubjectKind::Peer, "keyed_flood", 2, 3e6),
+        ];
+        records[0].ns_p99 = Some(400.0);
+        records[1].ns_p99 = Some(700.0);
+        let mut r = report(records);
+        r.compute_ratios();
+        r.evaluate_targets();
+        let target = |name: &str| r.targets.iter().find(|t| t.name.starts_with(name)).unwrap().clone();
+        let churn = target(&format!("keyed, new keys (keyed_churn), 1 thread, {door}"));
+        assert_eq!(churn.status, Status::Met);
+        assert_eq!(churn.measured, "2.00x (6.00M/s vs 3.00M/s); p99 400 ns vs 700 ns");
+        // 1.67x governor: not met; no governor row at one thread: not measured.
+        assert_eq!(
+            target(&format!("keyed, new keys (keyed_flood), 2 threads, {door}")).status,
+            Status::NotMet
+        );
+        assert_eq!(
+            target(&format!("keyed, new keys (keyed_flood), 1 thread, {door}")).status,
+            Status::NotMeasured
+        );
+        // Two threads ran the flood slower than one.
+        let flood = target(&format!("keyed, a flood of new keys, {door}: 2 threads"));
+        assert_eq!(flood.status, Status::NotMet);
+        assert_eq!(target("keyed, new keys (keyed_churn), 1 thread, gcra:").status, Status::NotMeasured);
     }
 }

@@ -31,3 +31,29 @@ pub fn first_checks_share_a_door_word(other: u64) {
         );
     });
 }
+
+/// Key 0's first check (one unit, admitted at the door without the lock) races a check of two
+/// units of key 0 on another thread (which inserts it under the lock), in a table of one shard
+/// and a quota of three: a third check afterwards must not find a unit left. The door's
+/// admission either is seen by the insert (which charges it) or sees the insert's announcement
+/// and goes to the lock. An undone claim the insert saw charges key 0 twice for one check (a
+/// false charge: the first check is then denied), which the bound allows.
+pub fn door_admission_races_an_insert() {
+    model(|| {
+        let table = Arc::new(
+            KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(3).expect("valid quota"), ManualClock::new())
+                .shards(1)
+                .doorkeeper(1)
+                .build()
+                .expect("valid table"),
+        );
+        let theirs = Arc::clone(&table);
+        let thread = loom::thread::spawn(move || theirs.check_n(&0, 2).expect("cost fits").is_allowed());
+        let one = table.check(&0).is_allowed();
+        let two = thread.join().expect("the other check returns");
+        let after = table.check(&0).is_allowed();
+        let units = u64::from(one) + 2 * u64::from(two) + u64::from(after);
+        assert!(two, "door: the check of two units is denied");
+        assert!(units <= 3, "door: not linearizable: one unit too many: {units} admitted of 3 (first check {one}, after {after})");
+    });
+}

@@ -1,8 +1,10 @@
-//! Loom model of the keyed table's doorkeeper (`kova_loom_tests::door`); its should-fail twin,
-//! the door taking its word by load and store, is `racy.rs`'s `door_claim_by_load_and_store`.
+//! Loom models of the keyed table's doorkeeper (`kova_loom_tests::door`); their should-fail
+//! twins, the door taking its word by load and store and an admission without the lock that
+//! ignores the shard's insert count, are `racy.rs`'s `door_claim_by_load_and_store` and
+//! `door_admission_without_checking_inserts`.
 #![cfg(kova_loom)]
 
-use kova_loom_tests::door::first_checks_share_a_door_word;
+use kova_loom_tests::door::{door_admission_races_an_insert, first_checks_share_a_door_word};
 
 /// Keys 1..=4 beside key 0: with two shards, at least one lands in the other shard.
 #[test]
@@ -10,4 +12,10 @@ fn first_checks_of_two_keys_share_a_door_word() {
     for other in 1..=4 {
         first_checks_share_a_door_word(other);
     }
+}
+
+/// A first check admitted at the door without the lock, racing an insert of its key.
+#[test]
+fn a_door_admission_races_an_insert_of_its_key() {
+    door_admission_races_an_insert();
 }

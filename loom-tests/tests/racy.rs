@@ -312,3 +312,16 @@ fn door_claim_by_load_and_store() {
     });
     assert!(message.contains("door: not linearizable"), "{message}");
 }
+
+/// A door admission without the lock that stands whatever inserts ran meanwhile
+/// (`kova::loom_racy::door_admission_unchecked`): in `kova_loom_tests::door`'s race of a first
+/// check with an insert of its key, the insert reads the door before the claim and publishes a
+/// fresh state, so key 0 is admitted four units of three.
+#[test]
+fn door_admission_without_checking_inserts() {
+    use kova_loom_tests::door::door_admission_races_an_insert;
+    let message = table_model_fails_in_child("door_admission_without_checking_inserts", || {
+        kova::loom_racy::door_admission_unchecked(door_admission_races_an_insert);
+    });
+    assert!(message.contains("one unit too many"), "{message}");
+}

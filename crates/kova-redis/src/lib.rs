@@ -129,6 +129,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod batch;
+mod builder;
 mod composite;
 mod degrade;
 mod error;
@@ -143,12 +144,13 @@ mod settle;
 mod store;
 
 pub use batch::BatchStats;
+pub use builder::Builder;
 pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
 pub use kova::Settlement;
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
-pub use limiter::{Builder, RedisLimiter, Stats};
+pub use limiter::{RedisLimiter, Stats};
 pub use local::Leasing;
 pub use policy::FailurePolicy;
 pub use reserve::Reservation;

@@ -20,6 +20,8 @@
 //!   load and a plain store (two checks spend one unit; a lease or give-back is overwritten).
 //! - [`door_without_cas`]: a doorkeeper that takes a word by load and store (a key's entry is
 //!   overwritten by another key's, and its second check is admitted as a first).
+//! - [`door_admission_unchecked`]: a door admission without the lock that stands without
+//!   checking the shard's insert count (an insert of the same key misses it: one unit too many).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -212,6 +214,14 @@ pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
 /// so its next check is admitted as a first check again.
 pub fn door_without_cas<R>(f: impl FnOnce() -> R) -> R {
     faults::with_door_cas_skipped(f)
+}
+
+/// RACY: runs `f` (a loom model of a `Keyed` table with a doorkeeper) with a key's first check
+/// admitted at the door without the lock whatever the shard's insert count says: an insert of
+/// the same key under the lock, which read the door before the claim, publishes a fresh state
+/// that does not count the admitted unit.
+pub fn door_admission_unchecked<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_door_count_unchecked(f)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch

@@ -22,9 +22,10 @@ impl Rng {
     }
 }
 
-/// Random checks (cost 1 mostly, some 2, peeks and checks of cost 0) of a few keys, with the clock moving by
-/// random steps around the quota's period, on a table with a door and one without: every
-/// decision the same.
+/// Random checks (cost 1 mostly, some 2, peeks and checks of cost 0), resets, removals and
+/// refunds of a few keys, with the clock moving by random steps around the quota's period, on a
+/// table with a door and one without: every decision the same (a reset, removal or refund of a
+/// key only the door has seen forgets its unit, as the plain table forgets or refunds the key's).
 fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
     let clock = ManualClock::new();
     let plain = KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2).build().unwrap();
@@ -35,7 +36,24 @@ fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
     for step in 0..4_000 {
         let key = rng.next() % 6;
         let seen = |d: kova::Decision| (d.is_allowed(), d.remaining());
-        let (expected, got) = match rng.next() % 10 {
+        let (expected, got) = match rng.next() % 13 {
+            10 => {
+                plain.reset(&key);
+                door.reset(&key);
+                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
+            }
+            11 => {
+                plain.remove(&key);
+                door.remove(&key);
+                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
+            }
+            // Whether a refund returns true can differ (the plain table holds idle keys the
+            // door table never inserted); what it leaves cannot.
+            12 => {
+                plain.refund(&key, 1);
+                door.refund(&key, 1);
+                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
+            }
             0 => (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key)))),
             1 => (plain.check_n(&key, 2).map(seen), door.check_n(&key, 2).map(seen)),
             2 => (plain.check_n(&key, 0).map(seen), door.check_n(&key, 0).map(seen)),

@@ -158,13 +158,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// written in one word, and the key enters the table only on its second check within the time
     /// one unit takes to become idle, charged the first check's unit at the time it was made. A
     /// flood of keys seen once (rotating addresses, random API keys) then never inserts, evicts
-    /// or rehashes, and leaves the held keys in place.
+    /// or rehashes, leaves the held keys in place, and takes no lock (the admission is one
+    /// compare-exchange on the door's word).
     ///
     /// No key gets more than its quota: the door charges exactly what the table would (see the
     /// `keyed::door` module), and a key whose word holds another key's young entry goes to the
     /// table. What changes: a key admitted only at the door is not held, so [`Keyed::len`] does
-    /// not count it and [`Keyed::reset`], [`Keyed::remove`] and [`Keyed::refund`] do nothing for
-    /// it (its unit stays counted until it is idle); [`Keyed::peek`] reports it. Two keys that
+    /// not count it; [`Keyed::peek`] reports its unit, and [`Keyed::reset`], [`Keyed::remove`]
+    /// and [`Keyed::refund`] forget it, as they would the state of a held key. Two keys that
     /// share a word and a fingerprint (of 24 bits) can make the second pay the first one's unit.
     /// Default quotas whose unit never becomes idle get no doorkeeper.
     ///

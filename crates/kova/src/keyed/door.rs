@@ -12,11 +12,16 @@
 //!   before it is published, so the key's state is what it would have been had the first check
 //!   inserted it. So the door charges exactly as the table does (up to the rounding, which only
 //!   ever charges later, so denies sooner).
-//! - Every door admission and every insert of a key runs under its shard's lock: they are
-//!   ordered, and an insert sees the entry of an admission before it. Keys of other shards share
-//!   the array, but only replace an entry once it is expired (a compare-exchange, so that two
-//!   keys never both take one word): a young entry is never lost. A key whose word holds
-//!   another key's young entry goes to the table as without a doorkeeper.
+//! - An insert of a key sees the entry of every admission of it that stands. Inserts run under
+//!   the shard's lock and announce themselves first (`lock.rs`'s insert count, odd while one is
+//!   under way). An admission is made without the lock (`table/door_keys.rs`): it reads the
+//!   count (even), probes the table (the key absent), claims the word, and reads the count again
+//!   after a `SeqCst` fence. Unchanged, the admission stands: any insert of the key announced
+//!   after that fence reads the door after its own and finds the entry. Changed, the claim is
+//!   undone and the check goes to the lock, where admissions and inserts are ordered.
+//! - Keys of other shards share the array, but only replace an entry once it is expired (a
+//!   compare-exchange, so that two keys never both take one word): a young entry is never lost.
+//!   A key whose word holds another key's young entry goes to the table as without a doorkeeper.
 //! - Two keys with one word and one fingerprint make the second key pay the first key's unit:
 //!   a rare false charge (never a false grant).
 
@@ -47,6 +52,25 @@ pub(super) enum Admission {
     Seen(u64),
     /// The word holds another key's young entry: insert the key as without a door.
     Busy,
+}
+
+/// A word taken for a key's first check ([`Door::claim`]).
+#[must_use]
+pub(super) struct Claim<'d> {
+    word: &'d AtomicU64,
+    entry: u64,
+    /// The expired entry (or 0) it replaced.
+    replaced: u64,
+}
+
+impl Claim<'_> {
+    /// Gives the word back, unless another check has replaced the entry since (then it stays
+    /// theirs). A key that saw the entry meanwhile is charged its unit: a false charge, never a
+    /// false grant.
+    pub(super) fn undo(self) {
+        // Relaxed: as in `Door::claim`.
+        let _ = self.word.compare_exchange(self.entry, self.replaced, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// The doorkeeper's array.
@@ -116,6 +140,12 @@ impl Door {
         (&self.words[index], fingerprint)
     }
 
+    /// Asks the cache for the word of `hash`, which a check of a key not held reads next.
+    #[inline(always)]
+    pub(super) fn prefetch(&self, hash: u64) {
+        super::line_array::prefetch_line(self.place(hash).0);
+    }
+
     /// `now` in units, rounded up (an entry never reads earlier than its check).
     fn units(&self, now: u64) -> u64 {
         now.div_ceil(1 << self.shift)
@@ -141,31 +171,53 @@ impl Door {
 
     /// A check of one unit of a key (hash `hash`) not held, at `now`, under the key's shard lock.
     pub(super) fn admit(&self, hash: u64, now: u64) -> Admission {
+        match self.claim(hash, now) {
+            Ok(_) => Admission::Admitted(now),
+            Err(admission) => admission,
+        }
+    }
+
+    /// Takes the word of `hash` for its key's first check at `now`: the claim, or what the door
+    /// says instead (never `Admitted`). Made under the key's shard lock ([`admit`](Self::admit)),
+    /// or without it by `table/door_keys.rs`, which confirms or undoes it.
+    pub(super) fn claim(&self, hash: u64, now: u64) -> Result<Claim<'_>, Admission> {
         let (word, fingerprint) = self.place(hash);
         let entry = fingerprint << TIME_BITS | (self.units(now) & TIME_MASK);
-        // Relaxed: all of a key's entries are read and written under its shard's lock (which
-        // orders them); other keys only replace an expired entry; no other memory is published
-        // through a word.
+        // Relaxed: a key's entries are ordered by its shard's lock, or, for a claim without the
+        // lock, by the fences of `lock.rs`'s insert count; other keys only replace an expired
+        // entry; no other memory is published through a word.
         let mut current = word.load(Ordering::Relaxed);
         loop {
             if let Some(written) = self.young(current, now) {
-                return if current >> TIME_BITS == fingerprint {
+                return Err(if current >> TIME_BITS == fingerprint {
                     Admission::Seen(written)
                 } else {
                     Admission::Busy
-                };
+                });
             }
             if crate::loom::faults::door_claim_racy() {
                 // The broken variant the should-fail model catches: a plain store can overwrite
                 // another key's entry written since the load.
                 word.store(entry, Ordering::Relaxed);
-                return Admission::Admitted(now);
+                return Ok(Claim { word, entry, replaced: current });
             }
             // Relaxed: as above.
             match word.compare_exchange(current, entry, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Admission::Admitted(now),
+                Ok(_) => return Ok(Claim { word, entry, replaced: current }),
                 Err(now_there) => current = now_there,
             }
+        }
+    }
+
+    /// Forgets the entry of the key of `hash` (its reset or removal): its next check is a first
+    /// one again. Another key's entry in the word stays.
+    pub(super) fn forget(&self, hash: u64) {
+        let (word, fingerprint) = self.place(hash);
+        // Relaxed: as in `claim`.
+        let entry = word.load(Ordering::Relaxed);
+        if entry != 0 && entry >> TIME_BITS == fingerprint {
+            // Relaxed: as in `claim`. Failing, the word changed: an expired entry replaced.
+            let _ = word.compare_exchange(entry, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 

@@ -21,6 +21,8 @@ pub(super) struct LineLocked<'a, K, A: Algorithm> {
     shard: &'a LineShard<K, A>,
     writer: MutexGuard<'a, LineWriter<K, A>>,
     guard: &'a Guard,
+    /// Whether this section announced an insert ([`announce_insert`](Self::announce_insert)).
+    inserting: bool,
 }
 
 /// Bytes a boxed cell owning `heap` heap bytes takes (none for an inline cell: the line is it).
@@ -48,7 +50,7 @@ impl<'a, K, A: Algorithm> LineLocked<'a, K, A> {
         writer: MutexGuard<'a, LineWriter<K, A>>,
         guard: &'a Guard,
     ) -> Self {
-        let mut locked = LineLocked { shard, writer, guard };
+        let mut locked = LineLocked { shard, writer, guard, inserting: false };
         locked.collect();
         locked
     }
@@ -171,6 +173,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         // Relaxed: hints (see `Hot`).
         self.shard.hot.hint_lines.store(fresh.lines.as_ptr(), Ordering::Relaxed);
         self.shard.hot.hint_len.store(len, Ordering::Relaxed);
+        self.shard.hot.hint_marks.store(marks.as_mut_ptr(), Ordering::Relaxed);
         let old = std::mem::replace(&mut w.array, fresh);
         w.scan = ScanOrder::new(len);
         // The dead lines' keys and cells go with the old array, which counts their bytes from
@@ -350,6 +353,17 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         pos
     }
 
+    /// Announces that this section may make a key present (an insert, or a quota move's
+    /// re-insert) before it reads the doorkeeper for it, so that a door admission of that key
+    /// without the lock either is seen here or sees the announcement (`lock.rs`). Once per
+    /// section; ended when the section ends.
+    pub(super) fn announce_insert(&mut self) {
+        if !self.inserting {
+            self.inserting = true;
+            self.shard.cold.begin_insert();
+        }
+    }
+
     /// Removes the key of the held line `pos`, whose cell owns `heap` heap bytes.
     pub(super) fn remove(&mut self, pos: usize, heap: usize) {
         // Relaxed: under the lock, only we write a boxed cell's line word (an inline one's
@@ -440,10 +454,13 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 }
 
 impl<K, A: Algorithm> Drop for LineLocked<'_, K, A> {
-    /// Seals what this section retired and publishes the figures.
+    /// Seals what this section retired, publishes the figures and ends an announced insert.
     fn drop(&mut self) {
         self.writer.retired.seal(self.guard);
         let memory = self.memory();
         self.shard.cold.publish(self.writer.held, memory);
+        if self.inserting {
+            self.shard.cold.end_insert();
+        }
     }
 }

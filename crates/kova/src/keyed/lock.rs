@@ -10,19 +10,28 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-use crate::loom::atomic::{AtomicUsize, Ordering};
+use crate::loom::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
-/// The part of a shard only inserts and removals touch: the lock around its writer, and mirrors
-/// of the writer's figures so that `len` and `memory_bytes` need no lock.
+/// The part of a shard only inserts and removals touch: the lock around its writer, mirrors of
+/// the writer's figures so that `len` and `memory_bytes` need no lock, and the count of inserts
+/// that a doorkeeper's admission without the lock checks (`table/door_keys.rs`).
 pub(super) struct Cold<W> {
     writer: Mutex<W>,
     len: AtomicUsize,
     memory: AtomicUsize,
+    /// Odd while a lock holder may make a key present that a probe without the lock missed (an
+    /// insert, or a quota move's re-insert), even otherwise; it only grows.
+    inserts: AtomicU64,
 }
 
 impl<W> Cold<W> {
     pub(super) fn new(writer: W, memory: usize) -> Self {
-        Cold { writer: Mutex::new(writer), len: AtomicUsize::new(0), memory: AtomicUsize::new(memory) }
+        Cold {
+            writer: Mutex::new(writer),
+            len: AtomicUsize::new(0),
+            memory: AtomicUsize::new(memory),
+            inserts: AtomicU64::new(0),
+        }
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, W> {
@@ -51,5 +60,30 @@ impl<W> Cold<W> {
         // Relaxed: statistics.
         self.len.store(len, Ordering::Relaxed);
         self.memory.store(memory, Ordering::Relaxed);
+    }
+
+    /// Announces an insert, under the lock, before the lock holder reads the doorkeeper for the
+    /// key (the count turns odd).
+    pub(super) fn begin_insert(&self) {
+        // Relaxed: only the lock holder writes the count; the fence orders it.
+        self.inserts.fetch_add(1, Ordering::Relaxed);
+        // SeqCst: pairs with the fence of a door admission without the lock (which claimed the
+        // door's word, then reads this count). In the fences' single total order one comes
+        // first: if ours, that admission sees the count odd and undoes its claim; if theirs, our
+        // read of the door after this fence sees their entry and charges it to the key.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Ends an insert announced by [`begin_insert`](Self::begin_insert), once its key is
+    /// published (the count turns even).
+    pub(super) fn end_insert(&self) {
+        // Release: an admission that reads this count (Acquire) then probes the array sees the
+        // key this insert published.
+        self.inserts.fetch_add(1, Ordering::Release);
+    }
+
+    /// The count of announced and ended inserts (odd while one is under way).
+    pub(super) fn inserts(&self, order: Ordering) -> u64 {
+        self.inserts.load(order)
     }
 }

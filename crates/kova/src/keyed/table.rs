@@ -85,14 +85,6 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
     }
 }
 
-/// Runs `$body` with `$shards` bound to the table's shards.
-macro_rules! on_shards {
-    ($self:ident, $shards:ident => $body:expr) => {{
-        let $shards = &*$self.shards;
-        $body
-    }};
-}
-
 /// A randomly seeded hasher (fixed seeds under loom, whose models must be deterministic).
 fn new_hasher() -> ahash::RandomState {
     if cfg!(kova_loom) {
@@ -234,8 +226,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// The shard of `hash` (chosen by its low bits).
     #[inline(always)]
-    fn shard<'s, S>(&self, shards: &'s [S], hash: u64) -> &'s S {
-        &shards[hash as usize & self.shard_mask]
+    fn shard(&self, hash: u64) -> &LineShard<K, A> {
+        &self.shards[hash as usize & self.shard_mask]
     }
 
     /// The hit path, written once for every operation that can answer without the lock: hashes
@@ -247,15 +239,18 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     #[inline(always)]
     fn lookup<R>(
         &self,
-        shards: &[LineShard<K, A>],
         key: &K,
         on_hit: impl FnOnce(&A) -> OnHit<R>,
         decided: impl FnOnce(Decision) -> R,
         slow: impl FnOnce(&LineShard<K, A>, u64, Prior, Guard) -> R,
     ) -> R {
         let hash = self.hash(key);
-        let shard = self.shard(shards, hash);
+        let shard = self.shard(hash);
         shard.prefetch(hash);
+        if let Some(door) = &self.door {
+            // A flood of new keys reads the door after the probe misses: both misses overlap.
+            door.prefetch(hash);
+        }
         let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
@@ -282,8 +277,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn check(&self, key: &K) -> Decision {
         // `check_n`'s path without its `Result`: merging that with the slow path's result sent
         // every decision through the stack.
-        on_shards!(self, shards => self.lookup(
-            shards,
+        self.lookup(
             key,
             |algorithm| if algorithm.capacity() >= 1 { OnHit::Decide(1) } else { OnHit::Slow },
             |decision| decision,
@@ -292,7 +286,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             // the hit path would store its whole decision there too, even when the caller reads
             // one field.
             |shard, hash, prior, guard| self.check_one_slow(shard, hash, key, prior, guard).copied(),
-        ))
+        )
     }
 
     /// Checks `cost` units for `key`; an error (not a denial) when `cost` exceeds the capacity
@@ -310,8 +304,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
-        on_shards!(self, shards => self.lookup(
-            shards,
+        self.lookup(
             key,
             |algorithm| match check_cost(algorithm, cost) {
                 Ok(()) => OnHit::Decide(cost),
@@ -319,7 +312,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             },
             Ok,
             |shard, hash, prior, guard| self.check_n_slow(shard, hash, key, cost, prior, guard),
-        ))
+        )
     }
 
     /// Checks `cost` units for `key` under `quota`, the key's own quota (a plan, a tier, a
@@ -344,8 +337,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_n_with_quota(&self, key: &K, quota: Quota, cost: u64) -> Result<Decision, KeyedError> {
-        on_shards!(self, shards => self.lookup(
-            shards,
+        self.lookup(
             key,
             |algorithm| match check_cost(algorithm, cost) {
                 _ if algorithm.quota() != quota => OnHit::Slow,
@@ -358,14 +350,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let slow = Slow { hash, key, cost, new_quota: id, force: Some(id) };
                 Ok(self.check_slow(shard, slow, prior, guard)?)
             },
-        ))
+        )
     }
 
     /// Reports `key`'s state without changing it (and without inserting it): for a key not held,
     /// what a fresh key would get.
     pub fn peek(&self, key: &K) -> Decision {
-        on_shards!(self, shards => self.lookup(
-            shards,
+        self.lookup(
             key,
             |_| OnHit::Decide(0),
             |decision| decision,
@@ -373,34 +364,38 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
                 match locked.find(hash, key) {
-                    Some(pos) => self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0),
+                    Some(pos) => {
+                        self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0)
+                    }
                     None => {
                         drop(locked);
                         self.peek_new(self.quotas.get(self.quota_for_new(key)), hash)
                     }
                 }
             },
-        ))
+        )
     }
 
-    /// Puts `key` back to full, keeping it (and its quota) in the table. Does nothing for a key
-    /// not held.
+    /// Puts `key` back to full, keeping it (and its quota) in the table. For a key not held,
+    /// forgets only what the doorkeeper admitted of it ([`KeyedBuilder::doorkeeper`]).
     pub fn reset(&self, key: &K) {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        on_shards!(self, shards => {
-            let locked = self.shard(shards, hash).lock(&guard);
+        {
+            let locked = self.shard(hash).lock(&guard);
+            self.forget_at_door(hash);
             if let Some(pos) = locked.find(hash, key) {
                 self.forgets.note();
                 self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
-        })
+        }
     }
 
     /// Gives back `cost` units an earlier allowed check of `key` took (for example when a later
     /// limit denied the same request; see [`WordAlgorithm::refund`](crate::WordAlgorithm::refund)).
     /// Returns `false`, changing nothing, when the key is not held (its state is fresh: nothing
-    /// to give back) or the algorithm cannot refund (the sliding log). Takes the key's shard lock,
+    /// to give back, unless the doorkeeper admitted its first check: that unit is given back) or
+    /// the algorithm cannot refund (the sliding log). Takes the key's shard lock,
     /// so that no eviction or quota change can lose it; checks of the key run meanwhile.
     ///
     /// ```
@@ -415,13 +410,15 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn refund(&self, key: &K, cost: u64) -> bool {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        on_shards!(self, shards => {
-            let locked = self.shard(shards, hash).lock(&guard);
+        {
+            let locked = self.shard(hash).lock(&guard);
             match locked.find(hash, key) {
-                Some(pos) => self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost),
-                None => false,
+                Some(pos) => {
+                    self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost)
+                }
+                None => self.refund_at_door(hash, cost),
             }
-        })
+        }
     }
 
     /// Runs `f` on `key`'s algorithm and cell under its shard lock, as [`refund`](Self::refund)
@@ -429,34 +426,34 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// writes with a CAS loop). `None` when the key is not held. For the settling charge
     /// (`settle.rs`).
     pub(crate) fn with_held_cell<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> Option<R> {
-        on_shards!(self, shards => {
+        {
             let hash = self.hash(key);
             let guard = epoch::pin();
-            let locked = self.shard(shards, hash).lock(&guard);
+            let locked = self.shard(hash).lock(&guard);
             let pos = locked.find(hash, key)?;
             Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
-        })
+        }
     }
 
-    /// Forgets `key` (its state and its own quota); returns whether it was held. Its memory is
-    /// reused once no check can still be reading it.
+    /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns
+    /// whether it was held. Its memory is reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        on_shards!(self, shards => {
-            let mut locked = self.shard(shards, hash).lock(&guard);
+        {
+            let mut locked = self.shard(hash).lock(&guard);
+            self.forget_at_door(hash);
             let Some(pos) = locked.find(hash, key) else { return false };
             self.forgets.note();
             let heap = heap_of(self.quotas.get(locked.quota(pos)));
             locked.remove(pos, heap);
             true
-        })
+        }
     }
 
     /// The quota `key` is held under (`None` when not held).
     pub fn quota_of(&self, key: &K) -> Option<Quota> {
-        on_shards!(self, shards => self.lookup(
-            shards,
+        self.lookup(
             key,
             |algorithm| OnHit::Answer(Some(algorithm.quota())),
             // Not asked for: `on_hit` never decides.
@@ -465,14 +462,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let locked = shard.lock(&guard);
                 locked.find(hash, key).map(|pos| self.quotas.get(locked.quota(pos)).quota())
             },
-        ))
+        )
     }
 }
 
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        on_shards!(self, shards => shards.iter().map(LineShard::len).sum())
+        self.shards.iter().map(LineShard::len).sum()
     }
 
     /// Whether no key is held.
@@ -530,7 +527,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         std::mem::size_of::<Self>()
             + self.shards_bytes()
             + std::mem::size_of_val(&*self.shard_keys)
-            + on_shards!(self, shards => shards.iter().map(LineShard::memory).sum::<usize>())
+            + self.shards.iter().map(LineShard::memory).sum::<usize>()
             + self.quotas.bytes()
             + self.door_bytes()
     }
@@ -561,18 +558,13 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 }
 
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
-    /// The shards (tests).
-    #[cfg(test)]
-    fn lines(&self) -> &[LineShard<K, A>] {
-        &self.shards
-    }
-
     /// Bytes of the shard structs.
     fn shards_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.shards)
     }
 }
 
+mod door_keys;
 mod evict;
 mod reserve;
 mod set_quota;

@@ -47,6 +47,7 @@ mod switches {
         static CELLS_BOXED: Cell<bool> = const { Cell::new(false) };
         static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_CAS: Cell<bool> = const { Cell::new(false) };
+        static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
 
@@ -98,6 +99,15 @@ mod switches {
 
     pub(crate) fn door_claim_racy() -> bool {
         SKIP_DOOR_CAS.with(Cell::get)
+    }
+
+    /// Runs `f` with door admissions without the lock standing whatever inserts ran meanwhile.
+    pub(crate) fn with_door_count_unchecked<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_DOOR_COUNT, true, f)
+    }
+
+    pub(crate) fn door_count_unchecked() -> bool {
+        SKIP_DOOR_COUNT.with(Cell::get)
     }
 
     pub(crate) fn pin_fence_skipped() -> bool {
@@ -181,5 +191,13 @@ pub(crate) const fn stripe_cas_skipped() -> bool {
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn door_claim_racy() -> bool {
+    false
+}
+
+/// Whether a door admission without the lock stands without checking the shard's insert count
+/// (`loom_racy::door_admission_unchecked`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn door_count_unchecked() -> bool {
     false
 }

@@ -6,7 +6,6 @@ use std::hash::Hash;
 
 use super::super::epoch;
 use super::super::line_locked::LineLocked;
-use super::super::line_shard::LineShard;
 use super::super::policy::TableFullPolicy;
 use super::super::quotas::At;
 use super::super::word::WordFreezer;
@@ -29,12 +28,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// little. Returns how many keys it reclaimed. Inserts into full shards reclaim on their own;
     /// call this to return memory to the free lists sooner, e.g. from a periodic task.
     pub fn sweep_idle(&self) -> usize {
-        on_shards!(self, shards => self.sweep_idle_in(shards))
-    }
-
-    fn sweep_idle_in(&self, shards: &[LineShard<K, A>]) -> usize {
         let mut reclaimed = 0;
-        for shard in shards.iter() {
+        for shard in self.shards.iter() {
             let mut pos = 0;
             loop {
                 let guard = epoch::pin();

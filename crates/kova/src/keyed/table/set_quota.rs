@@ -49,11 +49,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let hash = self.hash(key);
         for _ in 0..SET_QUOTA_TRIES {
             let guard = epoch::pin();
-            let converted = on_shards!(self, shards => {
-                let mut locked = self.shard(shards, hash).lock(&guard);
+            let converted = {
+                let mut locked = self.shard(hash).lock(&guard);
                 let Some(pos) = locked.find(hash, key) else { return Ok(false) };
                 locked.quota(pos) == id || self.convert(&mut locked, pos, hash, id).is_some()
-            });
+            };
             if converted {
                 return Ok(true);
             }
@@ -81,6 +81,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let carry = |cell: &A::Cell| carry_over(old, new, cell, now);
         let hash_key = |k: &K| self.hash(k);
         let moved = NewKey { hash, key, quota: id, heap: heap_of(new) };
+        if self.door.is_some() {
+            // The key is absent between the burial of its line and its re-insert.
+            locked.announce_insert();
+        }
         locked.replace(pos, heap_of(old), moved, carry, &WordFreezer(old), &hash_key).ok()
     }
 }

@@ -92,6 +92,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         mut prior: Prior,
         mut guard: Guard,
     ) -> Result<Decision, CheckError> {
+        if prior.is_none() && slow.cost == 1 && slow.new_quota == DEFAULT_ID && slow.force.is_none() {
+            if let Some(decision) = self.admit_at_door(shard, slow.hash, slow.key, &guard) {
+                return Ok(decision);
+            }
+        }
+        shard.prefetch_marks(slow.hash);
         let mut attempt = 0;
         loop {
             let last = attempt == NO_SLOT_RETRIES;
@@ -148,9 +154,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             // A peek inserts nothing.
             return Ok(Some(self.peek_new(algorithm, hash)));
         }
-        // Under the lock, so that the door's word for this key and its insert are ordered.
+        // Under the lock, so that the door's word for this key and its insert are ordered, and
+        // after announcing the insert, so that an admission without the lock is seen or undone.
         let mut admitted = None;
         if let Some(door) = &self.door {
+            locked.announce_insert();
             let now = self.clock.now_nanos();
             if cost == 1 && id == DEFAULT_ID {
                 match door.admit(hash, now) {

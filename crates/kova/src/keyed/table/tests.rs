@@ -79,7 +79,7 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
     // Room for every key below: an eviction (the logs' resets are equal) could pick key 7.
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.lines(), hash);
+    let shard = keyed.shard(hash);
     let guard = epoch::pin();
     let freezer = WordFreezer(keyed.algorithm());
 
@@ -133,7 +133,7 @@ fn checks_decide_nothing_on_a_frozen_word() {
     let freezer = WordFreezer(algorithm);
     keyed.check(&7);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.lines(), hash);
+    let shard = keyed.shard(hash);
     let guard = epoch::pin();
     let hit = shard.find(hash, &7, &guard).unwrap();
 
@@ -181,7 +181,7 @@ fn a_state_equal_to_the_marker_is_decided_under_the_lock() {
         }
         let hash = keyed.hash(&7);
         let guard = epoch::pin();
-        let hit = keyed.shard(keyed.lines(), hash).find(hash, &7, &guard).unwrap();
+        let hit = keyed.shard(hash).find(hash, &7, &guard).unwrap();
         hit.cell().store(marker, Ordering::Relaxed);
         let expected = keyed.algorithm().decide_cell(&AtomicU64::new(marker), keyed.clock(), 1);
         assert!(!expected.is_allowed());
@@ -206,7 +206,7 @@ fn an_eviction_that_sees_a_racing_write_keeps_the_key() {
         let (keyed, _) = table::<A>(per_second(5), 1, 100, TableFullPolicy::default());
         keyed.check(&1);
         let hash = keyed.hash(&1);
-        let shard = keyed.shard(keyed.lines(), hash);
+        let shard = keyed.shard(hash);
         let guard = epoch::pin();
         let mut locked = shard.lock(&guard);
         let pos = locked.find(hash, &1).unwrap();
@@ -274,7 +274,7 @@ fn a_rehash_freezes_the_lines_it_moves() {
     let (keyed, _) = table::<Gcra>(per_second(5), 1, 10_000, TableFullPolicy::default());
     keyed.check_n(&7, 2).unwrap();
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.lines(), hash);
+    let shard = keyed.shard(hash);
     let guard = epoch::pin();
     let old = shard.find(hash, &7, &guard).unwrap();
     for key in 100..100 + scaled(1_000, 60) as u64 {
@@ -336,11 +336,11 @@ fn a_flood_at_the_key_bound_keeps_probes_short() {
         }
         // Full, but for what the last insert's reclamation freed beyond its own room.
         assert!((max_keys + 1 - RECLAIM_BATCH..=max_keys).contains(&keyed.len()), "{}", keyed.len());
-        on_shards!(keyed, shards => {
+        {
             let guard = epoch::pin();
-            let locked = shards[0].lock(&guard);
+            let locked = keyed.shards[0].lock(&guard);
             (locked.longest_run(), locked.positions())
-        })
+        }
     }
     let layouts = [("inline", flood::<Gcra>()), ("boxed", flood::<SlidingWindowLog>())];
     for (layout, (longest, positions)) in layouts {
@@ -448,7 +448,7 @@ fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
     let (keyed, _) = table::<Counter>(per_second(3), 1, 100, TableFullPolicy::default());
     assert_eq!(keyed.check(&7).remaining(), 2);
     let hash = keyed.hash(&7);
-    let shard = keyed.shard(keyed.lines(), hash);
+    let shard = keyed.shard(hash);
     let guard = epoch::pin();
     let hit = shard.find(hash, &7, &guard).expect("held in a line");
     assert_eq!(hit.cell().load(Ordering::Relaxed), 1);
