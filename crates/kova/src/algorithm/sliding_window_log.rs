@@ -191,10 +191,38 @@ enum UnitRead {
     Overwritten,
 }
 
+/// A cell's ring as one attempt sees it: the slots of the units near a head, each found
+/// without a division.
+struct Ring<'c> {
+    slots: &'c [Slot],
+    /// The unit in slot 0 at or just below the head (a multiple of the ring's length).
+    base: u64,
+}
+
 impl LogCell {
-    fn slot(&self, unit: u64) -> &Slot {
+    /// The ring, for reading the units near `head`.
+    fn ring(&self, head: u64) -> Ring<'_> {
         let slots = self.slots();
-        &slots[(unit % slots.len() as u64) as usize]
+        Ring { slots, base: head - head % slots.len() as u64 }
+    }
+}
+
+impl Ring<'_> {
+    fn slot(&self, unit: u64) -> &Slot {
+        let len = self.slots.len() as u64;
+        // `base` is a multiple of `len`, so each branch is `unit % len`: an attempt reads units
+        // within one ring length of its head, in `[base - len, base + 2 * len)`.
+        let offset = unit.wrapping_sub(self.base);
+        let index = if offset < len {
+            offset
+        } else if offset.wrapping_add(len) < len {
+            offset.wrapping_add(len)
+        } else if offset - len < len {
+            offset - len
+        } else {
+            unit % len
+        };
+        &self.slots[index as usize]
     }
 
     /// Reads unit `unit` with a seqlock-style double check of its sequence word.
@@ -262,11 +290,11 @@ impl SlidingWindowLog {
 
     /// Units of `[from, head)` whose time is inside the window at `now`, found by binary search
     /// over the time-ordered ring (in-flight units count as inside).
-    fn in_window(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+    fn in_window(&self, ring: &Ring<'_>, from: u64, head: u64, now: u64) -> u64 {
         let (mut lo, mut hi) = (from, head);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let inside = match cell.read(mid) {
+            let inside = match ring.read(mid) {
                 UnitRead::Written(t) => !self.expired(t, now),
                 UnitRead::InFlight => true,
                 UnitRead::Overwritten => false,
@@ -281,11 +309,11 @@ impl SlidingWindowLog {
     }
 
     /// Nanoseconds until every unit in `[from, head)` has expired.
-    fn until_empty(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+    fn until_empty(&self, ring: &Ring<'_>, from: u64, head: u64, now: u64) -> u64 {
         if head <= from {
             return 0;
         }
-        match cell.read(head - 1) {
+        match ring.read(head - 1) {
             UnitRead::Written(t) => (t.saturating_add(self.period)).saturating_sub(now),
             UnitRead::InFlight => self.period,
             UnitRead::Overwritten => 0,
@@ -297,9 +325,10 @@ impl SlidingWindowLog {
         // happened before ours, so our reading is no older (for a monotonic clock).
         let head = cell.head().load(Ordering::Acquire);
         let floor = cell.floor().load(Ordering::Acquire).min(head);
+        let ring = cell.ring(head);
         let mut now = clock.now_nanos();
         if head > floor {
-            match cell.read(head - 1) {
+            match ring.read(head - 1) {
                 // Keep times non-decreasing even if the clock ran backwards.
                 UnitRead::Written(t) => now = now.max(t),
                 UnitRead::InFlight => {}
@@ -307,9 +336,9 @@ impl SlidingWindowLog {
             }
         }
         let live_from = floor.max(head.saturating_sub(self.limit));
-        let in_window = self.in_window(cell, live_from, head, now);
+        let in_window = self.in_window(&ring, live_from, head, now);
         let remaining = self.limit - in_window;
-        let reset = self.until_empty(cell, live_from, head, now);
+        let reset = self.until_empty(&ring, live_from, head, now);
         if cost == 0 {
             return Attempt::Done(Decision::allowed(self.limit, remaining, reset));
         }
@@ -319,7 +348,7 @@ impl SlidingWindowLog {
         let first_reused = head.saturating_sub(self.limit);
         let last_reused = head + cost; // exclusive, in units before subtracting the ring length
         for unit in (first_reused + self.limit..last_reused).map(|u| u - self.limit) {
-            match cell.read(unit) {
+            match ring.read(unit) {
                 UnitRead::Written(time) => {
                     let is_newest = unit + 1 + self.limit == last_reused;
                     if is_newest && unit >= floor && !self.expired(time, now) {
@@ -339,7 +368,7 @@ impl SlidingWindowLog {
             return Attempt::Retry;
         }
         for unit in head..head + cost {
-            cell.write(unit, now);
+            ring.write(unit, now);
         }
         let remaining = remaining.saturating_sub(cost);
         Attempt::Done(Decision::allowed(self.limit, remaining, self.period))
@@ -402,7 +431,7 @@ impl Algorithm for SlidingWindowLog {
         if head <= floor {
             return true;
         }
-        matches!(cell.read(head - 1), UnitRead::Written(t) if self.expired(t, now))
+        matches!(cell.ring(head).read(head - 1), UnitRead::Written(t) if self.expired(t, now))
     }
 
     fn cell_bytes(&self) -> usize {
@@ -455,6 +484,23 @@ mod tests {
         assert_eq!(admitted, 8);
         log.reset_cell(&cell);
         assert!(log.decide_cell(&cell, &clock, 8).is_allowed());
+    }
+
+    /// A unit's slot found from the ring's base is the one `unit % len` names, near the head
+    /// and far from it.
+    #[test]
+    fn a_units_slot_is_its_place_in_the_ring() {
+        for len in [1, 3, 16] {
+            let cell = LogCell::new(len);
+            let len = len as u64;
+            for head in [0, 1, len - 1, len, 5 * len + 2, 1 << 40] {
+                let ring = cell.ring(head);
+                for unit in head.saturating_sub(3 * len)..head + 3 * len {
+                    let expected = &cell.slots()[(unit % len) as usize];
+                    assert!(std::ptr::eq(ring.slot(unit), expected), "len {len}, head {head}, unit {unit}");
+                }
+            }
+        }
     }
 
     /// A cell is one allocation: a header, then the ring's slots.
