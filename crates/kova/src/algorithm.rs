@@ -24,6 +24,33 @@ pub(crate) use word::update_word;
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
+/// How a keyed table holds a cell that is not one word ([`Algorithm::CELL_HOLDER`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellHolder {
+    self_addressed: bool,
+}
+
+impl CellHolder {
+    /// The table boxes the cell; its line's word holds the box's address.
+    pub const BOXED: CellHolder = CellHolder { self_addressed: false };
+
+    /// The cell's own pointer is the line's word: no box.
+    ///
+    /// # Safety
+    /// The cell type is `repr(transparent)` over a pointer to an allocation that the cell owns
+    /// (frees when dropped), whose first bytes hold that same pointer for as long as it lives,
+    /// never written: the allocation's address is then a valid reference to a cell, and a
+    /// copy read from it owns the allocation.
+    pub(crate) const unsafe fn self_addressed() -> CellHolder {
+        CellHolder { self_addressed: true }
+    }
+
+    /// Whether the cell is its own address ([`self_addressed`](Self::self_addressed)).
+    pub(crate) const fn is_self_addressed(self) -> bool {
+        self.self_addressed
+    }
+}
+
 /// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against
 /// per-key state kept in a [`Cell`](Algorithm::Cell).
 ///
@@ -84,6 +111,12 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
         Self::from_quota(quota)
     }
+
+    /// How a keyed table holds a cell that is not one word: boxed (the default), or, for a cell
+    /// that is itself one owning pointer to an allocation beginning with that pointer (the
+    /// sliding log's), as that address alone.
+    #[doc(hidden)]
+    const CELL_HOLDER: CellHolder = CellHolder::BOXED;
 
     /// Whether the cell type is one word, which [`inline_cell`](Self::inline_cell) and
     /// [`inline_word`](Self::inline_word) then convert: a keyed table keeps such a cell inline,

@@ -1,6 +1,9 @@
 //! Sliding window log: the exact algorithm, one timestamp per admitted unit.
 
-use super::Algorithm;
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
+
+use super::{Algorithm, CellHolder};
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
@@ -10,8 +13,9 @@ use crate::{Clock, Decision, Quota, QuotaError};
 ///
 /// - **For**: where the limit must hold in every window exactly (login attempts, payments), with
 ///   modest limits.
-/// - **Memory per key**: `16 * limit + 64` bytes (a ring of `limit` slots, each a sequence word
-///   and a timestamp): memory grows with the limit, as the seeds warn. `limit` is capped at
+/// - **Memory per key**: `16 * limit + 40` bytes (a ring of `limit` slots, each a sequence word
+///   and a timestamp, after a 32-byte header in the same allocation, and the 8-byte pointer to
+///   it; a keyed table keeps the allocation alone): memory grows with the limit, as the seeds warn. `limit` is capped at
 ///   [`SlidingWindowLog::MAX_LIMIT`] (2^20 slots, 16 MiB per key).
 /// - **Lock-free**: a CAS on the head counter reserves units, then the reserving thread writes
 ///   their slots. No lock, no waiting: a reader that meets a slot still being written treats that
@@ -61,12 +65,119 @@ struct Slot {
     time: AtomicU64,
 }
 
-/// The per-key state of a [`SlidingWindowLog`].
-#[derive(Debug)]
-pub struct LogCell {
+/// The start of a [`LogCell`]'s allocation; the ring's slots follow it.
+#[repr(C)]
+struct Header {
+    /// The allocation's own address: the handle that owns it, stored where the allocation
+    /// begins, so that the allocation's address is itself a valid `&LogCell`.
+    this: NonNull<Header>,
+    /// Slots in the ring.
+    len: usize,
     head: AtomicU64,
     floor: AtomicU64,
-    slots: Box<[Slot]>,
+}
+
+/// Where the first slot sits in a cell's allocation.
+const SLOTS_AT: usize = std::mem::size_of::<Header>().next_multiple_of(std::mem::align_of::<Slot>());
+
+/// The allocation of a cell with `len` slots.
+fn ring_layout(len: usize) -> Layout {
+    let align = std::mem::align_of::<Header>().max(std::mem::align_of::<Slot>());
+    let size = len.checked_mul(std::mem::size_of::<Slot>()).and_then(|slots| slots.checked_add(SLOTS_AT));
+    match size.map(|size| Layout::from_size_align(size, align)) {
+        Some(Ok(layout)) => layout,
+        // `len` is at most `MAX_LIMIT` (`from_quota`), far below any size that overflows.
+        _ => unreachable!("a ring of {len} slots does not fit in memory"),
+    }
+}
+
+/// The per-key state of a [`SlidingWindowLog`]: one heap allocation holding the head, the
+/// floor and the ring, owned through one pointer.
+///
+/// The allocation begins with its own address, so a keyed table keeps the cell as that address
+/// alone ([`CellHolder::self_addressed`]): a check reaches the ring in one hop.
+#[repr(transparent)]
+pub struct LogCell {
+    header: NonNull<Header>,
+}
+
+// SAFETY: a `LogCell` owns its allocation; what threads share through it is atomics, and the
+// header's other fields are written once, before the cell is handed out.
+unsafe impl Send for LogCell {}
+// SAFETY: as for `Send`: `&LogCell` only loads the immutable fields and uses the atomics.
+unsafe impl Sync for LogCell {}
+
+impl LogCell {
+    /// A fresh cell of `len` slots (everything zero: nothing admitted).
+    fn new(len: usize) -> LogCell {
+        let layout = ring_layout(len);
+        // SAFETY: the layout is not zero-sized (the header is in it).
+        let Some(base) = NonNull::new(unsafe { alloc(layout) }) else { handle_alloc_error(layout) };
+        let header = base.cast::<Header>();
+        let zero = || AtomicU64::new(0);
+        // SAFETY: `base` is a fresh allocation of `layout`: the header at its start and `len`
+        // slots from `SLOTS_AT` are in bounds and aligned (`ring_layout`), and written once each
+        // here, before anyone reads them.
+        unsafe {
+            header.write(Header { this: header, len, head: zero(), floor: zero() });
+            let slots = base.add(SLOTS_AT).cast::<Slot>();
+            for i in 0..len {
+                slots.add(i).write(Slot { seq: zero(), time: zero() });
+            }
+        }
+        LogCell { header }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the header was written in `new` and lives until `drop`.
+        unsafe { self.header.as_ref() }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        let len = self.header().len;
+        // SAFETY: `new` wrote `len` slots from `SLOTS_AT`; they live until `drop`. The pointer
+        // is the allocation's own (`header` keeps its provenance), so it covers the slots.
+        unsafe {
+            std::slice::from_raw_parts(self.header.cast::<u8>().add(SLOTS_AT).cast::<Slot>().as_ptr(), len)
+        }
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        &self.header().head
+    }
+
+    fn floor(&self) -> &AtomicU64 {
+        &self.header().floor
+    }
+}
+
+impl Drop for LogCell {
+    fn drop(&mut self) {
+        let len = self.header().len;
+        let layout = ring_layout(len);
+        // SAFETY: we own the allocation (a keyed table drops the cell once, when no check can
+        // reach it); its header and slots were written in `new` and are dropped once here,
+        // then the memory freed with the layout it was allocated with.
+        unsafe {
+            let base = self.header.cast::<u8>();
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                base.add(SLOTS_AT).cast::<Slot>().as_ptr(),
+                len,
+            ));
+            std::ptr::drop_in_place(self.header.as_ptr());
+            dealloc(base.as_ptr(), layout);
+        }
+    }
+}
+
+impl std::fmt::Debug for LogCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogCell")
+            .field("head", self.head())
+            .field("floor", self.floor())
+            .field("slots", &self.slots())
+            .finish()
+    }
 }
 
 /// What a slot says about unit `u`.
@@ -80,9 +191,38 @@ enum UnitRead {
     Overwritten,
 }
 
+/// A cell's ring as one attempt sees it: the slots of the units near a head, each found
+/// without a division.
+struct Ring<'c> {
+    slots: &'c [Slot],
+    /// The unit in slot 0 at or just below the head (a multiple of the ring's length).
+    base: u64,
+}
+
 impl LogCell {
+    /// The ring, for reading the units near `head`.
+    fn ring(&self, head: u64) -> Ring<'_> {
+        let slots = self.slots();
+        Ring { slots, base: head - head % slots.len() as u64 }
+    }
+}
+
+impl Ring<'_> {
     fn slot(&self, unit: u64) -> &Slot {
-        &self.slots[(unit % self.slots.len() as u64) as usize]
+        let len = self.slots.len() as u64;
+        // `base` is a multiple of `len`, so each branch is `unit % len`: an attempt reads units
+        // within one ring length of its head, in `[base - len, base + 2 * len)`.
+        let offset = unit.wrapping_sub(self.base);
+        let index = if offset < len {
+            offset
+        } else if offset.wrapping_add(len) < len {
+            offset.wrapping_add(len)
+        } else if offset - len < len {
+            offset - len
+        } else {
+            unit % len
+        };
+        &self.slots[index as usize]
     }
 
     /// Reads unit `unit` with a seqlock-style double check of its sequence word.
@@ -150,11 +290,11 @@ impl SlidingWindowLog {
 
     /// Units of `[from, head)` whose time is inside the window at `now`, found by binary search
     /// over the time-ordered ring (in-flight units count as inside).
-    fn in_window(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+    fn in_window(&self, ring: &Ring<'_>, from: u64, head: u64, now: u64) -> u64 {
         let (mut lo, mut hi) = (from, head);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let inside = match cell.read(mid) {
+            let inside = match ring.read(mid) {
                 UnitRead::Written(t) => !self.expired(t, now),
                 UnitRead::InFlight => true,
                 UnitRead::Overwritten => false,
@@ -169,11 +309,11 @@ impl SlidingWindowLog {
     }
 
     /// Nanoseconds until every unit in `[from, head)` has expired.
-    fn until_empty(&self, cell: &LogCell, from: u64, head: u64, now: u64) -> u64 {
+    fn until_empty(&self, ring: &Ring<'_>, from: u64, head: u64, now: u64) -> u64 {
         if head <= from {
             return 0;
         }
-        match cell.read(head - 1) {
+        match ring.read(head - 1) {
             UnitRead::Written(t) => (t.saturating_add(self.period)).saturating_sub(now),
             UnitRead::InFlight => self.period,
             UnitRead::Overwritten => 0,
@@ -183,11 +323,12 @@ impl SlidingWindowLog {
     fn attempt<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Attempt {
         // Acquire pairs with the AcqRel head CAS of earlier reservations: their clock readings
         // happened before ours, so our reading is no older (for a monotonic clock).
-        let head = cell.head.load(Ordering::Acquire);
-        let floor = cell.floor.load(Ordering::Acquire).min(head);
+        let head = cell.head().load(Ordering::Acquire);
+        let floor = cell.floor().load(Ordering::Acquire).min(head);
+        let ring = cell.ring(head);
         let mut now = clock.now_nanos();
         if head > floor {
-            match cell.read(head - 1) {
+            match ring.read(head - 1) {
                 // Keep times non-decreasing even if the clock ran backwards.
                 UnitRead::Written(t) => now = now.max(t),
                 UnitRead::InFlight => {}
@@ -195,9 +336,9 @@ impl SlidingWindowLog {
             }
         }
         let live_from = floor.max(head.saturating_sub(self.limit));
-        let in_window = self.in_window(cell, live_from, head, now);
+        let in_window = self.in_window(&ring, live_from, head, now);
         let remaining = self.limit - in_window;
-        let reset = self.until_empty(cell, live_from, head, now);
+        let reset = self.until_empty(&ring, live_from, head, now);
         if cost == 0 {
             return Attempt::Done(Decision::allowed(self.limit, remaining, reset));
         }
@@ -207,7 +348,7 @@ impl SlidingWindowLog {
         let first_reused = head.saturating_sub(self.limit);
         let last_reused = head + cost; // exclusive, in units before subtracting the ring length
         for unit in (first_reused + self.limit..last_reused).map(|u| u - self.limit) {
-            match cell.read(unit) {
+            match ring.read(unit) {
                 UnitRead::Written(time) => {
                     let is_newest = unit + 1 + self.limit == last_reused;
                     if is_newest && unit >= floor && !self.expired(time, now) {
@@ -223,11 +364,11 @@ impl SlidingWindowLog {
         }
         // AcqRel: Acquire as for the load above; Release publishes our clock reading's place in
         // time to later reservations.
-        if cell.head.compare_exchange(head, head + cost, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        if cell.head().compare_exchange(head, head + cost, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return Attempt::Retry;
         }
         for unit in head..head + cost {
-            cell.write(unit, now);
+            ring.write(unit, now);
         }
         let remaining = remaining.saturating_sub(cost);
         Attempt::Done(Decision::allowed(self.limit, remaining, self.period))
@@ -236,6 +377,10 @@ impl SlidingWindowLog {
 
 impl Algorithm for SlidingWindowLog {
     type Cell = LogCell;
+
+    // SAFETY: `LogCell` is `repr(transparent)` over the pointer to the allocation it owns, and
+    // the allocation begins with that pointer (`Header::this`, never written after `new`).
+    const CELL_HOLDER: CellHolder = unsafe { CellHolder::self_addressed() };
 
     fn name(&self) -> &'static str {
         "sliding_window_log"
@@ -255,9 +400,8 @@ impl Algorithm for SlidingWindowLog {
     }
 
     fn new_cell(&self) -> LogCell {
-        let slots =
-            (0..self.limit).map(|_| Slot { seq: AtomicU64::new(0), time: AtomicU64::new(0) }).collect();
-        LogCell { head: AtomicU64::new(0), floor: AtomicU64::new(0), slots }
+        // `limit` is at most `MAX_LIMIT` (`from_quota`), so it fits a `usize`.
+        LogCell::new(self.limit as usize)
     }
 
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Decision {
@@ -277,20 +421,101 @@ impl Algorithm for SlidingWindowLog {
     fn reset_cell(&self, cell: &LogCell) {
         // AcqRel on both: the floor must not fall behind a head we have seen (Acquire), and
         // readers that see the new floor see the head it was taken from (Release).
-        let head = cell.head.load(Ordering::Acquire);
-        cell.floor.fetch_max(head, Ordering::AcqRel);
+        let head = cell.head().load(Ordering::Acquire);
+        cell.floor().fetch_max(head, Ordering::AcqRel);
     }
 
     fn is_idle(&self, cell: &LogCell, now: u64) -> bool {
-        let head = cell.head.load(Ordering::Acquire);
-        let floor = cell.floor.load(Ordering::Acquire);
+        let head = cell.head().load(Ordering::Acquire);
+        let floor = cell.floor().load(Ordering::Acquire);
         if head <= floor {
             return true;
         }
-        matches!(cell.read(head - 1), UnitRead::Written(t) if self.expired(t, now))
+        matches!(cell.ring(head).read(head - 1), UnitRead::Written(t) if self.expired(t, now))
     }
 
     fn cell_bytes(&self) -> usize {
-        std::mem::size_of::<LogCell>() + self.limit as usize * std::mem::size_of::<Slot>()
+        std::mem::size_of::<LogCell>() + ring_layout(self.limit as usize).size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::ManualClock;
+
+    fn log(limit: u64) -> SlidingWindowLog {
+        SlidingWindowLog::from_quota(Quota::per_second(limit).unwrap()).unwrap()
+    }
+
+    /// The ring wraps round many times, each window admitting exactly its limit.
+    #[test]
+    fn a_cell_reuses_its_ring_window_after_window() {
+        let (log, clock) = (log(3), ManualClock::new());
+        let cell = log.new_cell();
+        for _ in 0..5 {
+            for _ in 0..3 {
+                assert!(log.decide_cell(&cell, &clock, 1).is_allowed());
+            }
+            assert!(!log.decide_cell(&cell, &clock, 1).is_allowed());
+            clock.advance(Duration::from_secs(1));
+        }
+        assert_eq!(cell.head().load(Ordering::Relaxed), 15);
+        assert!(log.is_idle(&cell, clock.now_nanos()));
+        assert!(format!("{cell:?}").starts_with("LogCell { head: 15, floor: 0, slots: ["));
+    }
+
+    /// Checks from two threads share one cell (it is `Send` and `Sync`) and never admit more
+    /// than the limit between them.
+    #[test]
+    fn threads_share_a_cell() {
+        let (log, clock) = (log(8), ManualClock::new());
+        let cell = log.new_cell();
+        let admitted: u64 = std::thread::scope(|s| {
+            let lanes: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| (0..6).filter(|_| log.decide_cell(&cell, &clock, 1).is_allowed()).count())
+                })
+                .collect();
+            lanes.into_iter().map(|lane| lane.join().unwrap() as u64).sum()
+        });
+        assert_eq!(admitted, 8);
+        log.reset_cell(&cell);
+        assert!(log.decide_cell(&cell, &clock, 8).is_allowed());
+    }
+
+    /// A unit's slot found from the ring's base is the one `unit % len` names, near the head
+    /// and far from it.
+    #[test]
+    fn a_units_slot_is_its_place_in_the_ring() {
+        for len in [1, 3, 16] {
+            let cell = LogCell::new(len);
+            let len = len as u64;
+            for head in [0, 1, len - 1, len, 5 * len + 2, 1 << 40] {
+                let ring = cell.ring(head);
+                for unit in head.saturating_sub(3 * len)..head + 3 * len {
+                    let expected = &cell.slots()[(unit % len) as usize];
+                    assert!(std::ptr::eq(ring.slot(unit), expected), "len {len}, head {head}, unit {unit}");
+                }
+            }
+        }
+    }
+
+    /// A cell is one allocation: a header, then the ring's slots.
+    #[test]
+    fn a_cell_counts_its_header_and_ring() {
+        let log = log(5);
+        assert_eq!(std::mem::size_of::<LogCell>(), std::mem::size_of::<usize>());
+        assert_eq!(
+            log.cell_bytes(),
+            std::mem::size_of::<LogCell>() + SLOTS_AT + 5 * std::mem::size_of::<Slot>()
+        );
+        assert_eq!(ring_layout(5).size(), SLOTS_AT + 80);
+        let cell = log.new_cell();
+        assert_eq!(cell.slots().len(), 5);
+        // The allocation begins with its own address.
+        assert_eq!(cell.header().this, cell.header);
     }
 }

@@ -282,9 +282,7 @@ pub(super) struct RetiredLines<K, A: Algorithm> {
 
 impl<K, A: Algorithm> RetiredLines<K, A> {
     pub(super) fn new(array: OwnedArray<K>, doomed: Vec<RetiredPlace>) -> Self {
-        let boxed = if line_cell::boxed::<A>() { std::mem::size_of::<A::Cell>() } else { 0 };
-        let heap: usize = if boxed > 0 { doomed.iter().map(|place| place.heap).sum() } else { 0 };
-        let cell_bytes = doomed.len() * boxed + heap;
+        let cell_bytes = doomed.iter().map(|place| line_cell::held_bytes::<A>(place.heap)).sum();
         RetiredLines { array, doomed, cell_bytes, _algorithm: PhantomData }
     }
 }

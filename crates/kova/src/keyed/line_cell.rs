@@ -4,9 +4,12 @@
 //!   [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
 //!   of a held key touches one cache line. The lock holder stops checks from writing it by
 //!   freezing the word itself (`word.rs`).
-//! - **Boxed**: any other cell (the sliding log's ring, [`AnyAlgorithm`](crate::AnyAlgorithm)'s
-//!   enum) lives on the heap, and the line's word holds its address. The address never equals a
-//!   marker (`word.rs`: markers are the top three values, an address is aligned and below them).
+//! - **Boxed**: any other cell ([`AnyAlgorithm`](crate::AnyAlgorithm)'s enum) lives on the
+//!   heap, and the line's word holds its address. A cell that is itself one owning pointer to
+//!   an allocation beginning with that pointer (the sliding log's, [`Algorithm::CELL_HOLDER`])
+//!   needs no box: the word holds the allocation's address, which is a reference to the cell,
+//!   so a check reaches the state in one hop. Either way the address never equals a marker
+//!   (`word.rs`: markers are the top three values, an address is aligned and below them).
 //!   A boxed cell never moves while its key is held: a rehash copies the address, so a check
 //!   still on the old array writes the cell every other check writes. It is dropped with its
 //!   line's key, after the grace period of the line's removal.
@@ -32,9 +35,36 @@ pub(super) fn boxed<A: Algorithm>() -> bool {
     !A::CELL_IS_WORD || faults::cells_boxed()
 }
 
+/// Whether a boxed cell of `A` is its own allocation's address (module docs).
+#[inline(always)]
+fn self_addressed<A: Algorithm>() -> bool {
+    A::CELL_HOLDER.is_self_addressed()
+}
+
+/// Bytes a line's cell owning `heap` heap bytes takes besides the line: none inline, the
+/// allocation for a self-addressed cell (the cell is its first bytes), the box and what the
+/// cell owns for a boxed one.
+pub(super) fn held_bytes<A: Algorithm>(heap: usize) -> usize {
+    if !boxed::<A>() {
+        0
+    } else if self_addressed::<A>() {
+        heap
+    } else {
+        std::mem::size_of::<A::Cell>() + heap
+    }
+}
+
 /// The word a line holds for `cell`, owning it from now on (see [`drop_cell`]).
 pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
-    if boxed::<A>() {
+    if self_addressed::<A>() {
+        assert_eq!(std::mem::size_of::<A::Cell>(), std::mem::size_of::<*const u8>());
+        let cell = std::mem::ManuallyDrop::new(cell);
+        // SAFETY: the cell is one pointer (`CellHolder::self_addressed`'s contract, its size
+        // checked above); it is read out, and `cell` never dropped: the allocation's own copy
+        // of the pointer owns it from now on.
+        let address = unsafe { std::ptr::read((&raw const *cell).cast::<*const u8>()) };
+        address.expose_provenance() as u64
+    } else if boxed::<A>() {
         // The address is kept as an integer: `cell` takes the provenance back from it.
         Box::into_raw(Box::new(cell)).expose_provenance() as u64
     } else {
@@ -64,7 +94,11 @@ pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicU64, value: u64) -> &A::Cel
 /// # Safety
 /// `value` is an address [`into_word`] made, dropped once, when no check can reach it any more.
 pub(super) unsafe fn drop_cell<A: Algorithm>(value: u64) {
-    if boxed::<A>() {
+    if self_addressed::<A>() {
+        // SAFETY: the allocation begins with the cell that owns it (`into_word`); read out, it
+        // is dropped once, freeing the allocation, and no reference to it remains.
+        drop(unsafe { std::ptr::read(std::ptr::with_exposed_provenance::<A::Cell>(value as usize)) });
+    } else if boxed::<A>() {
         // SAFETY: made by `Box::into_raw` (caller's contract), and no reference to it remains.
         drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<A::Cell>(value as usize)) });
     }
@@ -99,6 +133,30 @@ mod tests {
         assert!(!boxed::<Gcra>());
         assert!(boxed::<SlidingWindowLog>());
         assert!(boxed::<AnyAlgorithm>());
+        assert!(self_addressed::<SlidingWindowLog>());
+        assert!(!self_addressed::<AnyAlgorithm>());
+    }
+
+    /// A log cell's word is the address of its one allocation, which begins with that address
+    /// (the cell itself); the table counts that allocation and nothing more.
+    #[test]
+    fn a_log_cell_is_held_as_its_own_address() {
+        let log = <SlidingWindowLog as Algorithm>::from_quota(Quota::per_second(3).unwrap()).unwrap();
+        let value = into_word::<SlidingWindowLog>(log.new_cell());
+        // SAFETY: the allocation `into_word` kept begins with a pointer (`CellHolder`'s contract).
+        let first = unsafe { std::ptr::with_exposed_provenance::<usize>(value as usize).read() };
+        assert_eq!(first as u64, value);
+        let handle = std::mem::size_of::<crate::LogCell>();
+        let heap = log.cell_bytes() - handle;
+        assert_eq!(held_bytes::<SlidingWindowLog>(heap), heap);
+        // A boxed cell is counted with its box.
+        let any =
+            AnyAlgorithm::new(crate::AlgorithmKind::SlidingWindowLog, Quota::per_second(3).unwrap()).unwrap();
+        let any_heap = any.cell_bytes() - std::mem::size_of::<crate::AnyCell>();
+        assert_eq!(held_bytes::<AnyAlgorithm>(any_heap), any.cell_bytes());
+        assert_eq!(held_bytes::<Gcra>(0), 0);
+        // SAFETY: made just above, no reference to it remains.
+        unsafe { drop_cell::<SlidingWindowLog>(value) };
     }
 
     /// A boxed cell round-trips through its word and is the same cell each time.

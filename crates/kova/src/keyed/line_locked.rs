@@ -25,15 +25,6 @@ pub(super) struct LineLocked<'a, K, A: Algorithm> {
     inserting: bool,
 }
 
-/// Bytes a boxed cell owning `heap` heap bytes takes (none for an inline cell: the line is it).
-fn boxed_bytes<A: Algorithm>(heap: usize) -> usize {
-    if boxed::<A>() {
-        std::mem::size_of::<A::Cell>() + heap
-    } else {
-        0
-    }
-}
-
 /// What a look at a held line's cell stopped (`LineLocked::look`), to be undone when the key
 /// stays.
 struct Look<C> {
@@ -83,7 +74,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
                 ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr());
                 line_cell::drop_cell::<A>(place.cell);
             }
-            self.writer.cell_bytes -= boxed_bytes::<A>(place.heap);
+            self.writer.cell_bytes -= line_cell::held_bytes::<A>(place.heap);
             self.writer.marks[pos] = Mark::Free;
         }
     }
@@ -115,7 +106,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         }
         w.marks[pos] = Mark::Held;
         w.held += 1;
-        w.cell_bytes += boxed_bytes::<A>(heap);
+        w.cell_bytes += line_cell::held_bytes::<A>(heap);
     }
 
     /// Marks the held line `pos` dead: `TOMB` over its word, and its key (and its cell, whose
@@ -179,7 +170,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         // The dead lines' keys and cells go with the old array, which counts their bytes from
         // now on; free lines' were dropped already.
         let doomed: Vec<RetiredPlace> = w.retired.take_places();
-        w.cell_bytes -= doomed.iter().map(|place| boxed_bytes::<A>(place.heap)).sum::<usize>();
+        w.cell_bytes -= doomed.iter().map(|place| line_cell::held_bytes::<A>(place.heap)).sum::<usize>();
         w.retired.array(RetiredLines::new(old, doomed));
         w.marks = marks;
         w.removed = 0;

@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::door::{self, Door};
 use super::epoch::{self, Guard};
+use super::line_cell;
 use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
 use super::quotas::{Quotas, MAX_QUOTAS};
@@ -538,7 +539,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// and all 4,095 extra quotas built. Counts each cell's heap (the sliding
     /// log's ring) at the default quota's size: per-key quotas with bigger logs can exceed it.
     pub fn memory_bound_bytes(&self) -> usize {
-        let cell_bytes = std::mem::size_of::<A::Cell>() + heap_of(self.quotas.default_algorithm());
+        let cell_bytes = line_cell::held_bytes::<A>(heap_of(self.quotas.default_algorithm()));
         std::mem::size_of::<Self>()
             + self.shards_bytes()
             + std::mem::size_of_val(&*self.shard_keys)
