@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::door::{self, Door};
 use super::epoch::{self, Guard};
+use super::hot::HotSlots;
 use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
 use super::quotas::{Quotas, MAX_QUOTAS};
@@ -58,6 +59,8 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     /// Where first checks of new keys are admitted without inserting them
     /// ([`KeyedBuilder::doorkeeper`]).
     door: Option<Door>,
+    /// Where contended keys are striped ([`KeyedBuilder::hot_keys`]).
+    hot: Option<HotSlots<A>>,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -213,6 +216,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             quota_fn,
             forgets: reserve::Forgets::default(),
             door: None,
+            hot: None,
             _owns: PhantomData,
         }
     }
@@ -263,15 +267,25 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             match on_hit(algorithm) {
                 OnHit::Answer(answer) => return answer,
                 OnHit::Slow => {}
-                OnHit::Decide(cost) => {
-                    // `None`: the cell is frozen by the lock holder, decide under the lock.
-                    if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) {
+                OnHit::Decide(cost) => match word::decide(algorithm, hit.cell(), &self.clock, cost) {
+                    Some(decision) => {
                         if stands(shard, &hit, algorithm, &decision, cost) {
                             return decided(decision);
                         }
                         prior = Some((hit.place(), decision));
                     }
-                }
+                    // A marker: a hot key's goes to its slot (`table/hot.rs`); any other
+                    // (frozen by the lock holder) is decided under the lock.
+                    None => {
+                        if let Some(hot) = &self.hot {
+                            if let Some(decision) =
+                                self.hot_hit(hot, shard, hash, key, &hit, algorithm, cost, &guard)
+                            {
+                                return decided(decision);
+                            }
+                        }
+                    }
+                },
             }
         }
         slow(shard, hash, prior, guard)
@@ -373,7 +387,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
                 match locked.find(hash, key) {
-                    Some(pos) => self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0),
+                    Some(pos) => match self.hot_decide_locked(&locked, pos, hash, 0) {
+                        Some(decision) => decision,
+                        None => {
+                            self.cool(&locked, pos, hash);
+                            self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0)
+                        }
+                    },
                     None => {
                         drop(locked);
                         self.peek_new(self.quotas.get(self.quota_for_new(key)), hash)
@@ -392,6 +412,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let locked = self.shard(shards, hash).lock(&guard);
             if let Some(pos) = locked.find(hash, key) {
                 self.forgets.note();
+                self.cool(&locked, pos, hash);
                 self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
         })
@@ -418,7 +439,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         on_shards!(self, shards => {
             let locked = self.shard(shards, hash).lock(&guard);
             match locked.find(hash, key) {
-                Some(pos) => self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost),
+                Some(pos) => {
+                    self.cool(&locked, pos, hash);
+                    self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost)
+                }
                 None => false,
             }
         })
@@ -434,6 +458,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let guard = epoch::pin();
             let locked = self.shard(shards, hash).lock(&guard);
             let pos = locked.find(hash, key)?;
+            self.cool(&locked, pos, hash);
             Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
         })
     }
@@ -447,6 +472,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let mut locked = self.shard(shards, hash).lock(&guard);
             let Some(pos) = locked.find(hash, key) else { return false };
             self.forgets.note();
+            self.cool(&locked, pos, hash);
             let heap = heap_of(self.quotas.get(locked.quota(pos)));
             locked.remove(pos, heap);
             true
@@ -533,6 +559,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + on_shards!(self, shards => shards.iter().map(LineShard::memory).sum::<usize>())
             + self.quotas.bytes()
             + self.door_bytes()
+            + self.hot_bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
@@ -552,6 +579,18 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 .sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
             + self.door_bytes()
+            + self.hot_bytes()
+    }
+
+    /// Bytes of the hot slots (fixed when the table is built).
+    fn hot_bytes(&self) -> usize {
+        self.hot.as_ref().map_or(0, HotSlots::bytes)
+    }
+
+    /// The table with hot slots (`keyed/hot.rs`).
+    pub(super) fn with_hot(mut self, hot: Option<HotSlots<A>>) -> Self {
+        self.hot = hot;
+        self
     }
 
     /// Bytes of the doorkeeper's array (fixed when the table is built).
@@ -574,6 +613,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 }
 
 mod evict;
+mod hot;
 mod reserve;
 mod set_quota;
 mod slow;
