@@ -275,3 +275,80 @@ pub(crate) fn central_check(central: &impl Central, cost: u64) -> Option<Decisio
     let decision = central.decide(cost)?;
     Some(if decision.is_allowed() { decision } else { decision.with_fallback(Fallback::StripeLease) })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A central word of `units` units that closes after `open_for` decisions.
+    struct Closing {
+        units: Cell<u64>,
+        open_for: Cell<u32>,
+    }
+
+    impl Central for Closing {
+        fn capacity(&self) -> u64 {
+            100
+        }
+
+        fn decide(&self, cost: u64) -> Option<Decision> {
+            let open = self.open_for.get();
+            if open == 0 {
+                return None;
+            }
+            self.open_for.set(open - 1);
+            let units = self.units.get();
+            if units < cost {
+                return Some(Decision::denied(100, units, 1, 1));
+            }
+            self.units.set(units - cost);
+            Some(Decision::allowed(100, units - cost, 1))
+        }
+
+        fn give_back(&self, units: u64) -> bool {
+            if self.open_for.get() == 0 {
+                return false;
+            }
+            self.units.set(self.units.get() + units);
+            true
+        }
+
+        fn closed(&self) -> bool {
+            self.open_for.get() == 0
+        }
+    }
+
+    /// A lease whose word closes before its leftover goes into the stripe: the leftover is
+    /// handed to the caller, not left in the stripe of a closed word.
+    #[test]
+    fn units_put_back_after_the_word_closed_are_stranded_not_lost() {
+        let stripes = Stripes::new(1, 5, 1 << 20);
+        let central = Closing { units: Cell::new(20), open_for: Cell::new(1) };
+        let leased = stripes.decide(&central, 0, 0, 2);
+        assert_eq!(
+            leased.decision.map(|d| (d.is_allowed(), d.fallback())),
+            Some((true, Some(Fallback::StripeLease)))
+        );
+        assert_eq!(leased.stranded, 3, "the batch's leftover");
+        assert_eq!(stripes.held(), 0, "nothing left in the stripe of a closed word");
+        assert_eq!(central.units.get(), 15);
+        // Closed: nothing decided, nothing taken.
+        assert_eq!(stripes.decide(&central, 0, 0, 1), Leased { decision: None, stranded: 0 });
+    }
+
+    /// An expired lease whose word has closed is stranded too.
+    #[test]
+    fn an_expired_lease_of_a_closed_word_is_stranded() {
+        let stripes = Stripes::new(1, 5, 1);
+        let central = Closing { units: Cell::new(20), open_for: Cell::new(5) };
+        assert_eq!(stripes.decide(&central, 0, 0, 1).stranded, 0);
+        assert_eq!(stripes.held(), 4);
+        central.open_for.set(0);
+        let later = 4 << STAMP_UNIT_SHIFT;
+        assert_eq!(stripes.decide(&central, 0, later, 1), Leased { decision: None, stranded: 4 });
+        assert_eq!(stripes.held(), 0);
+        assert_eq!(stripes.take_every(), 0);
+    }
+}

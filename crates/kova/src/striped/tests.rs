@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::stripe::{pack, unpack};
 use super::*;
 use crate::loom::atomic::Ordering;
-use crate::{FixedWindow, ManualClock, TokenBucket};
+use crate::{Fallback, FixedWindow, ManualClock, TokenBucket};
 
 fn limiter<W: WordAlgorithm>(
     limit: u64,

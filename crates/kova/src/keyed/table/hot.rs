@@ -147,3 +147,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         self.hot.as_ref().map_or(0, HotSlots::in_use)
     }
 }
+
+#[cfg(test)]
+mod tests;
