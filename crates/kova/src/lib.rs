@@ -87,7 +87,10 @@ pub use algorithm::{
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};
 pub use error::CheckError;
-pub use keyed::{HotKeys, Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy, MAX_HOT_KEYS};
+pub use keyed::{
+    HotKeys, Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy, CONTENTION_WINDOW,
+    DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS,
+};
 pub use limiter::RateLimiter;
 pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};

@@ -105,3 +105,33 @@ fn a_striped_key_under_threads_admits_its_limit_and_no_more() {
     assert!(table.demote(&9));
     assert_eq!(admitted + table.peek(&9).remaining(), LIMIT);
 }
+
+/// Threads contending for one key get it striped by the table itself: their failed
+/// compare-exchanges are counted and the key promoted. One thread alone never fails one.
+#[test]
+fn a_contended_key_is_promoted_by_itself_and_a_lone_one_is_not() {
+    let table: Keyed<u64, FixedWindow> = Keyed::builder(Quota::per_hour(u64::from(u32::MAX)).unwrap())
+        .hot_keys(HotKeys::new(1).stripes(2).batch(64).promote_after(8))
+        .unwrap()
+        .build()
+        .unwrap();
+    table.check(&1);
+    for _ in 0..200_000 {
+        table.check(&1);
+    }
+    assert_eq!(table.hot_len(), 0, "a key checked by one thread was striped");
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while table.hot_len() == 0 && started.elapsed() < Duration::from_secs(10) {
+                    for _ in 0..1000 {
+                        table.check(&1);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(table.hot_len(), 1, "two threads contending for 10 s never got the key striped");
+    assert_eq!(table.check(&1).fallback(), Some(kova::Fallback::StripeLease));
+}

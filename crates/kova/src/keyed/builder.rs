@@ -42,7 +42,7 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     door_words: usize,
     /// Hot slots asked for ([`hot_keys`](Self::hot_keys)): their count, shape and the
     /// algorithm's word refund.
-    hot: Option<(usize, StripeShape, RefundWord<A>)>,
+    hot: Option<(HotKeys, StripeShape, RefundWord<A>)>,
 }
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
@@ -217,7 +217,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         }
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
             .with_door(self.door_words)
-            .with_hot(self.hot.map(|(max_hot, shape, refund)| HotSlots::new(max_hot, shape, refund))))
+            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund))))
     }
 }
 
@@ -266,9 +266,9 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
             Ok(algorithm) => algorithm.capacity(),
             Err(error) => return Err(StripedError::Quota(*error)),
         };
-        let (max_hot, shape) = hot.checked(capacity)?;
+        let (hot, shape) = hot.checked(capacity)?;
         let refund: RefundWord<W> = |algorithm, word, now, units| algorithm.refund(word, now, units);
-        self.hot = Some((max_hot, shape, refund));
+        self.hot = Some((hot, shape, refund));
         Ok(self)
     }
 }

@@ -68,13 +68,29 @@ pub struct HotKeys {
     stripes: Option<usize>,
     batch: Option<u64>,
     lease: Duration,
+    promote_after: u32,
 }
+
+/// The default [`HotKeys::promote_after`]: failed compare-exchanges of one key's word within one
+/// [`CONTENTION_WINDOW`].
+pub const DEFAULT_PROMOTE_AFTER: u32 = 32;
+/// The window failed compare-exchanges are counted in, as a power of two of nanoseconds (about
+/// a millisecond).
+const CONTENTION_WINDOW_SHIFT: u32 = 20;
+/// The window contention is counted in (see [`HotKeys::promote_after`]).
+pub const CONTENTION_WINDOW: Duration = Duration::from_nanos(1 << CONTENTION_WINDOW_SHIFT);
 
 impl HotKeys {
     /// At most `max_hot` keys striped at once (from 1 to [`MAX_HOT_KEYS`]), with the striped
     /// limiter's default stripes, batch and lease.
     pub fn new(max_hot: usize) -> Self {
-        HotKeys { max_hot, stripes: None, batch: None, lease: DEFAULT_LEASE }
+        HotKeys {
+            max_hot,
+            stripes: None,
+            batch: None,
+            lease: DEFAULT_LEASE,
+            promote_after: DEFAULT_PROMOTE_AFTER,
+        }
     }
 
     /// Stripes per hot key: a power of two, at most [`MAX_STRIPES`](crate::MAX_STRIPES).
@@ -92,17 +108,24 @@ impl HotKeys {
         HotKeys { lease, ..self }
     }
 
+    /// A key is striped once checks of it see `failures` compare-exchanges of its word fail
+    /// (another check wrote it first) within one [`CONTENTION_WINDOW`] (at least 1; default
+    /// [`DEFAULT_PROMOTE_AFTER`]). Keys whose hashes share a counter add up.
+    pub fn promote_after(self, failures: u32) -> Self {
+        HotKeys { promote_after: failures.max(1), ..self }
+    }
+
     /// The most keys striped at once.
     pub fn max_hot(&self) -> usize {
         self.max_hot
     }
 
     /// The checked shape for an algorithm of `capacity`.
-    pub(super) fn checked(&self, capacity: u64) -> Result<(usize, StripeShape), StripedError> {
+    pub(super) fn checked(&self, capacity: u64) -> Result<(HotKeys, StripeShape), StripedError> {
         if self.max_hot == 0 || self.max_hot > MAX_HOT_KEYS {
             return Err(StripedError::HotSlots { max_hot: self.max_hot, max: MAX_HOT_KEYS });
         }
-        Ok((self.max_hot, StripeShape::checked(capacity, self.stripes, self.batch, self.lease)?))
+        Ok((*self, StripeShape::checked(capacity, self.stripes, self.batch, self.lease)?))
     }
 }
 
@@ -115,6 +138,8 @@ struct Slot {
     central: CachePadded<AtomicU64>,
     hash: AtomicU64,
     stripes: Stripes,
+    /// The central word as the last sweep saw it (`quiet`): written by sweeps only.
+    seen: AtomicU64,
 }
 
 /// Which slots are free: never used or past their grace period, or waiting for it.
@@ -130,6 +155,10 @@ pub(super) struct HotSlots<A> {
     slots: Box<[Slot]>,
     registry: Mutex<Registry>,
     refund: RefundWord<A>,
+    /// Failed compare-exchanges per hash (by its high bits: the low ones pick the shard), each
+    /// a window stamp over a count (`note`).
+    contention: Box<[AtomicU64]>,
+    promote_after: u32,
 }
 
 impl<A> fmt::Debug for HotSlots<A> {
@@ -185,24 +214,56 @@ impl<A: Algorithm, C: Clock + ?Sized> Central for SlotCentral<'_, A, C> {
 
 impl<A: Algorithm> HotSlots<A> {
     /// `max_hot` free slots of the given shape.
-    pub(super) fn new(max_hot: usize, shape: StripeShape, refund: RefundWord<A>) -> Self {
-        let slots = (0..max_hot)
+    pub(super) fn new(hot: HotKeys, shape: StripeShape, refund: RefundWord<A>) -> Self {
+        let slots = (0..hot.max_hot)
             .map(|_| Slot {
                 central: CachePadded::new(AtomicU64::new(word::FROZEN)),
                 hash: AtomicU64::new(0),
                 stripes: Stripes::new(shape.stripes, shape.batch, shape.lease_units),
+                seen: AtomicU64::new(word::FROZEN),
             })
             .collect();
-        let registry = Registry { free: (0..max_hot).rev().collect(), waiting: Vec::new() };
-        HotSlots { slots, registry: Mutex::new(registry), refund }
+        let registry = Registry { free: (0..hot.max_hot).rev().collect(), waiting: Vec::new() };
+        let counters = (4 * hot.max_hot).next_power_of_two().max(64);
+        HotSlots {
+            slots,
+            registry: Mutex::new(registry),
+            refund,
+            contention: (0..counters).map(|_| AtomicU64::new(0)).collect(),
+            promote_after: hot.promote_after,
+        }
     }
 
-    /// Bytes of the slots, their stripes and the registry: fixed when the table is built.
+    /// Bytes of the slots, their stripes, the contention counters and the registry: fixed when
+    /// the table is built.
     pub(super) fn bytes(&self) -> usize {
         let stripes: usize = self.slots.iter().map(|slot| slot.stripes.bytes()).sum();
         std::mem::size_of_val(&*self.slots)
             + stripes
+            + std::mem::size_of_val(&*self.contention)
             + 2 * self.slots.len() * std::mem::size_of::<(usize, u64)>()
+    }
+
+    /// Counts a failed compare-exchange of the word of the key of `hash` at `now`; `true` when
+    /// the count within the current window reaches the threshold (once per window).
+    pub(super) fn note(&self, hash: u64, now: u64) -> bool {
+        let counter = &self.contention[(hash >> 32) as usize & (self.contention.len() - 1)];
+        let stamp = (now >> CONTENTION_WINDOW_SHIFT) & u64::from(u32::MAX);
+        // Relaxed, and a load and a store: a hint; an increment lost to a race only delays a
+        // promotion.
+        let word = counter.load(Ordering::Relaxed);
+        let count = if word >> 32 == stamp { (word & u64::from(u32::MAX)) + 1 } else { 1 };
+        counter.store((stamp << 32) | count, Ordering::Relaxed);
+        count == u64::from(self.promote_after)
+    }
+
+    /// Whether no stripe leased from `slot` (its central word unchanged) since the last call:
+    /// the key has cooled. Called by sweeps, under the key's shard lock.
+    pub(super) fn quiet(&self, slot: usize) -> bool {
+        let place = &self.slots[slot];
+        // Relaxed: a heuristic comparison; the demotion that may follow closes the word itself.
+        let now = place.central.load(Ordering::Relaxed);
+        place.seen.swap(now, Ordering::Relaxed) == now
     }
 
     /// The slot `word` marks for the key of `hash`, if it is one.
@@ -261,6 +322,8 @@ impl<A: Algorithm> HotSlots<A> {
         // Relaxed both: published by the marker's Release store below.
         place.hash.store(hash, Ordering::Relaxed);
         place.central.store(state, Ordering::Relaxed);
+        // Never a state the slot's word holds while open: the first sweep only records.
+        place.seen.store(word::FROZEN, Ordering::Relaxed);
         // Release: a check that loads the marker (Acquire) sees the slot's hash and state.
         line.store(marker(slot), Ordering::Release);
         Some(slot)

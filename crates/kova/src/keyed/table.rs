@@ -267,25 +267,32 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             match on_hit(algorithm) {
                 OnHit::Answer(answer) => return answer,
                 OnHit::Slow => {}
-                OnHit::Decide(cost) => match word::decide(algorithm, hit.cell(), &self.clock, cost) {
-                    Some(decision) => {
-                        if stands(shard, &hit, algorithm, &decision, cost) {
-                            return decided(decision);
-                        }
-                        prior = Some((hit.place(), decision));
-                    }
-                    // A marker: a hot key's goes to its slot (`table/hot.rs`); any other
-                    // (frozen by the lock holder) is decided under the lock.
-                    None => {
+                OnHit::Decide(cost) => {
+                    match word::decide_noting(algorithm, hit.cell(), &self.clock, cost, |now| {
+                        // Only after a failed compare-exchange: an uncontended check never gets here.
                         if let Some(hot) = &self.hot {
-                            if let Some(decision) =
-                                self.hot_hit(hot, shard, hash, key, &hit, algorithm, cost, &guard)
-                            {
+                            self.contended(hot, shard, hash, key, now, &guard);
+                        }
+                    }) {
+                        Some(decision) => {
+                            if stands(shard, &hit, algorithm, &decision, cost) {
                                 return decided(decision);
+                            }
+                            prior = Some((hit.place(), decision));
+                        }
+                        // A marker: a hot key's goes to its slot (`table/hot.rs`); any other
+                        // (frozen by the lock holder) is decided under the lock.
+                        None => {
+                            if let Some(hot) = &self.hot {
+                                if let Some(decision) =
+                                    self.hot_hit(hot, shard, hash, key, &hit, algorithm, cost, &guard)
+                                {
+                                    return decided(decision);
+                                }
                             }
                         }
                     }
-                },
+                }
             }
         }
         slow(shard, hash, prior, guard)

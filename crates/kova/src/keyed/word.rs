@@ -57,8 +57,22 @@ pub(super) fn decide<A: Algorithm, C: Clock + ?Sized>(
     clock: &C,
     cost: u64,
 ) -> Option<Decision> {
+    decide_noting(algorithm, cell, clock, cost, |_| {})
+}
+
+/// [`decide`], calling `contended` (with the clock reading) after each compare-exchange of the
+/// word that another write made fail: only the failure branch pays for it, so an uncontended
+/// check pays nothing (`hot.rs`'s detection counts them).
+#[inline(always)]
+pub(super) fn decide_noting<A: Algorithm, C: Clock + ?Sized>(
+    algorithm: &A,
+    cell: &A::Cell,
+    clock: &C,
+    cost: u64,
+    contended: impl FnMut(u64),
+) -> Option<Decision> {
     match algorithm.cell_word(cell) {
-        Some(word) => cas(algorithm, word, clock, cost),
+        Some(word) => cas(algorithm, word, clock, cost, contended),
         None => Some(algorithm.decide_cell(cell, clock, cost)),
     }
 }
@@ -70,6 +84,7 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
     cell: &AtomicU64,
     clock: &C,
     cost: u64,
+    mut contended: impl FnMut(u64),
 ) -> Option<Decision> {
     // Acquire: as in `algorithm/word.rs`, pairs with the winning CAS that wrote this word, whose
     // clock reading is then no later than ours.
@@ -80,7 +95,8 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         }
         // `None` only from an algorithm that gave a word it does not decide: the lock holder's
         // `decide_cell` answers instead.
-        let (decision, new) = algorithm.decide_word(old, clock.now_nanos(), cost)?;
+        let now = clock.now_nanos();
+        let (decision, new) = algorithm.decide_word(old, now, cost)?;
         if new == old {
             return Some(decision);
         }
@@ -90,7 +106,13 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         // then it fails, unless the lock holder put back exactly `old` and kept the key).
         match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Some(decision),
-            Err(actual) => old = actual,
+            Err(actual) => {
+                // A weak CAS may fail spuriously, with the word unchanged: not contention.
+                if actual != old {
+                    contended(now);
+                }
+                old = actual;
+            }
         }
     }
 }

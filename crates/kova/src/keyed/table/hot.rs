@@ -47,6 +47,48 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         leased.decision
     }
 
+    /// A check of the key of `hash` saw its word's compare-exchange fail at `now`: counted, and
+    /// past the threshold ([`HotKeys::promote_after`](crate::HotKeys::promote_after)) the key is
+    /// promoted, here, by this check taking the lock (its own CAS loop then finds the marker and
+    /// goes to the slot).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn contended(
+        &self,
+        hot: &HotSlots<A>,
+        shard: &LineShard<K, A>,
+        hash: u64,
+        key: &K,
+        now: u64,
+        guard: &Guard,
+    ) {
+        if !hot.note(hash, now) {
+            return;
+        }
+        let locked = shard.lock(guard);
+        let Some(pos) = locked.find(hash, key) else { return };
+        if self.hot_slot(&locked, pos, hash).is_some() {
+            return;
+        }
+        if let Some(word) = line_word::<A>(locked.cell(pos)) {
+            hot.promote(word, hash, guard);
+        }
+    }
+
+    /// A sweep's look at the held line `pos`, which may be striped: a key whose slot leased
+    /// nothing since the last sweep has cooled and is demoted. Returns whether it stays striped.
+    pub(super) fn sweep_hot(&self, locked: &LineLocked<'_, K, A>, pos: usize) -> bool {
+        let Some(hot) = &self.hot else { return false };
+        // User code (`Hash`) under the lock, before anything is frozen, as a rehash does.
+        let hash = self.hash(locked.key(pos));
+        let Some(slot) = self.hot_slot(locked, pos, hash) else { return false };
+        if !hot.quiet(slot) {
+            return true;
+        }
+        self.cool(locked, pos, hash);
+        false
+    }
+
     /// Gives back, under the lock, units a check took from a slot that closed before they could
     /// go back to it: to the key's state wherever it is now (a slot again, or its line). A key
     /// no longer held starts fresh: nothing to give back to.

@@ -1,10 +1,11 @@
 //! Unit tests of hot keys on a manual clock: promotion, checks on the stripes, demotion, and
 //! the lock holder's operations on a striped key.
 
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::super::super::epoch;
 use super::super::super::hot::{slot_of, HotKeys};
+use super::super::super::{epoch, word};
 use super::*;
 use crate::loom::atomic::Ordering;
 use crate::{Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, StripedError};
@@ -151,11 +152,81 @@ fn a_striped_key_is_neither_reclaimed_nor_evicted() {
     keyed.check(&5);
     assert!(keyed.promote(&5));
     clock.advance(Duration::from_secs(60));
-    // Idle in its slot, whatever its line's marker would read as.
+    // Idle in its slot, whatever its line's marker would read as: the first sweep only notes
+    // its slot's word.
     assert_eq!(keyed.sweep_idle(), 0);
     assert_eq!((keyed.len(), keyed.hot_len()), (1, 1));
-    assert!(keyed.demote(&5));
+    // A lease between two sweeps keeps it striped.
+    assert_eq!(keyed.check(&5).fallback(), Some(Fallback::StripeLease));
+    assert_eq!(keyed.sweep_idle(), 0);
+    assert_eq!(keyed.hot_len(), 1);
+    // Nothing leased since: cooled, demoted (its stripe's unit given back), then reclaimed
+    // once idle.
+    assert_eq!(keyed.sweep_idle(), 0);
+    assert_eq!((keyed.len(), keyed.hot_len()), (1, 0));
+    assert_eq!(keyed.peek(&5).remaining(), 9);
+    clock.advance(Duration::from_secs(60));
     assert_eq!(keyed.sweep_idle(), 1);
+}
+
+#[test]
+fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within_a_window() {
+    let (keyed, clock) = hot_table::<Gcra>(Quota::per_second(100).unwrap(), HotKeys::new(1).promote_after(3));
+    keyed.check(&4);
+    let hot = keyed.hot.as_ref().unwrap();
+    let hash = keyed.hash(&4);
+    let contend = |now| {
+        let guard = epoch::pin();
+        keyed.contended(hot, &keyed.shards[0], hash, &4, now, &guard);
+    };
+    let window = crate::CONTENTION_WINDOW.as_nanos() as u64;
+    // Two failures in one window, the third in the next: not enough.
+    contend(clock.now_nanos());
+    contend(clock.now_nanos());
+    clock.advance_nanos(window);
+    contend(clock.now_nanos());
+    assert_eq!(keyed.hot_len(), 0);
+    contend(clock.now_nanos());
+    assert_eq!(keyed.hot_len(), 0);
+    contend(clock.now_nanos());
+    assert_eq!(keyed.hot_len(), 1, "three failures in one window");
+    assert_eq!(keyed.check(&4).fallback(), Some(Fallback::StripeLease));
+    // Through the hit path's own counting: the CAS loop reports a failed compare-exchange.
+    assert!(keyed.demote(&4));
+    let guard = epoch::pin();
+    let hit = keyed.shards[0].find(hash, &4, &guard).unwrap();
+    let algorithm = keyed.algorithm();
+    let mut failures = 0;
+    let word = <Gcra as Algorithm>::inline_word(hit.cell()).unwrap();
+    // A check that loaded the word, then lost it to another write: the callback runs once.
+    let decision = word::decide_noting(
+        algorithm,
+        hit.cell(),
+        &ChangingClock { word, clock: &clock, first: AtomicBool::new(true) },
+        1,
+        |_| failures += 1,
+    );
+    assert!(decision.is_some_and(|d| d.is_allowed()));
+    assert_eq!(failures, 1);
+}
+
+/// A clock whose first reading also writes `word` (as a racing check would, between a check's
+/// load and its compare-exchange).
+struct ChangingClock<'a> {
+    word: &'a crate::loom::atomic::AtomicU64,
+    clock: &'a ManualClock,
+    first: AtomicBool,
+}
+
+impl crate::Clock for ChangingClock<'_> {
+    fn now_nanos(&self) -> u64 {
+        let now = self.clock.now_nanos();
+        if self.first.swap(false, Ordering::Relaxed) {
+            // Another state: one nanosecond later.
+            self.word.fetch_add(1, Ordering::Relaxed);
+        }
+        now
+    }
 }
 
 #[test]
