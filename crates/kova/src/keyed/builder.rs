@@ -226,11 +226,15 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// where its checks spend from per-thread stripes (each on its own cache line) that lease
     /// batches from the key's state, as a [`StripedLimiter`](crate::StripedLimiter) does, and
     /// back into its line when it is demoted. Only for word algorithms (whose state is one word
-    /// inline in the table): the method does not exist for others. Keys are striped with
-    /// [`Keyed::promote`] (the table does not yet detect contention by itself) and go back with
-    /// [`Keyed::demote`], or by themselves before anything under the lock reads or writes their
-    /// state (peek under the lock, reset, refund, removal, a quota change, a reservation, a
-    /// settled cost).
+    /// inline in the table): the method does not exist for others.
+    ///
+    /// A key is promoted when checks of it see [`HotKeys::promote_after`] compare-exchanges of
+    /// its word fail within [`CONTENTION_WINDOW`](crate::CONTENTION_WINDOW) (counted on the CAS
+    /// loop's failure branch only), or by [`Keyed::promote`]. It is demoted by
+    /// [`sweep_idle`](Keyed::sweep_idle) once no stripe leased from it between two sweeps, by
+    /// [`Keyed::demote`], and by itself before anything under the lock reads or writes its
+    /// state (a peek under the lock, reset, refund, removal, a quota change, a reservation, a
+    /// settled cost). Striped keys are never reclaimed or evicted.
     ///
     /// **The bound**, per striped key, is the striped limiter's: over any interval of length
     /// `T`, the key admits at most what its algorithm admits over `T` plus `stripes x batch`
