@@ -49,7 +49,9 @@
 //! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
 //! - **Hot limits** shared by many threads: [`StripedLimiter`], per-thread stripes leasing
-//!   batches from the central word, within a stated bound.
+//!   batches from the central word, within a stated bound; in a keyed table, opt-in
+//!   [`KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
+//!   it cools.
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.

@@ -37,7 +37,8 @@ use crate::striped::lease::{Central, Stripes};
 use crate::striped::{StripeShape, DEFAULT_LEASE};
 use crate::{Algorithm, Clock, Decision, StripedError};
 
-/// The most hot slots a table may have: the values from [`HOT_BASE`] up to `VACANT` mark them.
+/// The most hot slots a table may have: as many values just below the table's own markers
+/// mark a striped key's line.
 pub const MAX_HOT_KEYS: usize = 1 << 12;
 /// The least hot marker; `word.rs`'s `MARKERS` is this.
 pub(super) const HOT_BASE: u64 = VACANT - MAX_HOT_KEYS as u64;
