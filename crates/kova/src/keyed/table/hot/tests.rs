@@ -146,6 +146,27 @@ fn the_lock_holder_sees_a_striped_keys_real_state() {
 }
 
 #[test]
+fn reservations_and_settled_costs_of_a_striped_key_use_its_real_state() {
+    let (keyed, _clock) =
+        hot_table::<FixedWindow>(Quota::per_hour(40).unwrap(), HotKeys::new(1).stripes(1).batch(4));
+    keyed.check(&6);
+    assert!(keyed.promote(&6));
+    keyed.check(&6);
+    // The stripe holds 3 of the 4 it leased: a reservation sees them given back first.
+    let reservation = keyed.reserve_key_n(&6, 10).unwrap();
+    assert_eq!(keyed.hot_len(), 0);
+    assert_eq!(keyed.peek(&6).remaining(), 40 - 2 - 10);
+    assert!(reservation.cancel());
+    assert_eq!(keyed.peek(&6).remaining(), 38);
+    promote_eventually(&keyed, 6);
+    keyed.check(&6);
+    // A settled cost charges the extra units to the real state.
+    keyed.settle(&6, 1, 5);
+    assert_eq!(keyed.hot_len(), 0);
+    assert_eq!(keyed.peek(&6).remaining(), 40 - 3 - 4);
+}
+
+#[test]
 fn a_striped_key_is_neither_reclaimed_nor_evicted() {
     let (keyed, clock) =
         hot_table::<Gcra>(Quota::per_second(10).unwrap(), HotKeys::new(1).stripes(1).batch(2));
