@@ -589,17 +589,6 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + self.hot_bytes()
     }
 
-    /// Bytes of the hot slots (fixed when the table is built).
-    fn hot_bytes(&self) -> usize {
-        self.hot.as_ref().map_or(0, HotSlots::bytes)
-    }
-
-    /// The table with hot slots (`keyed/hot.rs`).
-    pub(super) fn with_hot(mut self, hot: Option<HotSlots<A>>) -> Self {
-        self.hot = hot;
-        self
-    }
-
     /// Bytes of the doorkeeper's array (fixed when the table is built).
     fn door_bytes(&self) -> usize {
         self.door.as_ref().map_or(0, Door::bytes)

@@ -182,11 +182,24 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         striped
     }
 
+    /// The table with hot slots (`keyed/hot.rs`).
+    pub(in super::super) fn with_hot(mut self, hot: Option<HotSlots<A>>) -> Self {
+        self.hot = hot;
+        self
+    }
+
     /// Keys striped now (a snapshot; 0 without [`KeyedBuilder::hot_keys`]).
     ///
     /// [`KeyedBuilder::hot_keys`]: super::super::KeyedBuilder::hot_keys
     pub fn hot_len(&self) -> usize {
         self.hot.as_ref().map_or(0, HotSlots::in_use)
+    }
+}
+
+impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// Bytes of the hot slots (fixed when the table is built).
+    pub(super) fn hot_bytes(&self) -> usize {
+        self.hot.as_ref().map_or(0, HotSlots::bytes)
     }
 }
 
