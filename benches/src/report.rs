@@ -258,7 +258,7 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 16] = [
+pub const SUBJECT_ORDER: [&str; 17] = [
     "token_bucket",
     "gcra",
     "fixed_window",
@@ -266,6 +266,7 @@ pub const SUBJECT_ORDER: [&str; 16] = [
     "sliding_window_log",
     "token_bucket_striped",
     "gcra_striped",
+    "gcra_hot_keys",
     "governor",
     "mutex_bucket",
     "ratelimit",

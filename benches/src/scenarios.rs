@@ -166,12 +166,27 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 /// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
 /// keyed), one floor, the pinned floor where there is one, and in the admitting direct
 /// scenario kova's striped GCRA and token bucket ([`STRIPED`]), in churn and flood kova's GCRA
-/// with a doorkeeper ([`GCRA_DOOR`]).
+/// with a doorkeeper ([`GCRA_DOOR`]), in the hot-key scenario kova's GCRA table with hot keys
+/// ([`GCRA_HOT`]).
 pub fn subject_count(scenario: Scenario) -> usize {
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
     let striped = if scenario == Scenario::Direct { STRIPED.len() } else { 0 };
     let door = usize::from(matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood));
-    8 + own_peers + striped + door + usize::from(has_pinned_floor(scenario))
+    let hot = usize::from(scenario == Scenario::KeyedHot);
+    8 + own_peers + striped + door + hot + usize::from(has_pinned_floor(scenario))
+}
+
+/// kova's GCRA table with hot keys (`KeyedBuilder::hot_keys`, the default stripes, batch and
+/// threshold), measured beside the default tables in the hot-key scenario: the key is striped
+/// by the table itself once its checks contend.
+pub const GCRA_HOT: &str = "gcra_hot_keys";
+
+/// Hot slots of [`GCRA_HOT`]'s table.
+const HOT_SLOTS: usize = 16;
+
+fn hot_table(quota: Quota) -> KovaKeyed<Gcra> {
+    let builder = Keyed::<u64, Gcra>::builder(quota).hot_keys(kova::HotKeys::new(HOT_SLOTS));
+    KovaKeyed(builder.expect("hot keys in range").build().expect("quota representable"))
 }
 
 /// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
@@ -364,6 +379,13 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             runner: fresh(move || PingoraRate::new(word_quota)),
         });
     } else {
+        if scenario == Scenario::KeyedHot {
+            entries.push(Entry {
+                subject: GCRA_HOT.into(),
+                kind: SubjectKind::Kova,
+                runner: shared(hot_table(word_quota)),
+            });
+        }
         for filled in [
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
             fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),

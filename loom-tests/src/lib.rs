@@ -12,6 +12,7 @@
 //! | `sliding_log.rs` | ring wrap-around with 2 threads, clock still or moving | the ring over-admits or misreads a reused slot |
 //! | `keyed.rs` | same new key from 2 threads; check vs remove, idle sweep, eviction | duplicate entries, lost admissions, wrong `len()` |
 //! | `keyed.rs` (reclamation) | a check racing its key's removal and the reuse of its slot by a new key; a check probing an index being replaced and freed | a slot emptied or refilled under a check (loom: causality violation on the slot's key or cell), a check landing in another key's state |
+//! | `hot.rs` | a check of a striped key (a lease from its slot, spent on its stripe) racing its demotion | a unit counted twice or never: admitted plus left differs from the limit |
 //! | `racy.rs`, `refund.rs` | the same models on `kova::loom_racy`'s broken variants (including the real table without grace periods, and with pins that skip their fence) | (must fail: proves the models can) |
 //!
 //! Run them with `loom-tests/run.sh` (release build with debug assertions and a stated preemption
@@ -39,6 +40,8 @@
 pub mod door;
 #[cfg(kova_loom)]
 pub mod harness;
+#[cfg(kova_loom)]
+pub mod hot;
 #[cfg(kova_loom)]
 pub mod keyed;
 #[cfg(kova_loom)]

@@ -325,3 +325,14 @@ fn door_admission_without_checking_inserts() {
     });
     assert!(message.contains("one unit too many"), "{message}");
 }
+
+/// A demotion that reads the slot's central word without closing it
+/// (`kova::loom_racy::hot_demote_without_close`): a check that leases a batch from the slot
+/// after that read spends units the state written back into the line never counted.
+#[test]
+fn hot_demotion_without_closing_the_slot() {
+    let message = table_model_fails_in_child("hot_demotion_without_closing_the_slot", || {
+        kova::loom_racy::hot_demote_without_close(kova_loom_tests::hot::check_racing_demotion);
+    });
+    assert!(message.contains("hot: not linearizable"), "{message}");
+}

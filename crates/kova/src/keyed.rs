@@ -22,6 +22,9 @@
 //! - `door.rs`: the opt-in doorkeeper ([`KeyedBuilder::doorkeeper`]): a key's first check
 //!   admitted in one word of a fixed array, the key inserted on its second, charged the first
 //!   one's unit at its time.
+//! - `hot.rs`: the opt-in hot keys ([`KeyedBuilder::hot_keys`]): a contended key's state moved
+//!   into a slot whose stripes lease batches from it (`striped/lease.rs`), its line marked;
+//!   `table/hot.rs`, the hit path's branch there and the lock holder's promotion and demotion.
 //! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
 //!   what a key consumed when its quota changes.
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `policy.rs`,
@@ -36,6 +39,7 @@ mod builder;
 mod door;
 mod epoch;
 mod error;
+mod hot;
 mod line_array;
 mod line_cell;
 mod line_locked;
@@ -70,6 +74,7 @@ pub(crate) fn keys_before_first_growth(max_keys: usize) -> usize {
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
+pub use hot::{HotKeys, CONTENTION_WINDOW, DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS};
 pub use policy::TableFullPolicy;
 pub(crate) use quotas::carry_over;
 pub use table::{Keyed, KeyedReservation};

@@ -49,7 +49,9 @@
 //! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
 //! - **Hot limits** shared by many threads: [`StripedLimiter`], per-thread stripes leasing
-//!   batches from the central word, within a stated bound.
+//!   batches from the central word, within a stated bound; in a keyed table, opt-in
+//!   [`KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
+//!   it cools.
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.
@@ -87,7 +89,10 @@ pub use algorithm::{
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};
 pub use error::CheckError;
-pub use keyed::{Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy};
+pub use keyed::{
+    HotKeys, Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy, CONTENTION_WINDOW,
+    DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS,
+};
 pub use limiter::RateLimiter;
 pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};

@@ -298,3 +298,10 @@ pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reserva
     limiter.cell.store(new, Ordering::Release);
     true
 }
+
+/// RACY: runs `f` (a loom model of a `Keyed` table with hot keys) with a demotion that reads the
+/// slot's central word without closing it: a check that leases a batch from the slot after the
+/// read spends units the state written back into the line never counted.
+pub fn hot_demote_without_close<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_hot_slot_left_open(f)
+}

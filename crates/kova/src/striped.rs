@@ -1,18 +1,21 @@
 //! Striped mode for a hot direct limiter: per-thread stripes leasing batches from the central word.
 
 mod builder;
-mod stripe;
+pub(crate) mod lease;
+pub(crate) mod stripe;
 
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+pub(crate) use builder::StripeShape;
 pub use builder::{StripedBuilder, StripedError, DEFAULT_LEASE, MAX_STRIPES};
-use stripe::{expired, older, pack, stamp_of, unpack, until_expiry, EMPTY, STAMP_UNIT_SHIFT};
+use lease::{Central, Stripes};
+use stripe::STAMP_UNIT_SHIFT;
 
-use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::AtomicU64;
 use crate::loom::StaticAtomicU64;
-use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra, Quota, WordAlgorithm};
+use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, WordAlgorithm};
 
 /// A direct limiter for one hot limit shared by many threads (a global limit on an upstream, one
 /// tenant's quota), opt-in where [`RateLimiter`](crate::RateLimiter)'s one word is contended.
@@ -38,7 +41,7 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Fallback, Gcra,
 /// alone, exactly.
 ///
 /// # What a decision says
-/// A decision spent from units a stripe held is marked [`Fallback::StripeLease`]: its
+/// A decision spent from units a stripe held is marked [`Fallback::StripeLease`](crate::Fallback::StripeLease): its
 /// `remaining` counts the units its stripe still holds and its `reset_after` the time until that
 /// stripe's lease expires. Every denial is marked too: units held by stripes, or on their way
 /// back to the central word, might have admitted it (its `retry_after` is the central word's).
@@ -62,11 +65,35 @@ pub struct StripedLimiter<W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
     algorithm: W,
     /// Padded so that the stripes' lines are not this line.
     central: CachePadded<AtomicU64>,
-    stripes: Box<[CachePadded<AtomicU64>]>,
-    mask: usize,
-    batch: u64,
-    lease_units: u64,
+    stripes: Stripes,
     clock: C,
+}
+
+/// The limiter's own central word, which never closes.
+struct Exact<'a, W, C> {
+    algorithm: &'a W,
+    word: &'a AtomicU64,
+    clock: &'a C,
+}
+
+impl<W: WordAlgorithm, C: Clock> Central for Exact<'_, W, C> {
+    fn capacity(&self) -> u64 {
+        self.algorithm.capacity()
+    }
+
+    #[inline]
+    fn decide(&self, cost: u64) -> Option<Decision> {
+        Some(self.algorithm.decide_cell(self.word, self.clock, cost))
+    }
+
+    fn give_back(&self, units: u64) -> bool {
+        self.algorithm.refund_cell(self.word, self.clock, units)
+    }
+
+    #[inline(always)]
+    fn closed(&self) -> bool {
+        false
+    }
 }
 
 impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
@@ -115,15 +142,18 @@ std::thread_local! {
         NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
 }
 
+/// The calling thread's place in any set of stripes (taken modulo their count).
+#[inline]
+pub(crate) fn thread_index() -> usize {
+    THREAD_INDEX.with(|index| *index)
+}
+
 impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
     pub(super) fn from_parts(algorithm: W, stripes: usize, batch: u64, lease_units: u64, clock: C) -> Self {
         StripedLimiter {
             central: CachePadded::new(algorithm.new_cell()),
             algorithm,
-            stripes: (0..stripes).map(|_| CachePadded::new(AtomicU64::new(EMPTY))).collect(),
-            mask: stripes - 1,
-            batch,
-            lease_units,
+            stripes: Stripes::new(stripes, batch, lease_units),
             clock,
         }
     }
@@ -166,43 +196,39 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
     }
 
     /// The state without changing it: the central word's peek, with the units the stripes hold
-    /// added to `remaining` (and then marked [`Fallback::StripeLease`]).
+    /// added to `remaining` (and then marked [`Fallback::StripeLease`](crate::Fallback::StripeLease)).
     pub fn peek(&self) -> Decision {
-        let central = self.central_decide(0);
-        let held = self.held();
-        if held == 0 {
-            return central;
+        match self.stripes.peek(&self.exact()) {
+            Some(decision) => decision,
+            None => unreachable!("the limiter's own word never closes"),
         }
-        let remaining = central.remaining().saturating_add(held).min(central.limit());
-        Decision::allowed(central.limit(), remaining, central.reset_after_nanos())
-            .with_fallback(Fallback::StripeLease)
     }
 
     /// Gives every stripe's units back to the central word now, whatever their lease; returns
     /// how many units the stripes held. Checks go on meanwhile (a stripe may lease again at once).
     pub fn flush(&self) -> u64 {
-        self.stripes.iter().map(|stripe| self.empty_stripe(stripe, |_| true)).sum()
+        // A word that never closes strands nothing.
+        self.stripes.flush(&self.exact()).0
     }
 
     /// Units the stripes hold now.
     pub fn held(&self) -> u64 {
-        // Relaxed: a count for a report.
-        self.stripes.iter().map(|stripe| unpack(stripe.load(Ordering::Relaxed)).0).sum()
+        self.stripes.held()
     }
 
     /// The number of stripes.
     pub fn stripes(&self) -> usize {
-        self.stripes.len()
+        self.stripes.count()
     }
 
     /// Units a stripe takes from the central word at once.
     pub fn batch(&self) -> u64 {
-        self.batch
+        self.stripes.batch()
     }
 
     /// How long a stripe keeps units it leased (rounded up to the stripes' time step).
     pub fn lease(&self) -> Duration {
-        Duration::from_nanos(self.lease_units << STAMP_UNIT_SHIFT)
+        Duration::from_nanos(self.stripes.lease_units() << STAMP_UNIT_SHIFT)
     }
 
     /// The algorithm of the central word.
@@ -217,7 +243,7 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
 
     #[inline]
     fn thread_stripe() -> usize {
-        THREAD_INDEX.with(|index| *index)
+        thread_index()
     }
 
     /// `cost <= capacity` was checked.
@@ -226,127 +252,19 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
         if cost == 0 {
             return self.peek();
         }
-        if cost > self.batch {
-            return self.central_check(cost);
-        }
-        let stripe = &self.stripes[stripe & self.mask];
-        let now = self.clock.now_nanos();
-        let now_stamp = stamp_of(now);
-        // Relaxed on every access to a stripe: it is a count changed only by read-modify-writes,
-        // so no unit is spent twice whatever the ordering, and nothing else is published
-        // through it (the units were taken from the central word by its own AcqRel CAS).
-        let mut word = stripe.load(Ordering::Relaxed);
-        loop {
-            let (units, stamp) = unpack(word);
-            if units < cost || expired(stamp, now_stamp, self.lease_units) {
-                return self.lease_and_decide(stripe, cost, now);
-            }
-            let new = pack(units - cost, stamp);
-            if crate::loom::faults::stripe_cas_skipped() {
-                stripe.store(new, Ordering::Relaxed);
-                return self.spent(units - cost, stamp, now_stamp);
-            }
-            match stripe.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return self.spent(units - cost, stamp, now_stamp),
-                Err(actual) => word = actual,
-            }
+        let leased = self.stripes.decide(&self.exact(), stripe, self.clock.now_nanos(), cost);
+        match leased.decision {
+            Some(decision) => decision,
+            None => unreachable!("the limiter's own word never closes"),
         }
     }
 
-    /// An admission spent from a stripe, which holds `left` units stamped `stamp`.
-    #[inline]
-    fn spent(&self, left: u64, stamp: u64, now_stamp: u64) -> Decision {
-        let until = until_expiry(stamp, now_stamp, self.lease_units) << STAMP_UNIT_SHIFT;
-        Decision::allowed(self.algorithm.capacity(), left, until).with_fallback(Fallback::StripeLease)
+    #[inline(always)]
+    fn exact(&self) -> Exact<'_, W, C> {
+        Exact { algorithm: &self.algorithm, word: &self.central, clock: &self.clock }
     }
 
-    /// The stripe cannot pay `cost` (too few units, or its lease expired): give back what it
-    /// holds if expired, take a batch from the central word, or decide on the central word.
-    #[cold]
-    #[inline(never)]
-    fn lease_and_decide(&self, stripe: &AtomicU64, cost: u64, now: u64) -> Decision {
-        let now_stamp = stamp_of(now);
-        self.empty_stripe(stripe, |stamp| expired(stamp, now_stamp, self.lease_units));
-        let lease = self.central_decide(self.batch);
-        if lease.is_allowed() {
-            let left = self.batch - cost;
-            self.put_back(stripe, left, now_stamp);
-            return self.spent(left, now_stamp, now_stamp);
-        }
-        // Less than a batch left: this check alone, exactly, on the central word.
-        let exact = self.central_decide(cost);
-        if exact.is_allowed() {
-            return exact;
-        }
-        // Units parked in stripes whose lease has passed go back; then one more try.
-        let expired_here = |stamp| expired(stamp, now_stamp, self.lease_units);
-        let returned: u64 = self.stripes.iter().map(|s| self.empty_stripe(s, expired_here)).sum();
-        if returned > 0 {
-            return self.central_check(cost);
-        }
-        exact.with_fallback(Fallback::StripeLease)
-    }
-
-    /// A check of the central word alone: exact when allowed; a denial is marked, since units
-    /// held by stripes (or on their way back) might have admitted it.
-    fn central_check(&self, cost: u64) -> Decision {
-        let decision = self.central_decide(cost);
-        if decision.is_allowed() {
-            decision
-        } else {
-            decision.with_fallback(Fallback::StripeLease)
-        }
-    }
-
-    /// Adds `units` (leased at `stamp`) to `stripe` while it stays within a batch; what does not
-    /// fit goes back to the central word.
-    fn put_back(&self, stripe: &AtomicU64, units: u64, stamp: u64) {
-        if units == 0 {
-            return;
-        }
-        // Relaxed: see `decide_on`.
-        let mut word = stripe.load(Ordering::Relaxed);
-        loop {
-            let (held, held_stamp) = unpack(word);
-            let new = if held == 0 {
-                pack(units, stamp)
-            } else if held + units <= self.batch {
-                pack(held + units, older(held_stamp, stamp))
-            } else {
-                self.give_back(units);
-                return;
-            };
-            match stripe.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => word = actual,
-            }
-        }
-    }
-
-    /// Empties `stripe` if it holds units whose stamp `give_up` accepts, giving them back to
-    /// the central word; returns how many.
-    fn empty_stripe(&self, stripe: &AtomicU64, give_up: impl Fn(u64) -> bool) -> u64 {
-        // Relaxed: see `decide_on`.
-        let mut word = stripe.load(Ordering::Relaxed);
-        loop {
-            let (units, stamp) = unpack(word);
-            if units == 0 || !give_up(stamp) {
-                return 0;
-            }
-            match stripe.compare_exchange_weak(word, EMPTY, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    self.give_back(units);
-                    return units;
-                }
-                Err(actual) => word = actual,
-            }
-        }
-    }
-
-    fn give_back(&self, units: u64) {
-        self.algorithm.refund_cell(&self.central, &self.clock, units);
-    }
-
+    #[cfg(test)]
     fn central_decide(&self, cost: u64) -> Decision {
         self.algorithm.decide_cell(&self.central, &self.clock, cost)
     }

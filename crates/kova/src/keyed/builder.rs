@@ -3,10 +3,12 @@
 use std::fmt;
 use std::hash::Hash;
 
+use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line_shard::MAX_KEYS;
 use super::policy::TableFullPolicy;
 use super::Keyed;
-use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
+use crate::striped::StripeShape;
+use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, StripedError, WordAlgorithm};
 
 /// A per-key quota function: `None` for the default quota.
 pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
@@ -38,6 +40,9 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     scan: usize,
     quota_fn: Option<QuotaFn<K>>,
     door_words: usize,
+    /// Hot slots asked for ([`hot_keys`](Self::hot_keys)): their count, shape and the
+    /// algorithm's word refund.
+    hot: Option<(HotKeys, StripeShape, RefundWord<A>)>,
 }
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
@@ -101,6 +106,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             scan: Self::DEFAULT_RECLAIM_SCAN,
             quota_fn: None,
             door_words: 0,
+            hot: None,
         }
     }
 
@@ -115,6 +121,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             scan: self.scan,
             quota_fn: self.quota_fn,
             door_words: self.door_words,
+            hot: self.hot,
         }
     }
 
@@ -210,7 +217,64 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             shards *= 2;
         }
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(self.door_words))
+            .with_door(self.door_words)
+            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund))))
+    }
+}
+
+impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
+    /// Stripes contended keys ([`HotKeys`]): a key can move into one of `max_hot` hot slots,
+    /// where its checks spend from per-thread stripes (each on its own cache line) that lease
+    /// batches from the key's state, as a [`StripedLimiter`](crate::StripedLimiter) does, and
+    /// back into its line when it is demoted. Only for word algorithms (whose state is one word
+    /// inline in the table): the method does not exist for others.
+    ///
+    /// A key is promoted when checks of it see [`HotKeys::promote_after`] compare-exchanges of
+    /// its word fail within [`CONTENTION_WINDOW`](crate::CONTENTION_WINDOW) (counted on the CAS
+    /// loop's failure branch only), or by [`Keyed::promote`]. It is demoted by
+    /// [`sweep_idle`](Keyed::sweep_idle) once no stripe leased from it between two sweeps, by
+    /// [`Keyed::demote`], and by itself before anything under the lock reads or writes its
+    /// state (a peek under the lock, reset, refund, removal, a quota change, a reservation, a
+    /// settled cost). Striped keys are never reclaimed or evicted.
+    ///
+    /// **The bound**, per striped key, is the striped limiter's: over any interval of length
+    /// `T`, the key admits at most what its algorithm admits over `T` plus `stripes x batch`
+    /// units (plus one batch per check leasing at that instant), and at most what the algorithm
+    /// admits over `T + lease`. Nothing is lost: unspent units go back when a lease expires and
+    /// when the key is demoted. A decision spent from a stripe's lease, and every denial of a
+    /// striped key, is marked [`Fallback::StripeLease`](crate::Fallback::StripeLease); an
+    /// admission decided on the key's state alone is exact and unmarked.
+    ///
+    /// **Memory**: the slots are allocated when the table is built, counted in
+    /// [`Keyed::memory_bytes`] and [`Keyed::memory_bound_bytes`]: per slot, the central word on
+    /// its own 128-byte line, the key's hash and the stripes' pointer, and 128 bytes per stripe.
+    ///
+    /// Errors: a stripe count, batch or lease out of range (as for the striped limiter), or
+    /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::MAX_HOT_KEYS).
+    ///
+    /// ```
+    /// use kova::{Fallback, Gcra, HotKeys, KeyedBuilder, ManualClock, Quota};
+    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(100)?, ManualClock::new())
+    ///     .hot_keys(HotKeys::new(4).stripes(2).batch(10))?
+    ///     .build()?;
+    /// limiter.check(&7);
+    /// assert!(limiter.promote(&7));
+    /// let decision = limiter.check(&7); // a stripe leased 10 units, spent 1
+    /// assert_eq!(decision.fallback(), Some(Fallback::StripeLease));
+    /// assert_eq!(decision.remaining(), 9);
+    /// assert!(limiter.demote(&7)); // the 9 go back
+    /// assert_eq!(limiter.peek(&7).remaining(), 98);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hot_keys(mut self, hot: HotKeys) -> Result<Self, StripedError> {
+        let capacity = match &self.algorithm {
+            Ok(algorithm) => algorithm.capacity(),
+            Err(error) => return Err(StripedError::Quota(*error)),
+        };
+        let (hot, shape) = hot.checked(capacity)?;
+        let refund: RefundWord<W> = |algorithm, word, now, units| algorithm.refund(word, now, units);
+        self.hot = Some((hot, shape, refund));
+        Ok(self)
     }
 }
 

@@ -52,6 +52,11 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         self.writer.array.line(pos)
     }
 
+    /// The pin the lock is held under (`table/hot.rs` stamps a demoted slot with it).
+    pub(super) fn guard(&self) -> &Guard {
+        self.guard
+    }
+
     /// The cell of the held line `pos`.
     pub(super) fn cell(&self, pos: usize) -> &A::Cell {
         let word = &self.line(pos).word;

@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::door::{self, Door};
 use super::epoch::{self, Guard};
+use super::hot::HotSlots;
 use super::line_cell;
 use super::line_shard::{LineHit, LineShard};
 use super::policy::TableFullPolicy;
@@ -59,6 +60,8 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     /// Where first checks of new keys are admitted without inserting them
     /// ([`KeyedBuilder::doorkeeper`]).
     door: Option<Door>,
+    /// Where contended keys are striped ([`KeyedBuilder::hot_keys`]).
+    hot: Option<HotSlots<A>>,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -206,6 +209,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             quota_fn,
             forgets: reserve::Forgets::default(),
             door: None,
+            hot: None,
             _owns: PhantomData,
         }
     }
@@ -260,12 +264,29 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 OnHit::Answer(answer) => return answer,
                 OnHit::Slow => {}
                 OnHit::Decide(cost) => {
-                    // `None`: the cell is frozen by the lock holder, decide under the lock.
-                    if let Some(decision) = word::decide(algorithm, hit.cell(), &self.clock, cost) {
-                        if stands(shard, &hit, algorithm, &decision, cost) {
-                            return decided(decision);
+                    match word::decide_noting(algorithm, hit.cell(), &self.clock, cost, |now| {
+                        // Only after a failed compare-exchange: an uncontended check never gets here.
+                        if let Some(hot) = &self.hot {
+                            self.contended(hot, shard, hash, key, now, &guard);
                         }
-                        prior = Some((hit.place(), decision));
+                    }) {
+                        Some(decision) => {
+                            if stands(shard, &hit, algorithm, &decision, cost) {
+                                return decided(decision);
+                            }
+                            prior = Some((hit.place(), decision));
+                        }
+                        // A marker: a hot key's goes to its slot (`table/hot.rs`); any other
+                        // (frozen by the lock holder) is decided under the lock.
+                        None => {
+                            if let Some(hot) = &self.hot {
+                                if let Some(decision) =
+                                    self.hot_hit(hot, shard, hash, key, &hit, algorithm, cost, &guard)
+                                {
+                                    return decided(decision);
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -365,9 +386,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |shard, hash, _, guard| {
                 let locked = shard.lock(&guard);
                 match locked.find(hash, key) {
-                    Some(pos) => {
-                        self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0)
-                    }
+                    Some(pos) => match self.hot_decide_locked(&locked, pos, hash, 0) {
+                        Some(decision) => decision,
+                        None => {
+                            self.cool(&locked, pos, hash);
+                            self.quotas.get(locked.quota(pos)).decide_cell(locked.cell(pos), &self.clock, 0)
+                        }
+                    },
                     None => {
                         drop(locked);
                         self.peek_new(self.quotas.get(self.quota_for_new(key)), hash)
@@ -387,6 +412,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             self.forget_at_door(hash);
             if let Some(pos) = locked.find(hash, key) {
                 self.forgets.note();
+                self.cool(&locked, pos, hash);
                 self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
             }
         }
@@ -415,6 +441,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let locked = self.shard(hash).lock(&guard);
             match locked.find(hash, key) {
                 Some(pos) => {
+                    self.cool(&locked, pos, hash);
                     self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost)
                 }
                 None => self.refund_at_door(hash, cost),
@@ -432,6 +459,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             let guard = epoch::pin();
             let locked = self.shard(hash).lock(&guard);
             let pos = locked.find(hash, key)?;
+            self.cool(&locked, pos, hash);
             Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
         }
     }
@@ -446,6 +474,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             self.forget_at_door(hash);
             let Some(pos) = locked.find(hash, key) else { return false };
             self.forgets.note();
+            self.cool(&locked, pos, hash);
             let heap = heap_of(self.quotas.get(locked.quota(pos)));
             locked.remove(pos, heap);
             true
@@ -531,6 +560,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + self.shards.iter().map(LineShard::memory).sum::<usize>()
             + self.quotas.bytes()
             + self.door_bytes()
+            + self.hot_bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
@@ -550,6 +580,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 .sum::<usize>()
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
             + self.door_bytes()
+            + self.hot_bytes()
     }
 
     /// Bytes of the doorkeeper's array (fixed when the table is built).
@@ -567,6 +598,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
 mod door_keys;
 mod evict;
+mod hot;
 mod reserve;
 mod set_quota;
 mod slow;

@@ -22,9 +22,10 @@ pub(super) const FROZEN: u64 = u64::MAX;
 pub(super) const TOMB: u64 = u64::MAX - 1;
 /// A never-used line's word (`line_shard.rs`): a probe ends here.
 pub(super) const VACANT: u64 = u64::MAX - 2;
-/// The least marker: a check decides nothing on a word at or above it. A real state in this
-/// range is decided under the lock, as one equal to `FROZEN` is.
-pub(super) const MARKERS: u64 = VACANT;
+/// The least marker: a check decides nothing on a word at or above it. Below `VACANT` are the
+/// hot keys' markers (`hot.rs`), which the hit path reads on its way to a hot slot. A real state
+/// in this range is decided under the lock, as one equal to `FROZEN` is.
+pub(super) const MARKERS: u64 = super::hot::HOT_BASE;
 
 /// Whether the lock holder freezes `cell` before it looks at it, so that a check that wrote it
 /// needs no second look at its line: the cell is one word ([`Algorithm::cell_word`]).
@@ -56,8 +57,22 @@ pub(super) fn decide<A: Algorithm, C: Clock + ?Sized>(
     clock: &C,
     cost: u64,
 ) -> Option<Decision> {
+    decide_noting(algorithm, cell, clock, cost, |_| {})
+}
+
+/// [`decide`], calling `contended` (with the clock reading) after each compare-exchange of the
+/// word that another write made fail: only the failure branch pays for it, so an uncontended
+/// check pays nothing (`hot.rs`'s detection counts them).
+#[inline(always)]
+pub(super) fn decide_noting<A: Algorithm, C: Clock + ?Sized>(
+    algorithm: &A,
+    cell: &A::Cell,
+    clock: &C,
+    cost: u64,
+    contended: impl FnMut(u64),
+) -> Option<Decision> {
     match algorithm.cell_word(cell) {
-        Some(word) => cas(algorithm, word, clock, cost),
+        Some(word) => cas(algorithm, word, clock, cost, contended),
         None => Some(algorithm.decide_cell(cell, clock, cost)),
     }
 }
@@ -69,6 +84,7 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
     cell: &AtomicU64,
     clock: &C,
     cost: u64,
+    mut contended: impl FnMut(u64),
 ) -> Option<Decision> {
     // Acquire: as in `algorithm/word.rs`, pairs with the winning CAS that wrote this word, whose
     // clock reading is then no later than ours.
@@ -79,7 +95,8 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         }
         // `None` only from an algorithm that gave a word it does not decide: the lock holder's
         // `decide_cell` answers instead.
-        let (decision, new) = algorithm.decide_word(old, clock.now_nanos(), cost)?;
+        let now = clock.now_nanos();
+        let (decision, new) = algorithm.decide_word(old, now, cost)?;
         if new == old {
             return Some(decision);
         }
@@ -89,7 +106,13 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         // then it fails, unless the lock holder put back exactly `old` and kept the key).
         match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Some(decision),
-            Err(actual) => old = actual,
+            Err(actual) => {
+                // A weak CAS may fail spuriously, with the word unchanged: not contention.
+                if actual != old {
+                    contended(now);
+                }
+                old = actual;
+            }
         }
     }
 }

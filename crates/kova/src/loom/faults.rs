@@ -48,6 +48,7 @@ mod switches {
         static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
+        static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
 
@@ -116,6 +117,15 @@ mod switches {
 
     pub(crate) fn stripe_cas_skipped() -> bool {
         SKIP_STRIPE_CAS.with(Cell::get)
+    }
+
+    /// Runs `f` with hot keys demoted without closing their slot (a load, not a freeze).
+    pub(crate) fn with_hot_slot_left_open<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&HOT_SLOT_OPEN, true, f)
+    }
+
+    pub(crate) fn hot_slot_left_open() -> bool {
+        HOT_SLOT_OPEN.with(Cell::get)
     }
 
     pub(crate) fn grace_periods_skipped() -> bool {
@@ -199,5 +209,13 @@ pub(crate) const fn door_claim_racy() -> bool {
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn door_count_unchecked() -> bool {
+    false
+}
+
+/// Whether the keyed table demotes a hot key without closing its slot's central word
+/// (`loom_racy::hot_demote_without_close`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn hot_slot_left_open() -> bool {
     false
 }

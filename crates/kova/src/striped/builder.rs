@@ -41,6 +41,14 @@ pub enum StripedError {
         /// The longest lease accepted.
         max: Duration,
     },
+    /// The keyed table's [`HotKeys`](crate::HotKeys) asks for no hot slots, or more than it
+    /// can mark in a line's word.
+    HotSlots {
+        /// The slots asked for.
+        max_hot: usize,
+        /// The most slots accepted.
+        max: usize,
+    },
 }
 
 impl fmt::Display for StripedError {
@@ -58,6 +66,9 @@ impl fmt::Display for StripedError {
             }
             StripedError::Lease { lease, max } => {
                 write!(f, "striped limiter: a lease of {lease:?}; must be above zero and at most {max:?}")
+            }
+            StripedError::HotSlots { max_hot, max } => {
+                write!(f, "keyed table: {max_hot} hot slots; must be from 1 to {max}")
             }
         }
     }
@@ -121,22 +132,43 @@ impl<W: WordAlgorithm> StripedBuilder<W> {
     /// The limiter, reading `clock`.
     pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<StripedLimiter<W, C>, StripedError> {
         let algorithm = W::from_quota(self.quota)?;
-        let stripes = self.stripes.unwrap_or_else(default_stripes);
+        let shape = StripeShape::checked(algorithm.capacity(), self.stripes, self.batch, self.lease)?;
+        Ok(StripedLimiter::from_parts(algorithm, shape.stripes, shape.batch, shape.lease_units, clock))
+    }
+}
+
+/// Stripes, batch and lease checked against an algorithm's capacity: shared by the striped
+/// limiter and the keyed table's hot keys (`keyed/hot.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StripeShape {
+    pub(crate) stripes: usize,
+    pub(crate) batch: u64,
+    pub(crate) lease_units: u64,
+}
+
+impl StripeShape {
+    /// The shape asked for (defaults where `None`), or the error naming what is out of range.
+    pub(crate) fn checked(
+        capacity: u64,
+        stripes: Option<usize>,
+        batch: Option<u64>,
+        lease: Duration,
+    ) -> Result<Self, StripedError> {
+        let stripes = stripes.unwrap_or_else(default_stripes);
         if !stripes.is_power_of_two() || stripes > MAX_STRIPES {
             return Err(StripedError::Stripes { stripes });
         }
-        let capacity = algorithm.capacity();
         let max_batch = capacity.min(MAX_UNITS);
-        let batch = self.batch.unwrap_or_else(|| default_batch(capacity, stripes));
+        let batch = batch.unwrap_or_else(|| default_batch(capacity, stripes));
         if batch == 0 || batch > max_batch {
             return Err(StripedError::Batch { batch, max: max_batch });
         }
         let max_lease = Duration::from_nanos(MAX_LEASE_UNITS << STAMP_UNIT_SHIFT);
-        if self.lease.is_zero() || self.lease > max_lease {
-            return Err(StripedError::Lease { lease: self.lease, max: max_lease });
+        if lease.is_zero() || lease > max_lease {
+            return Err(StripedError::Lease { lease, max: max_lease });
         }
-        let lease_units = (self.lease.as_nanos() as u64).div_ceil(1 << STAMP_UNIT_SHIFT);
-        Ok(StripedLimiter::from_parts(algorithm, stripes, batch, lease_units, clock))
+        let lease_units = (lease.as_nanos() as u64).div_ceil(1 << STAMP_UNIT_SHIFT);
+        Ok(StripeShape { stripes, batch, lease_units })
     }
 }
 

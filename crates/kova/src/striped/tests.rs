@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use super::stripe::{pack, unpack};
 use super::*;
-use crate::{FixedWindow, ManualClock, TokenBucket};
+use crate::loom::atomic::Ordering;
+use crate::{Fallback, FixedWindow, ManualClock, TokenBucket};
 
 fn limiter<W: WordAlgorithm>(
     limit: u64,
@@ -88,7 +90,7 @@ fn expired_leases_go_back_at_a_denial_and_at_the_next_check() {
     let reclaimed = limiter.check_n_on(1, 1).unwrap();
     assert!(reclaimed.is_allowed(), "stripe 0's expired units were not reclaimed");
     assert_eq!(reclaimed.remaining(), 3);
-    assert_eq!(unpack(limiter.stripes[0].load(Ordering::Relaxed)).0, 0);
+    assert_eq!(unpack(limiter.stripes.word(0).load(Ordering::Relaxed)).0, 0);
 }
 
 #[test]
@@ -106,9 +108,9 @@ fn a_denial_takes_nothing_and_big_checks_are_exact() {
 #[test]
 fn a_full_stripe_sends_a_second_lease_back() {
     let (limiter, _) = limiter::<Gcra>(100, 1, 4);
-    let stripe = &limiter.stripes[0];
+    let stripe = limiter.stripes.word(0);
     stripe.store(pack(3, 0), Ordering::Relaxed);
-    limiter.put_back(stripe, 2, 0);
+    assert_eq!(limiter.stripes.put_back(&limiter.exact(), stripe, 2, 0), 0);
     assert_eq!(unpack(stripe.load(Ordering::Relaxed)).0, 3, "a stripe never holds more than a batch");
     assert_eq!(limiter.central_decide(0).remaining(), 100);
 }

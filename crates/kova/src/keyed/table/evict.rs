@@ -41,7 +41,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let end = (pos + SWEEP_STEP).min(positions);
                 let now = self.clock.now_nanos_precise();
                 while pos < end {
-                    if locked.is_held(pos) {
+                    // A striped key is in use: not idle; once cooled it is demoted, and then
+                    // looked at as any other (`table/hot.rs`).
+                    let striped =
+                        locked.is_held(pos) && self.maybe_hot(&locked, pos) && self.sweep_hot(&locked, pos);
+                    if locked.is_held(pos) && !striped {
                         let algorithm = self.quotas.get(locked.quota(pos));
                         let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
                         if algorithm.is_idle(locked.cell(pos), now)
@@ -95,7 +99,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // The closest to idle that is not actively limited: (reset, position).
         let mut closest: Option<(u64, usize)> = None;
         while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
-            if !locked.is_held(pos) {
+            // A striped key is in use: neither idle nor a victim (`table/hot.rs`).
+            if !locked.is_held(pos) || self.maybe_hot(locked, pos) {
                 pos = order.next(pos);
                 steps += 1;
                 continue;

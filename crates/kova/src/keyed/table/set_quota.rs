@@ -74,6 +74,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         id: QuotaId,
     ) -> Option<usize> {
         self.forgets.note();
+        // The state moves with the key: a striped key's comes back into its line first.
+        self.cool(locked, pos, hash);
         let old = self.quotas.get(locked.quota(pos));
         let new = self.quotas.get(id);
         let key = locked.key(pos).clone();

@@ -145,6 +145,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
             let algorithm = self.quotas.get(locked.quota(pos));
             check_cost(algorithm, cost)?;
+            // A striped key is decided on its slot, as its checks without the lock are.
+            if let Some(decision) = self.hot_decide_locked(&locked, pos, hash, cost) {
+                return Ok(Some(decision));
+            }
+            self.cool(&locked, pos, hash);
             return Ok(Some(algorithm.decide_cell(locked.cell(pos), &self.clock, cost)));
         }
         let id = force.unwrap_or(new_quota);

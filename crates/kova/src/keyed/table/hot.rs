@@ -1,0 +1,207 @@
+//! The table's side of hot keys (`keyed/hot.rs`): the hit path's cold branch to a hot slot,
+//! the lock holder's promotion and demotion, and the demotion that comes first wherever the
+//! lock holder reads or writes a key's state.
+
+use std::hash::Hash;
+
+use super::super::epoch::{self, Guard};
+use super::super::hot::{self, HotSlots};
+use super::super::line_locked::LineLocked;
+use super::super::line_shard::{LineHit, LineShard};
+use super::Keyed;
+use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::striped::lease::Central;
+use crate::{Algorithm, Clock, Decision};
+
+/// A held line's inline word (the hot marker, or the state); `None` for a boxed cell, which is
+/// never hot (hot keys need [`Algorithm::CELL_IS_WORD`]).
+fn line_word<A: Algorithm>(cell: &A::Cell) -> Option<&AtomicU64> {
+    A::inline_word(cell)
+}
+
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// The hit path's cold branch, for a word the CAS loop stopped at: a hot marker of this key
+    /// is decided on its slot's stripes. `None` (deciding nothing) for any other marker.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn hot_hit(
+        &self,
+        hot: &HotSlots<A>,
+        shard: &LineShard<K, A>,
+        hash: u64,
+        key: &K,
+        hit: &LineHit<'_, A>,
+        algorithm: &A,
+        cost: u64,
+        guard: &Guard,
+    ) -> Option<Decision> {
+        // Acquire: pairs with the promotion's Release store of the marker, so the slot's hash
+        // and state are seen.
+        let value = line_word::<A>(hit.cell())?.load(Ordering::Acquire);
+        let slot = hot.owned(value, hash)?;
+        let leased = hot.decide(slot, algorithm, &self.clock, cost);
+        if leased.stranded > 0 {
+            self.hand_in(shard, hash, key, leased.stranded, guard);
+        }
+        leased.decision
+    }
+
+    /// A check of the key of `hash` saw its word's compare-exchange fail at `now`: counted, and
+    /// past the threshold ([`HotKeys::promote_after`](crate::HotKeys::promote_after)) the key is
+    /// promoted, here, by this check taking the lock (its own CAS loop then finds the marker and
+    /// goes to the slot).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn contended(
+        &self,
+        hot: &HotSlots<A>,
+        shard: &LineShard<K, A>,
+        hash: u64,
+        key: &K,
+        now: u64,
+        guard: &Guard,
+    ) {
+        if !hot.note(hash, now) {
+            return;
+        }
+        let locked = shard.lock(guard);
+        let Some(pos) = locked.find(hash, key) else { return };
+        if self.hot_slot(&locked, pos, hash).is_some() {
+            return;
+        }
+        if let Some(word) = line_word::<A>(locked.cell(pos)) {
+            hot.promote(word, hash, guard);
+        }
+    }
+
+    /// A sweep's look at the held line `pos`, which may be striped: a key whose slot leased
+    /// nothing since the last sweep has cooled and is demoted. Returns whether it stays striped.
+    pub(super) fn sweep_hot(&self, locked: &LineLocked<'_, K, A>, pos: usize) -> bool {
+        let Some(hot) = &self.hot else { return false };
+        // User code (`Hash`) under the lock, before anything is frozen, as a rehash does.
+        let hash = self.hash(locked.key(pos));
+        let Some(slot) = self.hot_slot(locked, pos, hash) else { return false };
+        if !hot.quiet(slot) {
+            return true;
+        }
+        self.cool(locked, pos, hash);
+        false
+    }
+
+    /// Gives back, under the lock, units a check took from a slot that closed before they could
+    /// go back to it: to the key's state wherever it is now (a slot again, or its line). A key
+    /// no longer held starts fresh: nothing to give back to.
+    #[cold]
+    fn hand_in(&self, shard: &LineShard<K, A>, hash: u64, key: &K, units: u64, guard: &Guard) {
+        let locked = shard.lock(guard);
+        let Some(pos) = locked.find(hash, key) else { return };
+        let algorithm = self.quotas.get(locked.quota(pos));
+        if let Some(slot) = self.hot_slot(&locked, pos, hash) {
+            if let Some(hot) = &self.hot {
+                hot.central(slot, algorithm, &self.clock).give_back(units);
+            }
+            return;
+        }
+        algorithm.refund_cell(locked.cell(pos), &self.clock, units);
+    }
+
+    /// The slot the held line `pos` (of the key of `hash`) is striped in, if any.
+    pub(super) fn hot_slot(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) -> Option<usize> {
+        let hot = self.hot.as_ref()?;
+        // Relaxed: under the lock, the marker was written by a lock holder.
+        let value = line_word::<A>(locked.cell(pos))?.load(Ordering::Relaxed);
+        hot.owned(value, hash)
+    }
+
+    /// Whether the held line `pos` may be striped (its word is a hot marker): eviction scans,
+    /// which have no hash at hand, leave such keys alone (a striped key is not idle).
+    pub(super) fn maybe_hot(&self, locked: &LineLocked<'_, K, A>, pos: usize) -> bool {
+        self.hot.is_some()
+            && line_word::<A>(locked.cell(pos))
+                // Relaxed: as in `hot_slot`.
+                .is_some_and(|word| hot::slot_of(word.load(Ordering::Relaxed)).is_some())
+    }
+
+    /// Under the lock: `cost` units for the held hot line `pos` decided on its slot. `None`
+    /// when the key is not striped.
+    pub(super) fn hot_decide_locked(
+        &self,
+        locked: &LineLocked<'_, K, A>,
+        pos: usize,
+        hash: u64,
+        cost: u64,
+    ) -> Option<Decision> {
+        let slot = self.hot_slot(locked, pos, hash)?;
+        let hot = self.hot.as_ref()?;
+        // No slot closes while we hold the lock: nothing is stranded, and `None` only for a
+        // state that looks like a marker, which the caller then decides on the line.
+        let leased = hot.decide(slot, self.quotas.get(locked.quota(pos)), &self.clock, cost);
+        debug_assert_eq!(leased.stranded, 0);
+        leased.decision
+    }
+
+    /// Demotes the held line `pos` (of the key of `hash`) if it is striped, so that the lock
+    /// holder reads and writes the key's real state in its line.
+    pub(super) fn cool(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) {
+        let (Some(slot), Some(hot)) = (self.hot_slot(locked, pos, hash), self.hot.as_ref()) else { return };
+        let Some(word) = line_word::<A>(locked.cell(pos)) else { return };
+        hot.demote(slot, word, self.quotas.get(locked.quota(pos)), &self.clock, locked.guard());
+    }
+
+    /// Stripes `key` now, as if the table had found it contended: its checks then spend from
+    /// per-thread stripes leasing batches of its state ([`KeyedBuilder::hot_keys`]). Returns
+    /// whether it is striped: `false` for a table without hot keys, a key not held, or when
+    /// every hot slot is in use (or waiting for its grace period).
+    ///
+    /// [`KeyedBuilder::hot_keys`]: super::super::KeyedBuilder::hot_keys
+    pub fn promote(&self, key: &K) -> bool {
+        let Some(hot) = &self.hot else { return false };
+        let hash = self.hash(key);
+        let guard = epoch::pin();
+        let shard = &self.shards[hash as usize & self.shard_mask];
+        let locked = shard.lock(&guard);
+        let Some(pos) = locked.find(hash, key) else { return false };
+        if self.hot_slot(&locked, pos, hash).is_some() {
+            return true;
+        }
+        let Some(word) = line_word::<A>(locked.cell(pos)) else { return false };
+        hot.promote(word, hash, &guard).is_some()
+    }
+
+    /// Puts a striped `key` back into its line, its stripes' unspent units given back; returns
+    /// whether it was striped.
+    pub fn demote(&self, key: &K) -> bool {
+        let hash = self.hash(key);
+        let guard = epoch::pin();
+        let shard = &self.shards[hash as usize & self.shard_mask];
+        let locked = shard.lock(&guard);
+        let Some(pos) = locked.find(hash, key) else { return false };
+        let striped = self.hot_slot(&locked, pos, hash).is_some();
+        self.cool(&locked, pos, hash);
+        striped
+    }
+
+    /// The table with hot slots (`keyed/hot.rs`).
+    pub(in super::super) fn with_hot(mut self, hot: Option<HotSlots<A>>) -> Self {
+        self.hot = hot;
+        self
+    }
+
+    /// Keys striped now (a snapshot; 0 without [`KeyedBuilder::hot_keys`]).
+    ///
+    /// [`KeyedBuilder::hot_keys`]: super::super::KeyedBuilder::hot_keys
+    pub fn hot_len(&self) -> usize {
+        self.hot.as_ref().map_or(0, HotSlots::in_use)
+    }
+}
+
+impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// Bytes of the hot slots (fixed when the table is built).
+    pub(super) fn hot_bytes(&self) -> usize {
+        self.hot.as_ref().map_or(0, HotSlots::bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests;
