@@ -407,14 +407,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn reset(&self, key: &K) {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        {
-            let locked = self.shard(hash).lock(&guard);
-            self.forget_at_door(hash);
-            if let Some(pos) = locked.find(hash, key) {
-                self.forgets.note();
-                self.cool(&locked, pos, hash);
-                self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
-            }
+        let locked = self.shard(hash).lock(&guard);
+        self.forget_at_door(hash);
+        if let Some(pos) = locked.find(hash, key) {
+            self.forgets.note();
+            self.cool(&locked, pos, hash);
+            self.quotas.get(locked.quota(pos)).reset_cell(locked.cell(pos));
         }
     }
 
@@ -437,15 +435,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn refund(&self, key: &K, cost: u64) -> bool {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        {
-            let locked = self.shard(hash).lock(&guard);
-            match locked.find(hash, key) {
-                Some(pos) => {
-                    self.cool(&locked, pos, hash);
-                    self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost)
-                }
-                None => self.refund_at_door(hash, cost),
+        let locked = self.shard(hash).lock(&guard);
+        match locked.find(hash, key) {
+            Some(pos) => {
+                self.cool(&locked, pos, hash);
+                self.quotas.get(locked.quota(pos)).refund_cell(locked.cell(pos), &self.clock, cost)
             }
+            None => self.refund_at_door(hash, cost),
         }
     }
 
@@ -454,14 +450,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// writes with a CAS loop). `None` when the key is not held. For the settling charge
     /// (`settle.rs`).
     pub(crate) fn with_held_cell<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> Option<R> {
-        {
-            let hash = self.hash(key);
-            let guard = epoch::pin();
-            let locked = self.shard(hash).lock(&guard);
-            let pos = locked.find(hash, key)?;
-            self.cool(&locked, pos, hash);
-            Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
-        }
+        let hash = self.hash(key);
+        let guard = epoch::pin();
+        let locked = self.shard(hash).lock(&guard);
+        let pos = locked.find(hash, key)?;
+        self.cool(&locked, pos, hash);
+        Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
     }
 
     /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns
@@ -469,16 +463,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn remove(&self, key: &K) -> bool {
         let hash = self.hash(key);
         let guard = epoch::pin();
-        {
-            let mut locked = self.shard(hash).lock(&guard);
-            self.forget_at_door(hash);
-            let Some(pos) = locked.find(hash, key) else { return false };
-            self.forgets.note();
-            self.cool(&locked, pos, hash);
-            let heap = heap_of(self.quotas.get(locked.quota(pos)));
-            locked.remove(pos, heap);
-            true
-        }
+        let mut locked = self.shard(hash).lock(&guard);
+        self.forget_at_door(hash);
+        let Some(pos) = locked.find(hash, key) else { return false };
+        self.forgets.note();
+        self.cool(&locked, pos, hash);
+        let heap = heap_of(self.quotas.get(locked.quota(pos)));
+        locked.remove(pos, heap);
+        true
     }
 
     /// The quota `key` is held under (`None` when not held).
