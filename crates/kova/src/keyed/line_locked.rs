@@ -169,7 +169,6 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         // Relaxed: hints (see `Hot`).
         self.shard.hot.hint_lines.store(fresh.lines.as_ptr(), Ordering::Relaxed);
         self.shard.hot.hint_len.store(len, Ordering::Relaxed);
-        self.shard.hot.hint_marks.store(marks.as_mut_ptr(), Ordering::Relaxed);
         let old = std::mem::replace(&mut w.array, fresh);
         w.scan = ScanOrder::new(len);
         // The dead lines' keys and cells go with the old array, which counts their bytes from

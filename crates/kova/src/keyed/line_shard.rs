@@ -102,9 +102,6 @@ pub(super) struct Hot<K> {
     /// stale or from two arrays, which only makes the hint wrong.
     pub(super) hint_lines: AtomicPtr<Line<K>>,
     pub(super) hint_len: AtomicUsize,
-    /// The lock holder's marks of those lines, for [`LineShard::prefetch_marks`] only (as
-    /// stale, and never dereferenced).
-    pub(super) hint_marks: AtomicPtr<Mark>,
 }
 
 /// A shard of lines for algorithm `A`.
@@ -161,17 +158,12 @@ impl<K, A: Algorithm> LineShard<K, A> {
         let array = OwnedArray::new(start);
         let view = AtomicPtr::new(array.as_ptr());
         let memory = array.bytes() + start;
-        let mut marks = vec![Mark::Vacant; start];
-        let hot = Hot {
-            view,
-            hint_lines: AtomicPtr::new(array.lines.as_ptr()),
-            hint_len: AtomicUsize::new(start),
-            hint_marks: AtomicPtr::new(marks.as_mut_ptr()),
-        };
+        let hot =
+            Hot { view, hint_lines: AtomicPtr::new(array.lines.as_ptr()), hint_len: AtomicUsize::new(start) };
         let writer = LineWriter {
             max_keys,
             array,
-            marks,
+            marks: vec![Mark::Vacant; start],
             held: 0,
             removed: 0,
             retired: Retired::default(),
@@ -219,20 +211,6 @@ impl<K, A: Algorithm> LineShard<K, A> {
             let home = lines.wrapping_add(home(hash, len));
             prefetch_line(home);
             prefetch_line(home.wrapping_add(PROBE_AHEAD));
-        }
-    }
-
-    /// Starts loading the lock holder's mark of `hash`'s home, which a check of a key not found
-    /// reads under the lock next (so that the miss overlaps taking the lock). A hint, as
-    /// [`prefetch`](Self::prefetch).
-    #[inline(always)]
-    pub(super) fn prefetch_marks(&self, hash: u64) {
-        // Relaxed: a hint (see `Hot`).
-        let len = self.hot.hint_len.load(Ordering::Relaxed);
-        if len >= PREFETCH_LINES {
-            let marks = self.hot.hint_marks.load(Ordering::Relaxed);
-            // Never dereferenced: the hints may be stale, the address out of bounds.
-            prefetch_line(marks.wrapping_add(home(hash, len)));
         }
     }
 

@@ -97,7 +97,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 return Ok(decision);
             }
         }
-        shard.prefetch_marks(slow.hash);
         let mut attempt = 0;
         loop {
             let last = attempt == NO_SLOT_RETRIES;
