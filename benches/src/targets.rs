@@ -450,7 +450,7 @@ mod tests {
         let churn = target(&format!("keyed, new keys (keyed_churn), 1 thread, {door}"));
         assert_eq!(churn.status, Status::Met);
         assert_eq!(churn.measured, "2.00x (6.00M/s vs 3.00M/s); p99 400 ns vs 700 ns");
-        // 1.67x governor: not met; no governor row at one thread: not measured.
+        // Under twice governor's rate: not met; no governor row at one thread: not measured.
         assert_eq!(
             target(&format!("keyed, new keys (keyed_flood), 2 threads, {door}")).status,
             Status::NotMet
