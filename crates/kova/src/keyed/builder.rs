@@ -235,7 +235,10 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// [`sweep_idle`](Keyed::sweep_idle) once no stripe leased from it between two sweeps, by
     /// [`Keyed::demote`], and by itself before anything under the lock reads or writes its
     /// state (a peek under the lock, reset, refund, removal, a quota change, a reservation, a
-    /// settled cost). Striped keys are never reclaimed or evicted.
+    /// settled cost). Striped keys are never reclaimed or evicted. So hot keys suit keys that
+    /// are checked: a contended key that is also reserved, settled or limited by
+    /// [`KeyedLimits`](crate::KeyedLimits) is demoted by each of those calls and promoted again by
+    /// the contention that follows, paying a lock-holder move each time.
     ///
     /// **The bound**, per striped key, is the striped limiter's: over any interval of length
     /// `T`, the key admits at most what its algorithm admits over `T` plus `stripes x batch`

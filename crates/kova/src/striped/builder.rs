@@ -14,7 +14,7 @@ pub const MAX_STRIPES: usize = 256;
 pub const DEFAULT_LEASE: Duration = Duration::from_millis(10);
 /// The largest default batch: enough to take the central word off the hot path, small enough
 /// that the units parked in stripes stay a small part of most quotas.
-const MAX_DEFAULT_BATCH: u64 = 64;
+const MAX_DEFAULT_BATCH: u64 = 1024;
 
 /// A configuration a [`StripedLimiter`] cannot run with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl<W: WordAlgorithm> StripedBuilder<W> {
     }
 
     /// How many units a stripe takes from the central word at once. By default a quarter of the
-    /// capacity shared among the stripes, at most 64 and at least 1, so that the units stripes
+    /// capacity shared among the stripes, at most 1,024 and at least 1, so that the units stripes
     /// hold stay within a quarter of the capacity.
     pub fn batch(self, batch: u64) -> Self {
         StripedBuilder { batch: Some(batch), ..self }
@@ -186,7 +186,8 @@ mod tests {
 
     #[test]
     fn default_batch_keeps_stripes_within_a_quarter_of_the_capacity() {
-        assert_eq!(default_batch(1_000_000, 2), 64);
+        assert_eq!(default_batch(1_000_000, 2), 1_024);
+        assert_eq!(default_batch(4_096, 2), 512);
         assert_eq!(default_batch(100, 2), 12);
         assert_eq!(default_batch(3, 4), 1);
         for (capacity, stripes) in [(10, 1), (1_000, 8), (64, 16)] {
