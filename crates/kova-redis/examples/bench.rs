@@ -13,7 +13,9 @@
 //! threads, on one hot key and on many keys, beside kova's in-memory keyed table.
 //! Prints medians, and ratios taken within each repetition. Redis's own CPU time per operation
 //! (`INFO cpu`, over the INCR and the decision runs) is printed too: it does not depend on how
-//! much CPU the client gets, which on a small shared machine moves the throughput ratios.
+//! much CPU the client gets, which on a small shared machine moves the throughput ratios. At 64
+//! tasks two floors follow, what one state write costs Redis with no decision at all: a plain
+//! `SET ... PX` per write, and a script of one `MGET` and one `SET ... PX` per key.
 
 #[path = "../tests/integration/server.rs"]
 mod server;
@@ -122,6 +124,69 @@ fn limit_for(kind: AlgorithmKind) -> Limit {
         _ => Quota::per_second(1_000_000),
     };
     Limit::new(kind, quota.expect("quota")).expect("limit")
+}
+
+/// The floors `write_floors` measures, in its order.
+const FLOORS: [&str; 2] = [
+    "`SET key value PX ttl`, one command per write",
+    "a script with no decision: one `MGET` of 21 keys, then one `SET ... PX` per key",
+];
+/// The concurrency the floors are measured at.
+const FLOOR_TASKS: usize = 64;
+/// Keys per call of the floor script: about the decisions' mean batch at 64 tasks.
+const FLOOR_BATCH: usize = 21;
+
+/// Per [`FLOORS`] row: writes per second and Redis CPU microseconds per write. Every write has
+/// a 16-digit value (a GCRA state's size) and a TTL of about a second (the benchmark limits').
+async fn write_floors(conn: &redis::aio::MultiplexedConnection, secs: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let writes = |rate: f64, elapsed: Duration| (rate * elapsed.as_secs_f64()).max(1.0);
+    let c = conn.clone();
+    let cpu_before = redis_cpu_micros(conn).await;
+    let started = Instant::now();
+    let rate = run_for(FLOOR_TASKS, secs, move |task, i| {
+        let mut conn = c.clone();
+        async move {
+            let () = redis::cmd("SET")
+                .arg(format!("bench:floor:{task}:{}", i % 1000))
+                .arg("1764633600000000")
+                .arg("PX")
+                .arg(1001)
+                .query_async(&mut conn)
+                .await
+                .expect("SET");
+        }
+    })
+    .await;
+    let elapsed = started.elapsed();
+    out.push((rate, (redis_cpu_micros(conn).await - cpu_before) / writes(rate, elapsed)));
+
+    let script = redis::Script::new(
+        "redis.call('MGET', unpack(KEYS)) \
+         for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return #KEYS",
+    );
+    // As many calls in flight as the decisions' batches have (the limiter's default).
+    let callers = 2;
+    let c = conn.clone();
+    let cpu_before = redis_cpu_micros(conn).await;
+    let started = Instant::now();
+    let calls = run_for(callers, secs, move |task, i| {
+        let (mut conn, script) = (c.clone(), script.clone());
+        async move {
+            let mut invocation = script.prepare_invoke();
+            for k in 0..FLOOR_BATCH as u64 {
+                let key = (i * FLOOR_BATCH as u64 + k) % (FLOOR_TASKS as u64 * 1000 / callers as u64);
+                invocation.key(format!("bench:sfloor:{task}:{key}"));
+            }
+            let _: i64 =
+                invocation.arg("1764633600000000").arg(1001).invoke_async(&mut conn).await.expect("script");
+        }
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let rate = calls * FLOOR_BATCH as f64;
+    out.push((rate, (redis_cpu_micros(conn).await - cpu_before) / writes(rate, elapsed)));
+    out
 }
 
 /// The local-layer rows: (subject, keys, threads), in `local_layer`'s order.
@@ -269,6 +334,9 @@ async fn main() {
     let mut rs_incr_cpu: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut algo_cpu: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
     let mut ratio_cpu: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; AlgorithmKind::ALL.len()];
+    // At 64 tasks: what one state write costs Redis without a decision (see `write_floors`).
+    let mut floor_rate: Vec<Vec<f64>> = vec![Vec::new(); FLOORS.len()];
+    let mut floor_cpu: Vec<Vec<f64>> = vec![Vec::new(); FLOORS.len()];
     let mut local_rows: Vec<Vec<f64>> = vec![Vec::new(); LOCAL_ROWS];
     let mut local_share = Vec::new();
     let mut lease_rate = Vec::new();
@@ -325,6 +393,12 @@ async fn main() {
                 ratio_cpu[a][c].push(incr_cpu_us / cpu_per_decision);
                 ratio_bench[a][c].push(rate / incr);
                 ratio_rs[a][c].push(rate / rs);
+            }
+            if tasks == FLOOR_TASKS {
+                for (f, (rate, cpu)) in write_floors(&incr_conn, args.secs).await.into_iter().enumerate() {
+                    floor_rate[f].push(rate);
+                    floor_cpu[f].push(cpu);
+                }
             }
         }
         // A hot key, 16 tasks: without leasing (every decision a round trip), then with.
@@ -404,6 +478,19 @@ async fn main() {
         let (cpu, ratio) = (med(&algo_cpu[a]), med(&ratio_cpu[a]));
         let cell = |c: usize| format!("{:.2} ({:.2}x)", cpu[c], ratio[c]);
         println!("| {kind} | {} | {} | {} |", cell(0), cell(1), cell(2));
+    }
+    println!(
+        "\nWhat a state write costs Redis without a decision, from {FLOOR_TASKS} tasks on the same \
+         connection, on the bench's key space ({FLOOR_TASKS} x 1,000 keys, which expire between \
+         visits like the decisions' keys): Redis CPU per write, µs (x Redis CPU per redis-rs INCR at \
+         {FLOOR_TASKS} tasks)\n"
+    );
+    println!("| | writes/s | Redis CPU per write, µs |");
+    println!("|---|---|---|");
+    let incr_cpu = median(rs_incr_cpu[CONCURRENCY.len() - 1].clone());
+    for (f, name) in FLOORS.iter().enumerate() {
+        let cpu = median(floor_cpu[f].clone());
+        println!("| {name} | {:.0} | {cpu:.2} ({:.2}x) |", median(floor_rate[f].clone()), incr_cpu / cpu);
     }
     let trips = median(lease_trips);
     println!(

@@ -33,7 +33,9 @@ fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
         KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2).doorkeeper(1 << 12).build().unwrap();
     let period = quota.period_nanos();
     let mut rng = Rng(seed);
-    for step in 0..4_000 {
+    // Under Miri a few hundred steps: enough for every operation to meet a door-only key.
+    let steps = if cfg!(miri) { 300 } else { 4_000 };
+    for step in 0..steps {
         let key = rng.next() % 6;
         let seen = |d: kova::Decision| (d.is_allowed(), d.remaining());
         let (expected, got) = match rng.next() % 13 {
@@ -84,7 +86,8 @@ fn quota_name<A: Algorithm>(quota: Quota) -> String {
 #[test]
 fn a_door_decides_exactly_as_the_table_does() {
     let bursty = Quota::per_second(4).unwrap().with_burst(3).unwrap();
-    for seed in 1..=6 {
+    let seeds = if cfg!(miri) { 1 } else { 6 };
+    for seed in 1..=seeds {
         same_decisions::<Gcra>(bursty, seed);
         same_decisions::<TokenBucket>(bursty, seed);
         same_decisions::<FixedWindow>(Quota::per_second(3).unwrap(), seed);
