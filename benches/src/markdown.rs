@@ -50,7 +50,8 @@ impl Report {
             let _ = writeln!(
                 out,
                 "\n{} Rounds: the best of {} kept on one thread; with more threads the median round (under \
-                 contention the best round is one where a thread was off the CPU).",
+                 contention the best round is one where a thread was off the CPU); a ratio of several \
+                 threads to one compares the median rounds of both.",
                 placement.sentence(self.machine.topology.as_ref(), max, shared),
                 self.settings.rounds
             );

@@ -48,6 +48,19 @@ pub struct Record {
     pub overlap: Option<f64>,
     /// Throughput / the floor's in the same scenario and thread count.
     pub vs_floor: Option<f64>,
+    /// On one thread, the median round's throughput (`ops_per_sec` is the best round's): a
+    /// ratio of several threads to one compares the median rounds of both. `None` with more
+    /// threads, and in reports written before it was kept.
+    #[serde(default)]
+    pub median_ops_per_sec: Option<f64>,
+}
+
+impl Record {
+    /// The median round's throughput: kept as `ops_per_sec` with several threads, beside it on
+    /// one (the best round's where an older report has no median).
+    pub fn median_ops(&self) -> f64 {
+        self.median_ops_per_sec.unwrap_or(self.ops_per_sec)
+    }
 }
 
 /// One per-key rate measurement.
@@ -310,7 +323,7 @@ impl Report {
     pub(crate) fn scaling(&self, scenario: &str, subject: &str, threads: usize) -> Option<f64> {
         let one = self.find(scenario, subject, 1)?;
         let many = self.find(scenario, subject, threads)?;
-        Some(many.ops_per_sec / one.ops_per_sec)
+        Some(many.ops_per_sec / one.median_ops())
     }
 
     /// Fills `vs_governor`, `vs_best_peer` (kova's rows) and `vs_floor` of every non-floor
@@ -368,6 +381,7 @@ pub(crate) mod test_support {
             vs_best_peer: None,
             vs_floor: None,
             overlap: None,
+            median_ops_per_sec: None,
         }
     }
 

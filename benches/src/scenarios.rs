@@ -505,15 +505,23 @@ pub fn run_scenarios(
                 }
             }
         }
-        let best: Vec<Vec<Option<RunResult>>> = rounds
+        let best: Vec<Vec<Option<Kept>>> = rounds
             .into_iter()
             .map(|per_threads| {
-                per_threads.into_iter().zip(&config.threads).map(|(r, &t)| kept_round(r, t)).collect()
+                per_threads
+                    .into_iter()
+                    .zip(&config.threads)
+                    .map(|(r, &t)| {
+                        let median =
+                            (t == 1).then(|| kept_round(r.clone(), 2)).flatten().map(|m| m.ops_per_sec);
+                        kept_round(r, t).map(|kept| (kept, median))
+                    })
+                    .collect()
             })
             .collect();
         for (ei, entry) in built.entries.iter().enumerate() {
             for (ti, &threads) in config.threads.iter().enumerate() {
-                let Some(r) = best[ei][ti] else { continue };
+                let Some((r, median_ops_per_sec)) = best[ei][ti] else { continue };
                 out.records.push(Record {
                     subject: entry.subject.clone(),
                     kind: entry.kind,
@@ -527,6 +535,7 @@ pub fn run_scenarios(
                     vs_best_peer: None,
                     vs_floor: None,
                     overlap: r.overlap,
+                    median_ops_per_sec,
                 });
             }
         }
@@ -539,6 +548,9 @@ pub fn run_scenarios(
     }
     out
 }
+
+/// A measurement's kept round, and on one thread the median round's rate (`Record::median_ops_per_sec`).
+type Kept = (RunResult, Option<f64>);
 
 /// The round a record keeps: on one thread the best (the least disturbed by the rest of the
 /// machine); with several the median, since under contention the best round is the one where a

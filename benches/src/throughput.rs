@@ -219,9 +219,13 @@ where
             .collect();
         barrier.wait();
         let started = Instant::now();
+        // Woken only to stop the run: on a machine with as many cores as measuring threads, each
+        // wake-up of this thread takes a core from one of them. With an operation cap the
+        // threads may finish early, so the wait then looks every 2 ms.
+        let poll = if per_thread_cap.is_some() { Duration::from_millis(2) } else { plan.duration };
         while started.elapsed() < plan.duration && finished.load(Ordering::Relaxed) < threads {
             let left = plan.duration.saturating_sub(started.elapsed());
-            std::thread::sleep(left.min(Duration::from_millis(2)));
+            std::thread::sleep(left.min(poll));
         }
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect()
