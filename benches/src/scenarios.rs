@@ -513,7 +513,7 @@ pub fn run_scenarios(
                     .zip(&config.threads)
                     .map(|(r, &t)| {
                         let median =
-                            (t == 1).then(|| kept_round(r.clone(), 2)).flatten().map(|m| m.ops_per_sec);
+                            (t == 1).then(|| median_round(r.clone())).flatten().map(|m| m.ops_per_sec);
                         kept_round(r, t).map(|kept| (kept, median))
                     })
                     .collect()
@@ -555,13 +555,18 @@ type Kept = (RunResult, Option<f64>);
 /// The round a record keeps: on one thread the best (the least disturbed by the rest of the
 /// machine); with several the median, since under contention the best round is the one where a
 /// thread was off the CPU and the others ran uncontended.
-pub fn kept_round(mut rounds: Vec<RunResult>, threads: usize) -> Option<RunResult> {
-    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+pub fn kept_round(rounds: Vec<RunResult>, threads: usize) -> Option<RunResult> {
     match threads {
-        0 | 1 => rounds.last().copied(),
-        // The lower median of an even count: a round that was measured, not an average.
-        _ => rounds.get(rounds.len().saturating_sub(1) / 2).copied(),
+        0 | 1 => rounds.into_iter().max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec)),
+        _ => median_round(rounds),
     }
+}
+
+/// The median round by throughput; the lower median of an even count: a round that was
+/// measured, not an average.
+fn median_round(mut rounds: Vec<RunResult>) -> Option<RunResult> {
+    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    rounds.get(rounds.len().saturating_sub(1) / 2).copied()
 }
 
 fn prefill_of(scenario: Scenario) -> usize {

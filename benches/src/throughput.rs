@@ -157,6 +157,9 @@ struct ThreadOutcome {
     samples: Histogram<u64>,
 }
 
+/// How often a run with an operation cap looks whether its threads have all finished.
+const CAPPED_POLL: Duration = Duration::from_millis(2);
+
 /// Runs `subject` on `threads` threads, thread `i` drawing its keys from `keys(i)`, and measures
 /// aggregate decisions per second and sampled latency.
 pub fn measure<S, K, F>(subject: &S, threads: usize, plan: &RunPlan, keys: F) -> RunResult
@@ -221,8 +224,8 @@ where
         let started = Instant::now();
         // Woken only to stop the run: on a machine with as many cores as measuring threads, each
         // wake-up of this thread takes a core from one of them. With an operation cap the
-        // threads may finish early, so the wait then looks every 2 ms.
-        let poll = if per_thread_cap.is_some() { Duration::from_millis(2) } else { plan.duration };
+        // threads may finish early, so the wait then looks often.
+        let poll = if per_thread_cap.is_some() { CAPPED_POLL } else { plan.duration };
         while started.elapsed() < plan.duration && finished.load(Ordering::Relaxed) < threads {
             let left = plan.duration.saturating_sub(started.elapsed());
             std::thread::sleep(left.min(poll));

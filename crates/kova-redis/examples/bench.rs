@@ -481,8 +481,8 @@ async fn main() {
     }
     println!(
         "\nWhat a state write costs Redis without a decision, from {FLOOR_TASKS} tasks on the same \
-         connection, on the bench's key space ({FLOOR_TASKS} x 1,000 keys, which expire between \
-         visits like the decisions' keys): Redis CPU per write, µs (x Redis CPU per redis-rs INCR at \
+         connection, on the bench's key space ({FLOOR_TASKS} x 1,000 keys, each written with a TTL of \
+         about a second like the decisions' keys): Redis CPU per write, µs (x Redis CPU per redis-rs INCR at \
          {FLOOR_TASKS} tasks)\n"
     );
     println!("| | writes/s | Redis CPU per write, µs |");
