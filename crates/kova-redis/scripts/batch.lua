@@ -1,7 +1,8 @@
 -- A batch: checks that waited on one connection at the same time, decided in order in one run,
 -- each exactly as it would be alone (a script runs atomically: nothing comes between them).
 -- KEYS[i]  item i's state key
--- ARGV[1]  the number of distinct limits L, then 4 values per limit: algorithm (1 token bucket,
+-- ARGV[1]  1 when no key appears twice in KEYS, else 0
+-- ARGV[2]  the number of distinct limits L, then 4 values per limit: algorithm (1 token bucket,
 --          2 GCRA, 3 fixed window, 4 sliding window counter, 5 sliding window log: kova's
 --          AlgorithmKind::ALL order), TTL margin, the two parameters
 -- then     groups of consecutive items that share all of their limit (1..L), now (microseconds,
@@ -15,99 +16,125 @@
 -- denied (a lone decision's retry time is 0 when allowed, its grant 0 when denied).
 --
 -- The string keys are read with one MGET and written with one SET each (an admission), not a
--- GET and a SET per item: a key checked twice in a batch is read from what the batch wrote.
+-- GET and a SET per item. MGET reads false both for a missing key and for a key of another
+-- type, so the first command on such a key is one that fails on another type (SET ... GET, or
+-- GET). When a key appears twice, its later items read what the batch wrote (`stored`).
+-- Globals and fields read per item, as locals: a global's lookup costs more than a local's.
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
 local DECIDE_STATE = {decide_token_bucket_state, decide_gcra_state, decide_fixed_window_state,
   decide_sliding_window_counter_state}
-local limits = tonumber(ARGV[1])
+local distinct = ARGV[1] == '1'
+local limits = tonumber(ARGV[2])
 local decide_of, margin_of, a_of, b_of = {}, {}, {}, {}
+local only_strings = true
 for l = 1, limits do
-  local j = 1 + (l - 1) * 4
+  local j = 2 + (l - 1) * 4
   -- nil for the sliding window log, which is kept in a sorted set.
-  decide_of[l] = DECIDE_STATE[tonumber(ARGV[j + 1])]
+  local decide = DECIDE_STATE[tonumber(ARGV[j + 1])]
+  if not decide then only_strings = false end
+  decide_of[l] = decide
   margin_of[l], a_of[l], b_of[l] = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
 end
 local n = #KEYS
+local first_group = 3 + limits * 4
 
--- Per item: its group; per group: its limit, now, cost and extra.
-local group_of, limit_of = {}, {}
-local g_now, g_cost, g_extra = {}, {}, {}
-local string_keys = {}
-local i, j, g = 0, 2 + limits * 4, 0
-while i < n do
-  g = g + 1
-  local l = tonumber(ARGV[j])
-  g_now[g], g_cost[g], g_extra[g] = ARGV[j + 1], tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
-  for _ = 1, tonumber(ARGV[j + 4]) do
-    i = i + 1
-    group_of[i], limit_of[i] = g, l
-    if decide_of[l] then string_keys[#string_keys + 1] = KEYS[i] end
+-- value[i]: item i's key as MGET read it (string keys only).
+local value
+if only_strings then
+  value = redis.call('MGET', unpack(KEYS))
+else
+  local string_keys, position = {}, {}
+  local i, j = 0, first_group
+  while i < n do
+    local string_group = decide_of[tonumber(ARGV[j])] ~= nil
+    for _ = 1, tonumber(ARGV[j + 4]) do
+      i = i + 1
+      if string_group then
+        string_keys[#string_keys + 1] = KEYS[i]
+        position[#string_keys] = i
+      end
+    end
+    j = j + 5
   end
-  j = j + 5
+  value = {}
+  if #string_keys > 0 then
+    local read = redis.call('MGET', unpack(string_keys))
+    for k = 1, #string_keys do value[position[k]] = read[k] end
+  end
 end
--- stored[key]: the key's value as the batch has left it so far (false: none). MGET reads false
--- both for a missing key and for a key of another type: such a key stays `unverified` until a
--- command that fails on another type (SET ... GET, or GET) has run on it.
-local stored, unverified = {}, {}
-if #string_keys > 0 then
-  local values = redis.call('MGET', unpack(string_keys))
-  for k = 1, #string_keys do
-    local key = string_keys[k]
-    stored[key] = values[k]
-    if not values[k] then unverified[key] = true end
+-- With a key twice: stored[key], the key's value as the batch has left it so far (false: none),
+-- and checked[key] once a command that fails on another type has run on it.
+local stored, checked
+if not distinct then
+  stored, checked = {}, {}
+  for i = n, 1, -1 do
+    local v = value[i]
+    stored[KEYS[i]] = v or false
+    if v then checked[KEYS[i]] = true end
   end
 end
 
 local out = {}
 local server = nil
-i = 0
--- Decides items i + 1 .. n; an error leaves i at the item that raised it.
-local function decide_from_next()
-  while i < n do
-    i = i + 1
-    local key, l, g = KEYS[i], limit_of[i], group_of[i]
-    local now = g_now[g]
-    if now == '' then
-      if not server then server = server_now() end
-      now = server
-    else
-      now = tonumber(now)
-    end
-    local decide_state = decide_of[l]
-    local allowed, remaining, retry, reset, granted
-    if decide_state then
-      local new, ttl
-      allowed, remaining, retry, reset, granted, new, ttl =
-        decide_state(stored[key], now, g_cost[g], g_extra[g], margin_of[l], a_of[l], b_of[l])
-      if new then
-        if unverified[key] then
-          -- GET: on a key of another type, an error and no write.
-          redis.call('SET', key, new, 'PX', ttl, 'GET')
-          unverified[key] = nil
-        else
-          redis.call('SET', key, new, 'PX', ttl)
-        end
-        stored[key] = new
-      elseif unverified[key] then
-        redis.call('GET', key)
-        unverified[key] = nil
+-- The next item to decide, its group's first argument and the items left in that group.
+local i, j, left = 1, first_group, 0
+local l, now, cost, extra, decide, margin, a, b
+-- Decides items i .. n; an error leaves i at the item that raised it.
+local function decide_from_i()
+  while i <= n do
+    if left == 0 then
+      l, now, cost, extra, left = tonumber(ARGV[j]), ARGV[j + 1], tonumber(ARGV[j + 2]),
+        tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+      if now == '' then
+        if not server then server = server_now() end
+        now = server
+      else
+        now = tonumber(now)
       end
+      decide, margin, a, b = decide_of[l], margin_of[l], a_of[l], b_of[l]
+      j = j + 5
+    end
+    local key = KEYS[i]
+    local allowed, remaining, retry, reset, granted
+    if decide then
+      local v, new, ttl
+      if distinct then v = value[i] else v = stored[key] end
+      allowed, remaining, retry, reset, granted, new, ttl = decide(v, now, cost, extra, margin, a, b)
+      local fresh
+      if distinct then fresh = not v else fresh = not checked[key] end
+      if new then
+        if fresh then
+          -- GET: on a key of another type, an error and no write.
+          call('SET', key, new, 'PX', ttl, 'GET')
+        else
+          call('SET', key, new, 'PX', ttl)
+        end
+        if not distinct then stored[key] = new end
+      elseif fresh then
+        call('GET', key)
+      end
+      if not distinct then checked[key] = true end
     else
-      local r = decide_sliding_window_log(key, now, g_cost[g], g_extra[g], margin_of[l], a_of[l], b_of[l])
+      local r = decide_sliding_window_log(key, now, cost, extra, margin, a, b)
       allowed, remaining, retry, reset, granted = r[1], r[2], r[3], r[4], r[5]
     end
-    local o = (i - 1) * 3
+    local o = i * 3
     if allowed == 1 then
-      out[o + 1], out[o + 2], out[o + 3] = remaining + 1, reset, granted
+      out[o - 2], out[o - 1], out[o] = remaining + 1, reset, granted
     else
-      out[o + 1], out[o + 2], out[o + 3] = -(remaining + 1), reset, retry
+      out[o - 2], out[o - 1], out[o] = -(remaining + 1), reset, retry
     end
+    left = left - 1
+    i = i + 1
   end
 end
 -- One protected call for the whole batch, and one more after each item that fails.
-while i < n do
-  if not pcall(decide_from_next) then
-    local o = (i - 1) * 3
-    out[o + 1], out[o + 2], out[o + 3] = 0, 0, 0
+while i <= n do
+  if not pcall(decide_from_i) then
+    local o = i * 3
+    out[o - 2], out[o - 1], out[o] = 0, 0, 0
+    left = left - 1
+    i = i + 1
   end
 end
 return out

@@ -4,8 +4,8 @@
 --
 -- Lua numbers are doubles. Every value handled here is an integer below 2^53, where doubles are
 -- exact: times and durations in whole microseconds below 2^52, products checked below 2^53 by the
--- Rust side (crate::limit) before any call. Integer division is done with math.fmod, which is
--- exact, never with a rounded quotient.
+-- Rust side (crate::limit) before any call. Integer division (idiv) rounds the quotient once,
+-- which cannot reach the next integer there.
 --
 -- Every decide_<algorithm> takes
 --   key     the limit's state key: prefix:{tag}:algorithm
@@ -24,10 +24,15 @@
 -- SET, and the batch script reads all its keys with one MGET instead.
 
 -- Library functions called per decision, as locals: a global's lookup costs more than the call.
-local fmod, format = math.fmod, string.format
+local format = string.format
 
-local function idiv(a, b)                 -- floor(a / b), exact for 0 <= a < 2^53, b > 0
-  return (a - fmod(a, b)) / b
+-- floor(a / b), exact for 0 <= a < 2^53 and b > 0. a / b is k + r/b (0 <= r < b), and its
+-- rounding moves it by at most (a / b) * 2^-53 < 1 / b: never down past k (exact when r = 0),
+-- never up to k + 1. q % 1 (q - floor(q)) is exact. No C call (math.fmod): it costs more than
+-- the division.
+local function idiv(a, b)
+  local q = a / b
+  return q - q % 1
 end
 
 -- fmt(x): an integer as a decimal string (tostring prints %.14g). %d formats a C long: exact

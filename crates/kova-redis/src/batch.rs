@@ -161,8 +161,8 @@ pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<
     }
 }
 
-/// The batch script's `EVALSHA` (see `scripts/batch.lua` for the layout): the keys, each
-/// distinct limit once, then runs of consecutive checks that share limit, time, cost and extra
+/// The batch script's `EVALSHA` (see `scripts/batch.lua` for the layout): the keys, whether
+/// they are distinct, each distinct limit once, then runs of consecutive checks that share limit, time, cost and extra
 /// (every argument costs Redis more to take in than a decision costs to make).
 fn batch_command(batch: &[Waiting]) -> redis::Cmd {
     // (algorithm code, TTL margin, the two parameters): at most MAX_BATCH, searched in order.
@@ -192,7 +192,7 @@ fn batch_command(batch: &[Waiting]) -> redis::Cmd {
     for w in batch {
         cmd.arg(&w.call.key);
     }
-    cmd.arg(limits.len());
+    cmd.arg(u8::from(keys_distinct(batch))).arg(limits.len());
     for limit in &limits {
         cmd.arg(&limit[..]);
     }
@@ -205,6 +205,14 @@ fn batch_command(batch: &[Waiting]) -> redis::Cmd {
         cmd.arg(cost).arg(extra).arg(count);
     }
     cmd
+}
+
+/// Whether no key appears twice in `batch` (the script then reads each key's value from its
+/// `MGET` without a table of what the batch wrote).
+fn keys_distinct(batch: &[Waiting]) -> bool {
+    let mut keys: Vec<&[u8]> = batch.iter().map(|w| w.call.key.as_slice()).collect();
+    keys.sort_unstable();
+    keys.windows(2).all(|pair| pair[0] != pair[1])
 }
 
 /// One check's 3 values in a batch reply as a lone check's 5 (allowed, remaining, retry, reset,
@@ -358,6 +366,8 @@ mod tests {
             "c",
             "a",
             "d",
+            // "a" twice: not distinct.
+            "0",
             // Two limits: GCRA (2) and the log (5).
             "2",
             "2",
@@ -391,6 +401,18 @@ mod tests {
             "1",
         ];
         assert_eq!(sent, expected);
+    }
+
+    #[test]
+    fn a_batch_says_whether_its_keys_are_distinct() {
+        use AlgorithmKind::Gcra;
+        let params = [1, 0, 0, 10, 5];
+        let distinct: Vec<Waiting> = ["a", "b", "c"].iter().map(|k| waiting(Gcra, k, None, params)).collect();
+        assert!(keys_distinct(&distinct));
+        assert_eq!(args(&batch_command(&distinct))[6], "1");
+        let repeated: Vec<Waiting> = ["b", "a", "b"].iter().map(|k| waiting(Gcra, k, None, params)).collect();
+        assert!(!keys_distinct(&repeated));
+        assert_eq!(args(&batch_command(&repeated))[6], "0");
     }
 
     #[test]

@@ -94,7 +94,8 @@
 //! counter) is at most 2^52 µs ([`MAX_SPAN_MICROS`], a [`LimitError::OutOfRange`] past it), so a
 //! time plus a span, a deficit plus one cost, or a count plus one cost never passes 2^53. TTLs,
 //! which add the margin, are capped below 2^53 µs (285 years); no decision reads them. Integer
-//! division is exact (`math.fmod`, never a rounded quotient). The test
+//! division rounds one quotient, which below 2^53 never reaches the next integer (the test
+//! `integers::the_scripts_integer_division_is_exact_below_2_pow_53` checks it at the edges). The test
 //! `integers::scripts_stay_exact_at_the_largest_quotas_and_times` runs every script at its
 //! largest accepted quotas and at times up to 2^52 - 1 µs, decision by decision against kova's
 //! exact models (`kova::model`).

@@ -246,3 +246,46 @@ async fn scripts_stay_exact_at_the_largest_quotas_and_times() {
     clock.set(u64::MAX);
     assert!(matches!(limiter.check("integers:late", &limit).await, Err(Error::TimeOutOfRange { .. })));
 }
+
+/// The scripts' integer division (the prelude's `idiv`, one rounded quotient) against Rust's, at
+/// the dividends where a rounded quotient could reach the next integer: just below 2^53, and
+/// one below, at and above multiples of the divisor, for small, odd, power-of-two-adjacent and
+/// random divisors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripts_integer_division_is_exact_below_2_pow_53() {
+    let Some(server) = RedisServer::start() else { return };
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(concat!(
+        include_str!("../../scripts/prelude.lua"),
+        "\nlocal out = {}\n",
+        "for i = 1, #ARGV, 2 do out[#out + 1] = fmt(idiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]))) end\n",
+        "return out\n"
+    ));
+    const TOP: u64 = (1 << 53) - 1;
+    let mut divisors = vec![1, 2, 3, 7, 10, 999, 1000, 1001, (1 << 26) - 1, (1 << 26) + 1, 3u64.pow(20)];
+    divisors.extend([(1 << 52) - 1, 1 << 52, (1 << 52) + 1, TOP - 1, TOP]);
+    let mut rng = Rng::new(53);
+    divisors.extend((0..200).map(|_| 1 + rng.next() % TOP));
+    divisors.extend((0..200).map(|_| 1 + rng.next() % (1 << 27)));
+    let mut pairs = Vec::new();
+    for &b in &divisors {
+        let top_multiple = TOP / b * b;
+        for a in
+            [TOP, TOP - 1, top_multiple, top_multiple - 1, top_multiple.saturating_sub(b) + 1, b, b - 1, 0]
+        {
+            pairs.push((a, b));
+        }
+        pairs.push((rng.next() % (TOP + 1), b));
+    }
+    for chunk in pairs.chunks(500) {
+        let mut invocation = script.prepare_invoke();
+        for &(a, b) in chunk {
+            invocation.arg(a).arg(b);
+        }
+        let got: Vec<String> = invocation.invoke_async(&mut conn).await.unwrap();
+        for (&(a, b), got) in chunk.iter().zip(&got) {
+            assert_eq!(got, &(a / b).to_string(), "idiv({a}, {b})");
+        }
+    }
+}

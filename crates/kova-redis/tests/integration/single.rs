@@ -115,7 +115,9 @@ async fn redis_micros(url: &str) -> u64 {
 }
 
 /// Two separate clients (two connections, as two servers would have), 8 tasks each, hammer one
-/// key with Redis time: together they admit exactly what one limiter would.
+/// key with Redis time: together they admit exactly what one limiter would. Each client's
+/// checks wait together, so its batches hold the key several times (each later check reads what
+/// the earlier ones wrote).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clients_share_one_limit() {
     let Some(server) = RedisServer::start() else { return };
@@ -166,6 +168,8 @@ async fn two_clients_share_one_limit() {
             "{kind}: two clients admitted {admitted} of 400 (expected 100..={max})"
         );
     }
+    let largest = a.batch_stats().largest_batch.max(b.batch_stats().largest_batch);
+    assert!(largest >= 2, "no batch held the key twice: {:?} {:?}", a.batch_stats(), b.batch_stats());
 }
 
 fn dirty(server: &RedisServer) -> u64 {
