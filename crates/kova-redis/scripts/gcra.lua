@@ -12,7 +12,8 @@ end
 -- prelude).
 local function decide_gcra_state(state, now, cost, extra, margin, interval, burst)
   local capacity = burst * interval          -- <= 2^52, checked by the caller
-  local tat = tonumber(state or '0')
+  local tat = 0                              -- no key: a full bucket
+  if state then tat = tonumber(state) end
   -- How far the bucket is from full, as time. Zero when the TAT has passed.
   local deficit = tat - now
   if deficit < 0 then deficit = 0 end

@@ -39,17 +39,28 @@ end
 -- below 2^53 where it has 64 bits, and much cheaper than %.0f, which a 32-bit build keeps.
 local INTEGER_FORMAT = '%.0f'
 if string.format('%d', 2^53 - 1) == '9007199254740991' then INTEGER_FORMAT = '%d' end
+-- Each keeps the last integer it formatted: like checks of new keys in one batch write the same
+-- state and the same TTL, and a comparison costs far less than a format.
+local last_integer, last_string = nil, nil
 local function fmt(x)
-  return format(INTEGER_FORMAT, x)
+  if x ~= last_integer then
+    last_integer, last_string = x, format(INTEGER_FORMAT, x)
+  end
+  return last_string
 end
 
 -- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
 -- 2^53 µs (both are below 2^52): the TTL is capped below it (285 years), so the sum stays exact;
 -- no decision reads a TTL.
 local MAX_TTL_US = 9007199254739992       -- 2^53 - 1000
+local last_ttl_us, last_ttl = nil, nil
 local function ttl_ms(us)
-  if us > MAX_TTL_US then us = MAX_TTL_US end
-  return fmt(idiv(us + 999, 1000))
+  if us ~= last_ttl_us then
+    last_ttl_us = us
+    if us > MAX_TTL_US then us = MAX_TTL_US end
+    last_ttl = format(INTEGER_FORMAT, idiv(us + 999, 1000))
+  end
+  return last_ttl
 end
 
 local function server_now()               -- Redis TIME in microseconds
