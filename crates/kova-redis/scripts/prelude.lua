@@ -39,8 +39,8 @@ end
 -- below 2^53 where it has 64 bits, and much cheaper than %.0f, which a 32-bit build keeps.
 local INTEGER_FORMAT = '%.0f'
 if string.format('%d', 2^53 - 1) == '9007199254740991' then INTEGER_FORMAT = '%d' end
--- Each keeps the last integer it formatted: like checks of new keys in one batch write the same
--- state and the same TTL, and a comparison costs far less than a format.
+-- fmt and ttl_ms each keep the last integer they formatted: like checks of new keys in one batch
+-- write the same state and the same TTL, and a comparison costs far less than a format.
 local last_integer, last_string = nil, nil
 local function fmt(x)
   if x ~= last_integer then
