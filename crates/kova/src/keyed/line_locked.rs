@@ -12,7 +12,7 @@ use super::lock::MutexGuard;
 use super::quotas::QuotaId;
 use super::reclaim::RetiredPlace;
 use super::scan_order::ScanOrder;
-use super::word::{Freezer, FROZEN, TOMB};
+use super::word::{Freezer, FROZEN, TOMB, VACANT};
 use crate::loom::atomic::{fence, Ordering};
 use crate::Algorithm;
 
@@ -81,6 +81,22 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             }
             self.writer.cell_bytes -= line_cell::held_bytes::<A>(place.heap);
             self.writer.marks[pos] = Mark::Free;
+            self.vacate_run_end(pos);
+        }
+    }
+
+    /// Makes the free line `pos` vacant again when the line after it is vacant, and so on back
+    /// through the free lines before it: no probe needs to pass them, since no key was ever
+    /// placed by passing the vacant line after them, so `find` stops there as it would one line
+    /// later. Fewer lines in use mean fewer rehashes to shed them.
+    fn vacate_run_end(&mut self, mut pos: usize) {
+        let w = &mut *self.writer;
+        while w.marks[pos] == Mark::Free && w.marks[w.array.next(pos)] == Mark::Vacant {
+            // Relaxed: a check that loads `VACANT` reads nothing else from the line.
+            w.array.line(pos).word.store(VACANT, Ordering::Relaxed);
+            w.marks[pos] = Mark::Vacant;
+            w.removed -= 1;
+            pos = if pos == 0 { w.array.len() - 1 } else { pos - 1 };
         }
     }
 
@@ -423,6 +439,12 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// Positions [`is_held`](Self::is_held) can look at.
     pub(super) fn positions(&self) -> usize {
         self.writer.array.len()
+    }
+
+    /// Whether the line `pos` is in use: held, or removed and not vacant again.
+    #[cfg(test)]
+    pub(super) fn is_in_use(&self, pos: usize) -> bool {
+        self.writer.marks[pos] != Mark::Vacant
     }
 
     /// The longest run of positions in use (held or removed) that a probe may pass.
