@@ -41,7 +41,7 @@ local first_group = 3 + limits * 4
 -- value[i]: item i's key as MGET read it (string keys only).
 local value
 if only_strings then
-  value = redis.call('MGET', unpack(KEYS))
+  value = call('MGET', unpack(KEYS))
 else
   local string_keys, position = {}, {}
   local i, j = 0, first_group
@@ -58,7 +58,7 @@ else
   end
   value = {}
   if #string_keys > 0 then
-    local read = redis.call('MGET', unpack(string_keys))
+    local read = call('MGET', unpack(string_keys))
     for k = 1, #string_keys do value[position[k]] = read[k] end
   end
 end
@@ -97,11 +97,16 @@ local function decide_from_i()
     local key = KEYS[i]
     local allowed, remaining, retry, reset, granted
     if decide then
-      local v, new, ttl
-      if distinct then v = value[i] else v = stored[key] end
+      -- v: the key's value; fresh: no command that fails on another type has run on it yet.
+      local v, fresh
+      if distinct then
+        v = value[i]
+        fresh = not v
+      else
+        v, fresh = stored[key], not checked[key]
+      end
+      local new, ttl
       allowed, remaining, retry, reset, granted, new, ttl = decide(v, now, cost, extra, margin, a, b)
-      local fresh
-      if distinct then fresh = not v else fresh = not checked[key] end
       if new then
         if fresh then
           -- GET: on a key of another type, an error and no write.
@@ -109,11 +114,13 @@ local function decide_from_i()
         else
           call('SET', key, new, 'PX', ttl)
         end
-        if not distinct then stored[key] = new end
       elseif fresh then
         call('GET', key)
       end
-      if not distinct then checked[key] = true end
+      if not distinct then
+        if new then stored[key] = new end
+        checked[key] = true
+      end
     else
       local r = decide_sliding_window_log(key, now, cost, extra, margin, a, b)
       allowed, remaining, retry, reset, granted = r[1], r[2], r[3], r[4], r[5]

@@ -162,8 +162,9 @@ pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<
 }
 
 /// The batch script's `EVALSHA` (see `scripts/batch.lua` for the layout): the keys, whether
-/// they are distinct, each distinct limit once, then runs of consecutive checks that share limit, time, cost and extra
-/// (every argument costs Redis more to take in than a decision costs to make).
+/// they are distinct, each distinct limit once, then runs of consecutive checks that share
+/// limit, time, cost and extra (every argument costs Redis more to take in than a decision
+/// costs to make).
 fn batch_command(batch: &[Waiting]) -> redis::Cmd {
     // (algorithm code, TTL margin, the two parameters): at most MAX_BATCH, searched in order.
     let mut limits: Vec<[u64; 4]> = Vec::new();

@@ -178,6 +178,14 @@ impl<K> LineArray<K> {
         }
     }
 
+    pub(super) fn prev(&self, pos: usize) -> usize {
+        if pos == 0 {
+            self.len() - 1
+        } else {
+            pos - 1
+        }
+    }
+
     /// The quota id of the held line `pos`.
     #[inline(always)]
     pub(super) fn quota_at(&self, pos: usize) -> QuotaId {

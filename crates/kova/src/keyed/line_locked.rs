@@ -96,7 +96,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             w.array.line(pos).word.store(VACANT, Ordering::Relaxed);
             w.marks[pos] = Mark::Vacant;
             w.removed -= 1;
-            pos = if pos == 0 { w.array.len() - 1 } else { pos - 1 };
+            pos = w.array.prev(pos);
         }
     }
 
