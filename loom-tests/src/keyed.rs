@@ -95,6 +95,9 @@ pub fn keyed(
         .shards(1)
         .max_keys(max_keys)
         .table_full(policy)
+        // Each key's first check inserts it, as the models' inserts and evictions need
+        // (`door.rs` models the doorkeeper).
+        .doorkeeper(0)
         .build()
         .expect("the model's quota suits GCRA")
 }

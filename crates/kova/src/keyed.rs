@@ -19,7 +19,7 @@
 //! - `epoch.rs` (the table's own epoch: crossbeam-epoch's protocol without collection on pins)
 //!   and `reclaim.rs` (what a shard retired, freed after its grace period): a removed key's
 //!   line, and a replaced array, are reused only once no check can still read them.
-//! - `door.rs`: the opt-in doorkeeper ([`KeyedBuilder::doorkeeper`]): a key's first check
+//! - `door.rs`: the doorkeeper, on by default ([`KeyedBuilder::doorkeeper`]): a key's first check
 //!   admitted in one word of a fixed array, the key inserted on its second, charged the first
 //!   one's unit at its time.
 //! - `hot.rs`: the opt-in hot keys ([`KeyedBuilder::hot_keys`]): a contended key's state moved

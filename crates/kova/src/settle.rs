@@ -114,7 +114,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // Not held: its state is fresh. Check in what a fresh state admits, then charge the rest.
         let Ok(capacity) = self.check_n(key, 0).map(|peek| peek.remaining()) else { return 0 };
         let first = cost.min(capacity);
-        match self.check_n(key, first) {
+        // Past the doorkeeper: the rest is charged on the held state.
+        match self.check_in(key, first) {
             Ok(decision) if decision.is_allowed() => first + charge_held(cost - first).unwrap_or(0),
             _ => charge_held(cost).unwrap_or(0),
         }

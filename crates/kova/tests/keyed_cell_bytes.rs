@@ -3,6 +3,8 @@
 //! sliding log's self-addressed cells and `AnyAlgorithm`'s boxed ones.
 //!
 //! Its own test binary (the allocator counts the whole process), one test in it.
+//!
+//! The table has no doorkeeper (`doorkeeper(0)`), so that each key's first check inserts it.
 
 use kova::{
     Algorithm, AlgorithmKind, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog,
@@ -17,6 +19,7 @@ fn growth<A: Algorithm>(algorithm: A, keys: u64) -> (isize, isize) {
     let keyed = KeyedBuilder::<u64, A, _>::from_algorithm(algorithm, ManualClock::new())
         .shards(1)
         .max_keys(10_000)
+        .doorkeeper(0)
         .build()
         .unwrap();
     // The thread's epoch record, allocated on its first check, is not the table's.

@@ -1,5 +1,8 @@
 //! The keyed table under concurrent inserts, lookups, evictions, removals and quota changes,
 //! checked against a sequential model of the keys each thread owns.
+//!
+//! Its tables have no doorkeeper (`doorkeeper(0)`): the model is of keys inserted by their first
+//! check (`keyed_door.rs` checks the door against the model of a table without one).
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
@@ -156,6 +159,7 @@ fn owners_match_the_model<A: WordAlgorithm>(threads: u64, phases: u64, ops: u64)
         // policy would then answer for a key the model admits).
         .reclaim_scan(max_keys)
         .table_full(TableFullPolicy::DenyNew)
+        .doorkeeper(0)
         .build()
         .unwrap();
     let barrier = Barrier::new(threads as usize);
@@ -243,6 +247,7 @@ fn owners_across_many_shards_match_the_model() {
     let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
         .shards(16)
         .max_keys(100_000)
+        .doorkeeper(0)
         .build()
         .unwrap();
     std::thread::scope(|s| {
@@ -280,6 +285,7 @@ fn a_drain_racing_an_eviction_is_never_lost() {
         .shards(1)
         .max_keys(32)
         .reclaim_scan(32)
+        .doorkeeper(0)
         .build()
         .unwrap();
     let barrier = Barrier::new(3);
@@ -336,7 +342,8 @@ fn a_quota_change_racing_checks_loses_no_unit() {
     let clock = ManualClock::new();
     let small = Quota::per_second(10).unwrap();
     let big = Quota::per_second(20).unwrap();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(small, clock.clone()).shards(1).build().unwrap();
+    let keyed =
+        KeyedBuilder::<u64, Gcra, _>::new(small, clock.clone()).shards(1).doorkeeper(0).build().unwrap();
     for round in 0..200u64 {
         let key = round;
         let admitted = Mutex::new(0u64);

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kova::{
-    Algorithm, Clock, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowCounter,
-    SlidingWindowLog, TokenBucket,
+    Algorithm, CheckError, Clock, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 /// A small deterministic generator (xorshift), so that a failure replays.
@@ -28,46 +28,28 @@ impl Rng {
 /// key only the door has seen forgets its unit, as the plain table forgets or refunds the key's).
 fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
     let clock = ManualClock::new();
-    let plain = KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2).build().unwrap();
-    let door =
-        KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2).doorkeeper(1 << 12).build().unwrap();
+    let builder = || KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2);
+    let plain = builder().doorkeeper(0).build().unwrap();
+    let small_door = builder().doorkeeper(1 << 12).build().unwrap();
+    // The door every table gets unless told otherwise.
+    let default_door = builder().build().unwrap();
     let period = quota.period_nanos();
     let mut rng = Rng(seed);
     // Under Miri a few hundred steps: enough for every operation to meet a door-only key.
     let steps = if cfg!(miri) { 300 } else { 4_000 };
     for step in 0..steps {
         let key = rng.next() % 6;
-        let seen = |d: kova::Decision| (d.is_allowed(), d.remaining());
-        let (expected, got) = match rng.next() % 13 {
-            10 => {
-                plain.reset(&key);
-                door.reset(&key);
-                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
-            }
-            11 => {
-                plain.remove(&key);
-                door.remove(&key);
-                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
-            }
-            // Whether a refund returns true can differ (the plain table holds idle keys the
-            // door table never inserted); what it leaves cannot.
-            12 => {
-                plain.refund(&key, 1);
-                door.refund(&key, 1);
-                (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key))))
-            }
-            0 => (Ok(seen(plain.peek(&key))), Ok(seen(door.peek(&key)))),
-            1 => (plain.check_n(&key, 2).map(seen), door.check_n(&key, 2).map(seen)),
-            2 => (plain.check_n(&key, 0).map(seen), door.check_n(&key, 0).map(seen)),
-            _ => (Ok(seen(plain.check(&key))), Ok(seen(door.check(&key)))),
-        };
-        assert_eq!(
-            expected,
-            got,
-            "{} step {step}, key {key} at {} ns",
-            quota_name::<A>(quota),
-            clock.now_nanos()
-        );
+        let op = rng.next() % 13;
+        let expected = apply(&plain, op, key);
+        for (name, door) in [("small door", &small_door), ("default door", &default_door)] {
+            assert_eq!(
+                expected,
+                apply(door, op, key),
+                "{} {name} step {step}, key {key} at {} ns",
+                quota_name::<A>(quota),
+                clock.now_nanos()
+            );
+        }
         let advance = match rng.next() % 4 {
             0 => 0,
             1 => rng.next() % (period / 8 + 1),
@@ -76,7 +58,33 @@ fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
         };
         clock.advance(Duration::from_nanos(advance));
     }
-    assert!(door.len() <= plain.len(), "the door keeps keys out of the table");
+    assert!(small_door.len() <= plain.len(), "the door keeps keys out of the table");
+    assert!(default_door.len() <= plain.len(), "the door keeps keys out of the table");
+}
+
+/// Operation `op` (of 13, drawn at random) on `key`: what it decided, or what a peek then says.
+fn apply<A: Algorithm>(
+    table: &Keyed<u64, A, ManualClock>,
+    op: u64,
+    key: u64,
+) -> Result<(bool, u64), CheckError> {
+    let seen = |d: kova::Decision| (d.is_allowed(), d.remaining());
+    match op {
+        10 => table.reset(&key),
+        11 => {
+            table.remove(&key);
+        }
+        // Whether a refund returns true can differ (the plain table holds idle keys the door
+        // table never inserted); what it leaves cannot.
+        12 => {
+            table.refund(&key, 1);
+        }
+        0 => {}
+        1 => return table.check_n(&key, 2).map(seen),
+        2 => return table.check_n(&key, 0).map(seen),
+        _ => return Ok(seen(table.check(&key))),
+    }
+    Ok(seen(table.peek(&key)))
 }
 
 fn quota_name<A: Algorithm>(quota: Quota) -> String {
@@ -101,10 +109,8 @@ fn a_door_decides_exactly_as_the_table_does() {
 #[test]
 fn keys_seen_once_stay_out_and_a_second_check_pays_the_first() {
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(2).unwrap(), clock.clone())
-        .doorkeeper(1 << 16)
-        .build()
-        .unwrap();
+    let table =
+        KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(2).unwrap(), clock.clone()).build().unwrap();
     for key in 0..1_000 {
         let first = table.check(&key);
         assert!(first.is_allowed());
@@ -156,4 +162,28 @@ fn racing_first_checks_never_exceed_the_quota() {
         let total: u64 = admitted.iter().map(|per_thread| per_thread[key]).sum();
         assert_eq!(total, burst, "key {key}: {total} admitted of 8 checks");
     }
+}
+
+/// A reservation and a settling charge work on a key's held state: for a key only the door has
+/// seen, they insert it (charged the door's unit) rather than stop at the door, so a charge past
+/// the first unit is not lost and a reservation finds the key held.
+#[test]
+fn reservations_and_charges_of_a_key_at_the_door_insert_it() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1).unwrap().with_overdraft(5);
+    let builder = || KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone());
+    let (door, plain) = (builder().build().unwrap(), builder().doorkeeper(0).build().unwrap());
+    for table in [&door, &plain] {
+        assert_eq!(table.charge(&1, 4), 4);
+        assert!(!table.check(&1).is_allowed());
+        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::ZERO);
+        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::from_secs(1));
+        assert_eq!(table.len(), 2);
+    }
+    assert_eq!(door.peek(&1), plain.peek(&1));
+    // A key the door admitted first: the reservation after it waits for that unit.
+    assert!(door.check(&3).is_allowed());
+    assert_eq!(door.len(), 2);
+    assert_eq!(door.reserve_key_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
+    assert_eq!(door.len(), 3);
 }

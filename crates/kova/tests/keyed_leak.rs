@@ -1,6 +1,8 @@
 //! A removed key's memory is freed or reused: no growth across a million insert/remove cycles,
 //! measured by the table (`memory_bytes`) and by a counting allocator (keys are `String`s, and
 //! the sliding log's cells own rings, so a leaked key or cell shows up in the live heap).
+//!
+//! The table has no doorkeeper (`doorkeeper(0)`), so that each cycle's check inserts its key.
 
 use kova::{Algorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
 
@@ -17,6 +19,7 @@ fn cycles<A: Algorithm>(quota: Quota, cycles: u64) {
     let keyed = KeyedBuilder::<String, A, _>::new(quota, ManualClock::new())
         .shards(4)
         .max_keys(10_000)
+        .doorkeeper(0)
         .build()
         .unwrap();
     for i in 0..1_000 {

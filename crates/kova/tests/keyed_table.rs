@@ -2,6 +2,10 @@
 //! separately, growth and removal, room for new keys, per-key quotas, drops, memory, threads.
 //! Small enough for Miri (`cargo +nightly miri test -p kova --test keyed_table`); the tests of
 //! the table's protocols, which reach into its shards, are its unit tests.
+//!
+//! Its tables have no doorkeeper (`doorkeeper(0)`; `keyed_door.rs` tests the door with these
+//! tables' defaults): a key's first check inserts it, as these tests of growth, room and
+//! memory need.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +27,7 @@ fn table<A: Algorithm>(
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
+        .doorkeeper(0)
         .build()
         .unwrap();
     (keyed, clock)
@@ -143,6 +148,7 @@ fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
         .shards(1)
         .max_keys(8)
         .table_full(TableFullPolicy::DenyNew)
+        .doorkeeper(0)
         .build()
         .unwrap();
     for key in 0..8 {
@@ -209,6 +215,7 @@ fn quota_fn_gives_keys_their_own_quota() {
     let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock)
         .shards(2)
         .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
+        .doorkeeper(0)
         .build()
         .unwrap();
     assert_eq!(keyed.check(&2).remaining(), 9);
@@ -225,6 +232,7 @@ fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
     let algorithm = AnyAlgorithm::new(AlgorithmKind::FixedWindow, per_second(3)).unwrap();
     let keyed = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::new())
         .quota_fn(|_| Some(Quota::per_second(3).unwrap().with_burst(9).unwrap()))
+        .doorkeeper(0)
         .build()
         .unwrap();
     assert_eq!(keyed.check(&1).remaining(), 2);
@@ -242,6 +250,7 @@ fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
         let keyed =
             KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::starting_at(5))
                 .shards(1)
+                .doorkeeper(0)
                 .build()
                 .unwrap();
         keyed.check_n(&1, 4).unwrap();

@@ -39,7 +39,9 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     policy: TableFullPolicy,
     scan: usize,
     quota_fn: Option<QuotaFn<K>>,
-    door_words: usize,
+    /// Words of the doorkeeper asked for ([`doorkeeper`](Self::doorkeeper)); `None` for the
+    /// default, which follows `max_keys`.
+    door_words: Option<usize>,
     /// Hot slots asked for ([`hot_keys`](Self::hot_keys)): their count, shape and the
     /// algorithm's word refund.
     hot: Option<(HotKeys, StripeShape, RefundWord<A>)>,
@@ -66,6 +68,12 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub const DEFAULT_RECLAIM_SCAN: usize = 16;
     /// The most shards a table has.
     pub const MAX_SHARDS: usize = 1 << 16;
+    /// The fewest words of the default [`doorkeeper`](Self::doorkeeper) (8 KiB).
+    pub const MIN_DEFAULT_DOOR_WORDS: usize = 1 << 10;
+    /// The most words of the default [`doorkeeper`](Self::doorkeeper) (512 KiB): enough for
+    /// a flood of millions of one-off keys a second whose units become idle within a few
+    /// milliseconds, and small next to a full table of the default [`max_keys`](Self::max_keys).
+    pub const MAX_DEFAULT_DOOR_WORDS: usize = 1 << 16;
 
     /// A builder for a table whose default quota is `quota`, reading `clock`.
     ///
@@ -105,7 +113,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             policy: TableFullPolicy::default(),
             scan: Self::DEFAULT_RECLAIM_SCAN,
             quota_fn: None,
-            door_words: 0,
+            door_words: None,
             hot: None,
         }
     }
@@ -160,35 +168,48 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         self
     }
 
-    /// A doorkeeper of `words` words (8 bytes each, rounded up to a power of two; 0, the
-    /// default, for none): a key's first check at the default quota is admitted there, its time
-    /// written in one word, and the key enters the table only on its second check within the time
-    /// one unit takes to become idle, charged the first check's unit at the time it was made. A
-    /// flood of keys seen once (rotating addresses, random API keys) then never inserts, evicts
-    /// or rehashes, leaves the held keys in place, and takes no lock (the admission is one
+    /// The doorkeeper's size, in words of 8 bytes (rounded up to a power of two; 0 for none).
+    /// By default a table has one of `max_keys` words (rounded up to a power of two), kept
+    /// between [`MIN_DEFAULT_DOOR_WORDS`](Self::MIN_DEFAULT_DOOR_WORDS) and
+    /// [`MAX_DEFAULT_DOOR_WORDS`](Self::MAX_DEFAULT_DOOR_WORDS): the pages of its array are
+    /// zeroed by the system as they are first written, so a table that sees few keys touches
+    /// little of it.
+    ///
+    /// A key's first check at the default quota is admitted at the door, its time written in one
+    /// word, and the key enters the table only on its second check within the time one unit
+    /// takes to become idle, charged the first check's unit at the time it was made. A flood of
+    /// keys seen once (rotating addresses, random API keys) then never inserts, evicts or
+    /// rehashes, leaves the held keys in place, and takes no lock (the admission is one
     /// compare-exchange on the door's word).
     ///
     /// No key gets more than its quota: the door charges exactly what the table would (see the
     /// `keyed::door` module), and a key whose word holds another key's young entry goes to the
     /// table. What changes: a key admitted only at the door is not held, so [`Keyed::len`] does
-    /// not count it; [`Keyed::peek`] reports its unit, and [`Keyed::reset`], [`Keyed::remove`]
-    /// and [`Keyed::refund`] forget it, as they would the state of a held key. Two keys that
-    /// share a word and a fingerprint (of 24 bits) can make the second pay the first one's unit.
-    /// Default quotas whose unit never becomes idle get no doorkeeper.
+    /// not count it and [`Keyed::promote`] does not find it; [`Keyed::peek`] reports its unit,
+    /// and [`Keyed::reset`], [`Keyed::remove`] and [`Keyed::refund`] forget it, as they would the
+    /// state of a held key. Two keys that share a word and a fingerprint (of 24 bits) can make the
+    /// second pay the first one's unit. Default quotas whose unit never becomes idle get no
+    /// doorkeeper. Turn it off (`doorkeeper(0)`) where every key's first check must insert it:
+    /// a table whose `len()` counts clients, or one that promotes keys by name before their
+    /// second check.
     ///
     /// ```
     /// use kova::{Gcra, KeyedBuilder, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
-    ///     .doorkeeper(1 << 16)
-    ///     .build()?;
+    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new()).build()?;
     /// assert!(limiter.check(&7).is_allowed()); // admitted at the door
     /// assert_eq!(limiter.len(), 0);
     /// assert!(!limiter.check(&7).is_allowed()); // inserted, charged the first check's unit
     /// assert_eq!(limiter.len(), 1);
+    ///
+    /// let no_door = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    ///     .doorkeeper(0)
+    ///     .build()?;
+    /// assert!(no_door.check(&7).is_allowed());
+    /// assert_eq!(no_door.len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn doorkeeper(mut self, words: usize) -> Self {
-        self.door_words = words;
+        self.door_words = Some(words);
         self
     }
 
@@ -217,7 +238,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             shards *= 2;
         }
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(self.door_words)
+            .with_door(self.door_words.unwrap_or_else(|| default_door_words::<K, A, C>(max_keys)))
             .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund))))
     }
 }
@@ -260,13 +281,14 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(100)?, ManualClock::new())
     ///     .hot_keys(HotKeys::new(4).stripes(2).batch(10))?
     ///     .build()?;
-    /// limiter.check(&7);
+    /// limiter.check(&7); // admitted at the doorkeeper
+    /// limiter.check(&7); // held from now on
     /// assert!(limiter.promote(&7));
     /// let decision = limiter.check(&7); // a stripe leased 10 units, spent 1
     /// assert_eq!(decision.fallback(), Some(Fallback::StripeLease));
     /// assert_eq!(decision.remaining(), 9);
     /// assert!(limiter.demote(&7)); // the 9 go back
-    /// assert_eq!(limiter.peek(&7).remaining(), 98);
+    /// assert_eq!(limiter.peek(&7).remaining(), 97);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn hot_keys(mut self, hot: HotKeys) -> Result<Self, StripedError> {
@@ -279,6 +301,14 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
         self.hot = Some((hot, shape, refund));
         Ok(self)
     }
+}
+
+/// The default doorkeeper's words for a table of at most `max_keys` keys.
+fn default_door_words<K, A: Algorithm, C: Clock>(max_keys: usize) -> usize {
+    max_keys.next_power_of_two().clamp(
+        KeyedBuilder::<K, A, C>::MIN_DEFAULT_DOOR_WORDS,
+        KeyedBuilder::<K, A, C>::MAX_DEFAULT_DOOR_WORDS,
+    )
 }
 
 fn default_shards() -> usize {

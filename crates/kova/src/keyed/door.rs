@@ -26,6 +26,7 @@
 //!   a rare false charge (never a false grant).
 
 use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::zeroed_atomics;
 use crate::Algorithm;
 
 use super::quotas::At;
@@ -118,12 +119,7 @@ impl Door {
         }
         // Rounded up, plus one for the rounding of `now` to units.
         let ttl_units = ttl.div_ceil(1 << shift) + 1;
-        Door {
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            bits: words.trailing_zeros(),
-            shift,
-            ttl_units,
-        }
+        Door { words: zeroed_atomics(words), bits: words.trailing_zeros(), shift, ttl_units }
     }
 
     /// Heap bytes of the array.

@@ -17,6 +17,7 @@
 ///     .shards(1)
 ///     .max_keys(2)
 ///     .table_full(TableFullPolicy::DenyNew)
+///     .doorkeeper(0) // every key's first check inserts it
 ///     .build()?;
 /// assert!(limiter.check(&1).is_allowed());
 /// assert!(limiter.check(&2).is_allowed());

@@ -31,6 +31,10 @@ use slow::{Prior, Slow};
 ///   [`TableFullPolicy`] decides, and says so in the decision's [`Fallback`](crate::Fallback).
 /// - **Per-key quotas**: [`KeyedBuilder::quota_fn`], [`check_n_with_quota`](Self::check_n_with_quota),
 ///   [`set_quota`](Self::set_quota).
+/// - **A doorkeeper for keys seen once**, on by default ([`KeyedBuilder::doorkeeper`]): a key's
+///   first check is admitted in one word of a fixed array, and the key enters the table on its
+///   second, charged the first one's unit. A flood of one-off keys then inserts nothing, and
+///   [`len`](Self::len) counts only keys checked again.
 ///
 /// [`KeyedBuilder`] holds the options.
 ///
@@ -40,7 +44,7 @@ use slow::{Prior, Slow};
 /// assert!(limiter.check(&"alice").is_allowed());
 /// assert!(!limiter.check(&"alice").is_allowed());
 /// assert!(limiter.check(&"bob").is_allowed());
-/// assert_eq!(limiter.len(), 2);
+/// assert_eq!(limiter.len(), 1); // bob, seen once, is only at the doorkeeper
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
@@ -369,7 +373,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             Ok,
             |shard, hash, prior, guard| {
                 let id = self.quotas.intern(quota)?;
-                let slow = Slow { hash, key, cost, new_quota: id, force: Some(id) };
+                let slow = Slow { hash, key, cost, new_quota: id, force: Some(id), at_door: true };
                 Ok(self.check_slow(shard, slow, prior, guard)?)
             },
         )
@@ -456,6 +460,26 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let pos = locked.find(hash, key)?;
         self.cool(&locked, pos, hash);
         Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
+    }
+
+    /// Runs `f` on `key`'s algorithm and cell under its shard lock, as
+    /// [`with_held_cell`](Self::with_held_cell) does; for a key not held, on the state an insert
+    /// would give it now (fresh, charged what the doorkeeper admitted of it), which `f` may read
+    /// and nothing keeps. For a look at what a check would decide (`limits/keyed.rs`).
+    pub(crate) fn with_cell_or_new<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> R {
+        // Outside the lock: the quota function is the user's code.
+        let new_quota = self.quota_for_new(key);
+        let hash = self.hash(key);
+        let guard = epoch::pin();
+        let locked = self.shard(hash).lock(&guard);
+        if let Some(pos) = locked.find(hash, key) {
+            self.cool(&locked, pos, hash);
+            return f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock);
+        }
+        let algorithm = self.quotas.get(new_quota);
+        // Under the lock, as an insert reads it.
+        let admitted = self.door.as_ref().and_then(|door| door.seen(hash, self.clock.now_nanos()));
+        f(algorithm, &door::fresh_cell(algorithm, admitted), &self.clock)
     }
 
     /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns

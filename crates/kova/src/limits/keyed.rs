@@ -152,18 +152,14 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// peek when it would admit.
     fn look(&self, j: usize, key: &K, cost: u64) -> Decision {
         let table = &self.tables[j];
-        let (algorithm_decision, peek) = table
-            .with_held_cell(key, |algorithm, cell, clock| {
-                // Acquire as in `decide_cell`: the clock read after it is no older than the writer's.
-                let word = cell.load(Ordering::Acquire);
-                let now = clock.now_nanos();
-                (algorithm.decide(word, now, cost).0, algorithm.decide(word, now, 0).0)
-            })
-            .unwrap_or_else(|| {
-                // Not held: fresh under the table's quota, which admits any cost within it.
-                let peek = table.peek(key);
-                (peek, peek)
-            });
+        // A key not held is looked at in the state its insert would give it: what the doorkeeper
+        // admitted of it counts.
+        let (algorithm_decision, peek) = table.with_cell_or_new(key, |algorithm, cell, clock| {
+            // Acquire as in `decide_cell`: the clock read after it is no older than the writer's.
+            let word = cell.load(Ordering::Acquire);
+            let now = clock.now_nanos();
+            (algorithm.decide(word, now, cost).0, algorithm.decide(word, now, 0).0)
+        });
         if algorithm_decision.is_allowed() {
             peek
         } else {

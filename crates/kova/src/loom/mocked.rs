@@ -37,3 +37,8 @@ impl AtomicU128 {
         }
     }
 }
+
+/// `len` atomics, all 0 (std's shim takes them from zeroed memory).
+pub(crate) fn zeroed_atomics(len: usize) -> Box<[atomic::AtomicU64]> {
+    (0..len).map(|_| atomic::AtomicU64::new(0)).collect()
+}

@@ -30,3 +30,23 @@ impl<T> UnsafeCell<T> {
 /// A 128-bit atomic for two limits of a composite checked in one compare-and-swap:
 /// portable-atomic's (`cmpxchg16b` where the CPU has it, detected at run time; a lock elsewhere).
 pub(crate) use portable_atomic::AtomicU128;
+
+/// `len` atomics, all 0, from memory the allocator hands over zeroed: large arrays come straight
+/// from the system, whose pages are committed only as they are first written, so an array that
+/// is mostly never touched costs little memory.
+pub(crate) fn zeroed_atomics(len: usize) -> Box<[atomic::AtomicU64]> {
+    use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+    if len == 0 {
+        return Box::new([]);
+    }
+    let layout = Layout::array::<atomic::AtomicU64>(len).expect("an array that fits in memory");
+    // SAFETY: the layout is not zero-sized (len > 0).
+    let ptr = unsafe { alloc_zeroed(layout) }.cast::<atomic::AtomicU64>();
+    if ptr.is_null() {
+        handle_alloc_error(layout);
+    }
+    // SAFETY: `ptr` is a live allocation of `layout`, an array of `len` `AtomicU64`s (the layout
+    // `Box<[AtomicU64]>` frees with), and all zero bits are a valid `AtomicU64` (it has the bit
+    // validity of `u64`); the box takes sole ownership of it.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) }
+}

@@ -58,6 +58,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// the key would have had, had that check inserted it). Whether anything was given back.
     pub(super) fn refund_at_door(&self, hash: u64, cost: u64) -> bool {
         let Some(door) = &self.door else { return false };
+        if cost == 0 {
+            // Nothing to give back: the entry stays.
+            return false;
+        }
         let Some(at) = door.seen(hash, self.clock.now_nanos()) else { return false };
         let algorithm = self.quotas.default_algorithm();
         let refunded = algorithm.refund_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, cost);

@@ -156,8 +156,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             if cost > capacity {
                 return Err(ReserveError::CostExceedsCapacity { cost, capacity });
             }
-            // Cost 1 fits every quota: the check cannot fail.
-            let Ok(check_in) = self.check_n(key, 1) else { continue };
+            // Cost 1 fits every quota: the check cannot fail. Past the doorkeeper: the key must
+            // be held to reserve on it.
+            let Ok(check_in) = self.check_in(key, 1) else { continue };
             match check_in.fallback() {
                 Some(Fallback::TableFullUntracked) => {
                     return Ok(self.untracked(key, cost, fresh.quota()));

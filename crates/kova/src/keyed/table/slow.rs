@@ -4,7 +4,7 @@
 use std::hash::Hash;
 
 use super::super::door::{self, Admission};
-use super::super::epoch::Guard;
+use super::super::epoch::{self, Guard};
 use super::super::line_locked::NewKey;
 use super::super::line_shard::LineShard;
 use super::super::quotas::{QuotaId, DEFAULT_ID};
@@ -24,6 +24,9 @@ pub(super) struct Slow<'k, K> {
     pub(super) new_quota: QuotaId,
     /// The quota passed with the check: the key moves to it.
     pub(super) force: Option<QuotaId>,
+    /// Whether the doorkeeper may admit the check without inserting the key (a plain check);
+    /// not for a check that must leave the key held (`check_in`).
+    pub(super) at_door: bool,
 }
 
 /// How often a new key waits, unpinned, for a place to leave its grace period before the
@@ -72,7 +75,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         guard: Guard,
     ) -> Result<Decision, CheckError> {
         let new_quota = self.quota_for_new(key);
-        self.check_slow(shard, Slow { hash, key, cost, new_quota, force: None }, prior, guard)
+        self.check_slow(shard, Slow { hash, key, cost, new_quota, force: None, at_door: true }, prior, guard)
+    }
+
+    /// Checks `cost` units of `key`, inserting it when it is not held, as a table without a
+    /// doorkeeper would (what the door admitted of it is charged first): for callers that go on
+    /// to work on the key's held state (a reservation, a settling charge).
+    pub(crate) fn check_in(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        let hash = self.hash(key);
+        let new_quota = self.quota_for_new(key);
+        let slow = Slow { hash, key, cost, new_quota, force: None, at_door: false };
+        self.check_slow(self.shard(hash), slow, None, epoch::pin())
     }
 
     /// The quota a key not held yet gets: the quota function's, or the default.
@@ -92,7 +105,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         mut prior: Prior,
         mut guard: Guard,
     ) -> Result<Decision, CheckError> {
-        if prior.is_none() && slow.cost == 1 && slow.new_quota == DEFAULT_ID && slow.force.is_none() {
+        if slow.at_door
+            && prior.is_none()
+            && slow.cost == 1
+            && slow.new_quota == DEFAULT_ID
+            && slow.force.is_none()
+        {
             if let Some(decision) = self.admit_at_door(shard, slow.hash, slow.key, &guard) {
                 return Ok(decision);
             }
@@ -129,7 +147,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         guard: &Guard,
         last: bool,
     ) -> Result<Option<Decision>, CheckError> {
-        let Slow { hash, key, cost, new_quota, force } = *slow;
+        let Slow { hash, key, cost, new_quota, force, at_door } = *slow;
         let mut locked = shard.lock(guard);
         if let Some(mut pos) = locked.find(hash, key) {
             if let Some((place, decision)) = prior {
@@ -164,7 +182,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if let Some(door) = &self.door {
             locked.announce_insert();
             let now = self.clock.now_nanos();
-            if cost == 1 && id == DEFAULT_ID {
+            if at_door && cost == 1 && id == DEFAULT_ID {
                 match door.admit(hash, now) {
                     // A fresh state's decision does not depend on the time it is made.
                     Admission::Admitted(_) => return Ok(Some(self.fresh_decision(algorithm, 1))),

@@ -11,7 +11,8 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::Fallback;
 use crate::{AnyAlgorithm, ManualClock, SlidingWindowLog};
 
-/// A table of `u64` keys on a manual clock.
+/// A table of `u64` keys on a manual clock, with no doorkeeper: these tests are of the table
+/// itself, where a key's first check inserts it.
 fn table<A: Algorithm>(
     quota: Quota,
     shards: usize,
@@ -23,6 +24,7 @@ fn table<A: Algorithm>(
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
+        .doorkeeper(0)
         .build()
         .unwrap();
     (keyed, clock)
@@ -98,7 +100,7 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
     }
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh cell.
-    let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None };
+    let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None, at_door: true };
     let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
     assert_eq!(redone.unwrap().unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);

@@ -15,7 +15,14 @@ fn hot_table<A: crate::WordAlgorithm>(
     hot: HotKeys,
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    let keyed = KeyedBuilder::new(quota, clock.clone()).shards(1).hot_keys(hot).unwrap().build().unwrap();
+    // No doorkeeper: a key's first check inserts it, so that it can be promoted.
+    let keyed = KeyedBuilder::new(quota, clock.clone())
+        .shards(1)
+        .doorkeeper(0)
+        .hot_keys(hot)
+        .unwrap()
+        .build()
+        .unwrap();
     (keyed, clock)
 }
 
@@ -294,7 +301,8 @@ fn hot_keys_reject_shapes_out_of_range() {
 #[test]
 fn memory_counts_the_hot_slots() {
     let quota = Quota::per_second(10).unwrap();
-    let plain = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new()).shards(1).build().unwrap();
+    let plain =
+        KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new()).shards(1).doorkeeper(0).build().unwrap();
     let (hot, _) = hot_table::<Gcra>(quota, HotKeys::new(16).stripes(4).batch(2));
     let slots = 16 * (128 + 4 * 128);
     assert!(hot.memory_bytes() >= plain.memory_bytes() + slots);
