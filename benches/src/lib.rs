@@ -27,6 +27,7 @@ pub mod cli;
 pub mod cores;
 pub mod feature_report;
 pub mod features;
+pub mod kova_tables;
 pub mod machine;
 pub mod markdown;
 pub mod memory;

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use kova::{
-    Algorithm, AlgorithmKind, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindowCounter,
-    SlidingWindowLog, TokenBucket,
+    Algorithm, AlgorithmKind, FixedWindow, Gcra, Quota, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
+    TokenBucket,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -18,11 +18,13 @@ use rand_distr::{Distribution, Zipf};
 use rayon::prelude::*;
 
 pub use crate::catalog::{quota_words, Scenario, LARGE_KEYS, SMALL_KEYS, ZIPF_EXPONENT};
+use crate::kova_tables::{flood_table, hot_table, kova_table, no_door_table};
+pub use crate::kova_tables::{FLOOD_BOUND, GCRA_HOT, GCRA_NO_DOOR};
 use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
-use crate::subject::{CasFloor, KovaDirect, KovaKeyed, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
+use crate::subject::{CasFloor, KovaDirect, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
 
 /// Where a scenario's keys come from.
@@ -178,19 +180,6 @@ pub fn subject_count(scenario: Scenario) -> usize {
     8 + own_peers + striped + door + hot + usize::from(has_pinned_floor(scenario))
 }
 
-/// kova's GCRA table with hot keys (`KeyedBuilder::hot_keys`, the default stripes, batch and
-/// threshold), measured beside the default tables in the hot-key scenario: the key is striped
-/// by the table itself once its checks contend.
-pub const GCRA_HOT: &str = "gcra_hot_keys";
-
-/// Hot slots of [`GCRA_HOT`]'s table.
-const HOT_SLOTS: usize = 16;
-
-fn hot_table(quota: Quota) -> KovaKeyed<Gcra> {
-    let builder = Keyed::<u64, Gcra>::builder(quota).hot_keys(kova::HotKeys::new(HOT_SLOTS));
-    KovaKeyed(builder.expect("hot keys in range").build().expect("quota representable"))
-}
-
 /// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
 pub const STRIPED: [&str; 2] = ["gcra_striped", "token_bucket_striped"];
 
@@ -226,55 +215,6 @@ impl AlgorithmVisitor for DirectBuilder<'_> {
             runner: shared(limiter),
         });
     }
-}
-
-/// A kova keyed table of `u64` keys for `quota`: the default options, except that the 1M-key
-/// scenarios get room for twice their keys (the bound is split evenly over the shards, so a
-/// shard could fill before the table does and send live keys to the table-full policy). Memory
-/// is allocated as keys arrive, so the larger bound costs nothing until it is used.
-fn kova_table<A: Algorithm>(quota: Quota, keys: usize) -> KovaKeyed<A> {
-    let table = if keys >= LARGE_KEYS {
-        Keyed::<u64, A>::builder(quota).max_keys(2 * keys).build()
-    } else {
-        Keyed::<u64, A>::new(quota)
-    };
-    KovaKeyed(table.expect("quota representable"))
-}
-
-/// Keys in the flood scenario's tables (their bound).
-pub const FLOOD_BOUND: usize = 65_536;
-
-/// kova's GCRA table without its doorkeeper (`KeyedBuilder::doorkeeper(0)`), measured beside
-/// the default tables (which have one) in the churn and flood scenarios: every new key's first
-/// check inserts it.
-pub const GCRA_NO_DOOR: &str = "gcra_no_doorkeeper";
-
-/// [`GCRA_NO_DOOR`]'s table for `scenario` (churn or flood): as the default GCRA table of that
-/// scenario, without a doorkeeper.
-fn no_door_table(scenario: Scenario, quota: Quota) -> KovaKeyed<Gcra> {
-    let builder = Keyed::<u64, Gcra>::builder(quota).doorkeeper(0);
-    if scenario == Scenario::KeyedFlood {
-        return filled_to_bound(builder);
-    }
-    KovaKeyed(builder.build().expect("quota representable"))
-}
-
-/// A kova table for the flood scenario, with the default options.
-fn flood_table<A: Algorithm>(quota: Quota) -> KovaKeyed<A> {
-    filled_to_bound(Keyed::<u64, A>::builder(quota))
-}
-
-/// The flood scenario's table from `builder`: bounded at [`FLOOD_BOUND`] keys and filled to it
-/// with keys that are idle by the time the measurement starts, each checked twice so that it
-/// passes the doorkeeper into the table.
-fn filled_to_bound<A: Algorithm>(builder: kova::KeyedBuilder<u64, A>) -> KovaKeyed<A> {
-    let table = KovaKeyed(builder.max_keys(FLOOD_BOUND).build().expect("quota representable"));
-    // Keys far above the ones the measurement draws (`FreshKeys` counts up from 0).
-    for key in 0..FLOOD_BOUND as u64 {
-        table.hit(u64::MAX - key);
-        table.hit(u64::MAX - key);
-    }
-    table
 }
 
 struct KeyedBuilder<'a> {

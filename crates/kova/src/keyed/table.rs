@@ -449,39 +449,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// Runs `f` on `key`'s algorithm and cell under its shard lock, as [`refund`](Self::refund)
-    /// does (checks of the key run meanwhile; no eviction or quota change can lose what `f`
-    /// writes with a CAS loop). `None` when the key is not held. For the settling charge
-    /// (`settle.rs`).
-    pub(crate) fn with_held_cell<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> Option<R> {
-        let hash = self.hash(key);
-        let guard = epoch::pin();
-        let locked = self.shard(hash).lock(&guard);
-        let pos = locked.find(hash, key)?;
-        self.cool(&locked, pos, hash);
-        Some(f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock))
-    }
-
-    /// Runs `f` on `key`'s algorithm and cell under its shard lock, as
-    /// [`with_held_cell`](Self::with_held_cell) does; for a key not held, on the state an insert
-    /// would give it now (fresh, charged what the doorkeeper admitted of it), which `f` may read
-    /// and nothing keeps. For a look at what a check would decide (`limits/keyed.rs`).
-    pub(crate) fn with_cell_or_new<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> R {
-        // Outside the lock: the quota function is the user's code.
-        let new_quota = self.quota_for_new(key);
-        let hash = self.hash(key);
-        let guard = epoch::pin();
-        let locked = self.shard(hash).lock(&guard);
-        if let Some(pos) = locked.find(hash, key) {
-            self.cool(&locked, pos, hash);
-            return f(self.quotas.get(locked.quota(pos)), locked.cell(pos), &self.clock);
-        }
-        let algorithm = self.quotas.get(new_quota);
-        // Under the lock, as an insert reads it.
-        let admitted = self.door.as_ref().and_then(|door| door.seen(hash, self.clock.now_nanos()));
-        f(algorithm, &door::fresh_cell(algorithm, admitted), &self.clock)
-    }
-
     /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns
     /// whether it was held. Its memory is reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
@@ -614,6 +581,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
 mod door_keys;
 mod evict;
+mod held_cell;
 mod hot;
 mod reserve;
 mod set_quota;
