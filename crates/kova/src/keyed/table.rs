@@ -480,7 +480,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 }
 
 impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
-    /// Number of keys held.
+    /// Number of keys held: not the keys only the doorkeeper has seen (checked once within the
+    /// time a unit takes to become idle; [`KeyedBuilder::doorkeeper`]).
     pub fn len(&self) -> usize {
         self.shards.iter().map(LineShard::len).sum()
     }

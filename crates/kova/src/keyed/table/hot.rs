@@ -151,8 +151,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Stripes `key` now, as if the table had found it contended: its checks then spend from
     /// per-thread stripes leasing batches of its state ([`KeyedBuilder::hot_keys`]). Returns
-    /// whether it is striped: `false` for a table without hot keys, a key not held, or when
-    /// every hot slot is in use (or waiting for its grace period).
+    /// whether it is striped: `false` for a table without hot keys, a key not held (a key the
+    /// doorkeeper admitted is held from its second check), or when every hot slot is in use (or
+    /// waiting for its grace period).
     ///
     /// [`KeyedBuilder::hot_keys`]: super::super::KeyedBuilder::hot_keys
     pub fn promote(&self, key: &K) -> bool {
