@@ -145,8 +145,12 @@ fn window_algorithms_stay_within_their_bounds_under_overload() {
 
     let run = hammer(RateLimiter::<SlidingWindowCounter>::new(quota).unwrap(), 1);
     // The counter's estimate admits `limit` per period in the steady state, and its worst case
-    // is below 2x in any one window.
+    // is below 2x in any one window. Its lower bound has more slack than the others': what a
+    // window may admit grows across the window (the previous window's weight decays), so a
+    // moment when no thread checks (all descheduled on a busy machine) just before a window ends
+    // leaves that window short of its limit, by about the previous count times the moment's
+    // share of the period, with nothing lost. Lost updates would miss far more than 3%.
     let high = 5_000 * (run.elapsed() / period + 2);
-    let low = 0.99 * (5_000 * (run.loaded_nanos() / period)) as f64;
+    let low = 0.97 * (5_000 * (run.loaded_nanos() / period)) as f64;
     assert_between("sliding_window_counter", run.admitted, low, high);
 }
