@@ -185,7 +185,9 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// No key gets more than its quota: the door charges exactly what the table would (see the
     /// `keyed::door` module), and a key whose word holds another key's young entry goes to the
     /// table. What changes: a key admitted only at the door is not held, so [`Keyed::len`] does
-    /// not count it and [`Keyed::promote`] does not find it; [`Keyed::peek`] reports its unit,
+    /// not count it, and [`Keyed::promote`], [`Keyed::set_quota`] and [`Keyed::quota_of`] find it
+    /// only from its second check (a quota function or a quota passed with the check applies
+    /// from its first); [`Keyed::peek`] reports its unit,
     /// and [`Keyed::reset`], [`Keyed::remove`] and [`Keyed::refund`] forget it, as they would the
     /// state of a held key. Two keys that share a word and a fingerprint (of 24 bits) can make the
     /// second pay the first one's unit. Default quotas whose unit never becomes idle get no
