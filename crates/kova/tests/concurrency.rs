@@ -149,7 +149,7 @@ fn window_algorithms_stay_within_their_bounds_under_overload() {
     // window may admit grows across the window (the previous window's weight decays), so a
     // moment when no thread checks (all descheduled on a busy machine) just before a window ends
     // leaves that window short of its limit, by about the previous count times the moment's
-    // share of the period, with nothing lost. Lost updates would miss far more than 3%.
+    // share of the period, with nothing lost. Lost updates would miss by far more than this slack.
     let high = 5_000 * (run.elapsed() / period + 2);
     let low = 0.97 * (5_000 * (run.loaded_nanos() / period)) as f64;
     assert_between("sliding_window_counter", run.admitted, low, high);

@@ -88,6 +88,11 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         Self::from_result(A::from_quota(quota), clock)
     }
 
+    /// The default doorkeeper's words for a table of at most `max_keys` keys.
+    fn default_door_words(max_keys: usize) -> usize {
+        max_keys.next_power_of_two().clamp(Self::MIN_DEFAULT_DOOR_WORDS, Self::MAX_DEFAULT_DOOR_WORDS)
+    }
+
     /// A builder for a table whose default quota is `algorithm`'s (for an algorithm built
     /// beforehand, such as an [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind).
     /// Per-key quotas get algorithms of the same kind.
@@ -240,7 +245,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             shards *= 2;
         }
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(self.door_words.unwrap_or_else(|| default_door_words::<K, A, C>(max_keys)))
+            .with_door(self.door_words.unwrap_or_else(|| Self::default_door_words(max_keys)))
             .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund))))
     }
 }
@@ -303,14 +308,6 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
         self.hot = Some((hot, shape, refund));
         Ok(self)
     }
-}
-
-/// The default doorkeeper's words for a table of at most `max_keys` keys.
-fn default_door_words<K, A: Algorithm, C: Clock>(max_keys: usize) -> usize {
-    max_keys.next_power_of_two().clamp(
-        KeyedBuilder::<K, A, C>::MIN_DEFAULT_DOOR_WORDS,
-        KeyedBuilder::<K, A, C>::MAX_DEFAULT_DOOR_WORDS,
-    )
 }
 
 fn default_shards() -> usize {
