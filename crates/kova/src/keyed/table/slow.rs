@@ -9,6 +9,7 @@ use super::super::line_locked::NewKey;
 use super::super::line_shard::LineShard;
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::{check_cost, heap_of, Keyed};
+use crate::loom::atomic::Ordering;
 use crate::{Algorithm, CheckError, Clock, Decision};
 
 /// What a check already did on a key's place before finding it unlinked.
@@ -216,11 +217,21 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// The decision a fresh key gets for `cost`. Computed on a new cell when cells own no heap
-    /// (all but the sliding log); for the log, built directly (reset: one period).
+    /// The decision a fresh key gets for `cost`. Decided on a fresh word when the algorithm
+    /// decides words (no compare-exchange: a locked instruction on a cell no one else sees
+    /// would still order the check's memory accesses), on a new cell when cells own no heap,
+    /// and for the log built directly (reset: one period).
     pub(super) fn fresh_decision(&self, algorithm: &A, cost: u64) -> Decision {
+        let cell = algorithm.new_cell();
+        if let Some(word) = algorithm.cell_word(&cell) {
+            // Relaxed: the cell is this function's own.
+            let fresh = word.load(Ordering::Relaxed);
+            if let Some((decision, _)) = algorithm.decide_word(fresh, self.clock.now_nanos(), cost) {
+                return decision;
+            }
+        }
         if heap_of(algorithm) == 0 {
-            return algorithm.decide_cell(&algorithm.new_cell(), &self.clock, cost);
+            return algorithm.decide_cell(&cell, &self.clock, cost);
         }
         let capacity = algorithm.capacity();
         let reset = if cost == 0 { 0 } else { algorithm.quota().period_nanos() };
