@@ -1,7 +1,7 @@
 //! Throughput of the Redis backend against a local redis-server, beside plain `INCR`.
 //!
 //! ```text
-//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2]
+//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2 --no-pin]
 //! ```
 //!
 //! Starts its own redis-server on a free loopback port (unless `--url` is given), then for each
@@ -15,9 +15,11 @@
 //! (`INFO cpu`, over the INCR and the decision runs) is printed too: it does not depend on how
 //! much CPU the client gets, which on a small shared machine moves the throughput ratios. At 64
 //! tasks two floors follow, what one state write costs Redis with no decision at all: a plain
-//! `SET ... PX` per write, and a script of one `MGET` and one `SET ... PX` per key.
+//! `SET ... PX` per write, and a script of one `MGET` and one `SET ... PX` per key. Its own
+//! redis-server runs alone on one CPU and the client on the others, unless `--no-pin` (`cpus.rs`).
 
-#[path = "../tests/integration/server.rs"]
+mod cpus;
+#[path = "../../tests/integration/server.rs"]
 mod server;
 
 use std::process::Command;
@@ -35,19 +37,25 @@ struct Args {
     reps: usize,
     url: Option<String>,
     in_flight: Option<usize>,
+    /// Redis on a CPU of its own (see `cpus.rs`).
+    pin: bool,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None };
+    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None, pin: true };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--no-pin" {
+            args.pin = false;
+            continue;
+        }
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--secs" => args.secs = value.parse().expect("--secs SECONDS"),
             "--reps" => args.reps = value.parse().expect("--reps N"),
             "--url" => args.url = Some(value),
             "--in-flight" => args.in_flight = Some(value.parse().expect("--in-flight CALLS")),
-            other => panic!("unknown flag {other} (expected --secs, --reps, --url, --in-flight)"),
+            other => panic!("unknown flag {other} (expected --secs, --reps, --url, --in-flight, --no-pin)"),
         }
     }
     args
@@ -204,6 +212,8 @@ fn run_threads(threads: usize, secs: f64, op: impl Fn(usize, usize) + Sync) -> f
         for t in 0..threads {
             let (stop, count, barrier, op) = (&stop, &count, &barrier, &op);
             scope.spawn(move || {
+                // These rows never wait on Redis: every CPU serves them.
+                cpus::run_anywhere();
                 barrier.wait();
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) {
@@ -283,29 +293,37 @@ fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
     (out, share)
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args = parse_args();
-    let _server;
-    let (url, host, port) = match &args.url {
+    let mut own_server = None;
+    let (url, host, port, placement) = match &args.url {
         Some(url) => {
             let info = redis::Client::open(url.as_str()).expect("url").get_connection_info().addr.clone();
             let (host, port) = match info {
                 redis::ConnectionAddr::Tcp(h, p) => (h, p),
                 other => panic!("only tcp urls: {other:?}"),
             };
-            (url.clone(), host, port)
+            (url.clone(), host, port, cpus::Placement::Shared("Redis at --url"))
         }
         None => {
-            let Some(s) = server::RedisServer::start() else {
+            let (started, placement) = cpus::start_apart(args.pin, server::RedisServer::start);
+            let Some(s) = started else {
                 eprintln!("redis-server is not installed: apt-get install redis-server");
                 return;
             };
-            let out = (s.url(), "127.0.0.1".to_owned(), s.port);
-            _server = s;
+            let out = (s.url(), "127.0.0.1".to_owned(), s.port, placement);
+            own_server = Some(s);
             out
         }
     };
+    // Built after the placement, so that its threads run on the client's CPUs.
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(measure(args, url, host, port, placement));
+    drop(own_server);
+}
+
+/// Every measurement against the server at `url`, and the report.
+async fn measure(args: Args, url: String, host: String, port: u16, placement: cpus::Placement) {
     let mut builder = RedisLimiter::builder().timeout(Duration::from_secs(2));
     if let Some(calls) = args.in_flight {
         builder = builder.max_in_flight(calls);
@@ -450,6 +468,7 @@ async fn main() {
 
     let med = |v: &Vec<Vec<f64>>| -> Vec<f64> { v.iter().cloned().map(median).collect() };
     println!("\n## kova-redis throughput (medians of {} repetitions of {} s each)\n", args.reps, args.secs);
+    println!("{}.\n", placement.describe());
     println!("| | 1 task | 16 tasks | 64 tasks |");
     println!("|---|---|---|---|");
     let b = med(&bench_incr);
