@@ -1,7 +1,8 @@
 //! Loom models of the keyed table's doorkeeper (`kova_loom_tests::door`); their should-fail
-//! twins, the door taking its word by load and store and an admission without the lock that
-//! ignores the shard's insert count, are `racy.rs`'s `door_claim_by_load_and_store` and
-//! `door_admission_without_checking_inserts`.
+//! twins, the door taking its word by load and store, an admission without the lock that
+//! ignores the shard's insert count, and inserts that read a door entry without taking it, are
+//! `racy.rs`'s `door_claim_by_load_and_store`, `door_admission_without_checking_inserts` and
+//! `door_entry_read_without_taking_it`.
 #![cfg(kova_loom)]
 
 use kova_loom_tests::door::{door_admission_races_an_insert, first_checks_share_a_door_word};

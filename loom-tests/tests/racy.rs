@@ -326,6 +326,19 @@ fn door_admission_without_checking_inserts() {
     assert!(message.contains("one unit too many"), "{message}");
 }
 
+/// Inserts that read a key's door entry without taking it (`kova::loom_racy::door_entry_kept`):
+/// in `kova_loom_tests::door`'s race of a first check with an insert of its key, the insert
+/// charges the admitted unit, the admission sees the insert's announcement, undoes its claim
+/// and is charged again at the lock, so key 0 admits two units of three.
+#[test]
+fn door_entry_read_without_taking_it() {
+    use kova_loom_tests::door::door_admission_races_an_insert;
+    let message = table_model_fails_in_child("door_entry_read_without_taking_it", || {
+        kova::loom_racy::door_entry_kept(door_admission_races_an_insert);
+    });
+    assert!(message.contains("a unit charged twice"), "{message}");
+}
+
 /// A demotion that reads the slot's central word without closing it
 /// (`kova::loom_racy::hot_demote_without_close`): a check that leases a batch from the slot
 /// after that read spends units the state written back into the line never counted.

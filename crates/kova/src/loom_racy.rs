@@ -22,6 +22,8 @@
 //!   overwritten by another key's, and its second check is admitted as a first).
 //! - [`door_admission_unchecked`]: a door admission without the lock that stands without
 //!   checking the shard's insert count (an insert of the same key misses it: one unit too many).
+//! - [`door_entry_kept`]: inserts that read a key's door entry without taking it (an admission
+//!   that then undoes its claim is charged twice).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -222,6 +224,14 @@ pub fn door_without_cas<R>(f: impl FnOnce() -> R) -> R {
 /// that does not count the admitted unit.
 pub fn door_admission_unchecked<R>(f: impl FnOnce() -> R) -> R {
     faults::with_door_count_unchecked(f)
+}
+
+/// RACY: runs `f` (a loom model of a `Keyed` table with a doorkeeper) with inserts reading a
+/// key's door entry without taking it: a first check admitted at the door without the lock,
+/// whose claim an insert of its key charged, sees the insert's announcement, undoes the claim
+/// and is charged again at the lock (one check, two units).
+pub fn door_entry_kept<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_door_entry_kept(f)
 }
 
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch

@@ -7,18 +7,21 @@
 //! - A door admission is a check of one unit on a fresh state at time `t`: the decision a fresh
 //!   key inserted at `t` gets. The entry (the key's fingerprint and `t`) stays until that unit is
 //!   idle ([`Door::ttl`]: at any later time the state is indistinguishable from fresh).
-//! - Every insert of a key into the table first looks for its entry: if one is young, the new
-//!   state is charged that unit *at `t`* (rounded up to the door's time unit, never earlier)
-//!   before it is published, so the key's state is what it would have been had the first check
-//!   inserted it. So the door charges exactly as the table does (up to the rounding, which only
-//!   ever charges later, so denies sooner).
+//! - Every insert of a key into the table takes its entry (a compare-exchange to empty, once the
+//!   insert is sure to happen): if one is young, the new state is charged that unit *at `t`*
+//!   (rounded up to the door's time unit, never earlier) before it is published, so the key's
+//!   state is what it would have been had the first check inserted it. So the door charges
+//!   exactly as the table does (up to the rounding, which only ever charges later, so denies
+//!   sooner), and each entry once.
 //! - An insert of a key sees the entry of every admission of it that stands. Inserts run under
 //!   the shard's lock and announce themselves first (`lock.rs`'s insert count, odd while one is
 //!   under way). An admission is made without the lock (`table/door_keys.rs`): it reads the
 //!   count (even), probes the table (the key absent), claims the word, and reads the count again
 //!   after a `SeqCst` fence. Unchanged, the admission stands: any insert of the key announced
 //!   after that fence reads the door after its own and finds the entry. Changed, the claim is
-//!   undone and the check goes to the lock, where admissions and inserts are ordered.
+//!   undone and the check goes to the lock, where admissions and inserts are ordered; unless an
+//!   insert took the entry first, charging its unit: then the undo fails and the admission
+//!   stands (going to the lock, it would be charged a second time).
 //! - Keys of other shards share the array, but only replace an entry once it is expired (a
 //!   compare-exchange, so that two keys never both take one word): a young entry is never lost.
 //!   A key whose word holds another key's young entry goes to the table as without a doorkeeper.
@@ -65,12 +68,12 @@ pub(super) struct Claim<'d> {
 }
 
 impl Claim<'_> {
-    /// Gives the word back, unless another check has replaced the entry since (then it stays
-    /// theirs). A key that saw the entry meanwhile is charged its unit: a false charge, never a
-    /// false grant.
-    pub(super) fn undo(self) {
+    /// Gives the word back; false when the entry is gone already: taken by an insert of the key
+    /// (which charged its unit), forgotten by its reset, removal or refund, or expired and
+    /// replaced. The admission then stands: in each case it is what the key's state counts.
+    pub(super) fn undo(self) -> bool {
         // Relaxed: as in `Door::claim`.
-        let _ = self.word.compare_exchange(self.entry, self.replaced, Ordering::Relaxed, Ordering::Relaxed);
+        self.word.compare_exchange(self.entry, self.replaced, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 }
 
@@ -201,6 +204,33 @@ impl Door {
             match word.compare_exchange(current, entry, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return Ok(Claim { word, entry, replaced: current }),
                 Err(now_there) => current = now_there,
+            }
+        }
+    }
+
+    /// Takes the entry of the key of `hash` for its insert, under its shard lock: when the
+    /// key's first check was admitted here (nanoseconds, rounded up), if that unit is not idle
+    /// at `now`. The word is emptied, so that an admission without the lock whose claim is taken
+    /// knows its unit is charged ([`Claim::undo`]).
+    pub(super) fn take(&self, hash: u64, now: u64) -> Option<u64> {
+        let (word, fingerprint) = self.place(hash);
+        // Relaxed: as in `claim`.
+        let mut entry = word.load(Ordering::Relaxed);
+        loop {
+            if entry >> TIME_BITS != fingerprint {
+                return None;
+            }
+            let written = self.young(entry, now)?;
+            if crate::loom::faults::door_entry_kept() {
+                // The broken variant the should-fail model catches: the entry stays, and an
+                // admission that undoes its claim is charged again at the lock.
+                return Some(written);
+            }
+            // Relaxed: as in `claim`. Failing, the word changed: a claim undone, or the entry
+            // expired and replaced; look again.
+            match word.compare_exchange(entry, 0, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(written),
+                Err(now_there) => entry = now_there,
             }
         }
     }

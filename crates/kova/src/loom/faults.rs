@@ -48,6 +48,7 @@ mod switches {
         static SKIP_STRIPE_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
+        static KEEP_DOOR_ENTRY: Cell<bool> = const { Cell::new(false) };
         static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
@@ -109,6 +110,15 @@ mod switches {
 
     pub(crate) fn door_count_unchecked() -> bool {
         SKIP_DOOR_COUNT.with(Cell::get)
+    }
+
+    /// Runs `f` with inserts reading a key's door entry without taking it.
+    pub(crate) fn with_door_entry_kept<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&KEEP_DOOR_ENTRY, true, f)
+    }
+
+    pub(crate) fn door_entry_kept() -> bool {
+        KEEP_DOOR_ENTRY.with(Cell::get)
     }
 
     pub(crate) fn pin_fence_skipped() -> bool {
@@ -209,6 +219,14 @@ pub(crate) const fn door_claim_racy() -> bool {
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn door_count_unchecked() -> bool {
+    false
+}
+
+/// Whether an insert reads its key's door entry without taking it
+/// (`loom_racy::door_entry_kept`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn door_entry_kept() -> bool {
     false
 }
 

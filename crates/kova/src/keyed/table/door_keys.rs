@@ -36,9 +36,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // SeqCst: pairs with the fence of an insert's announcement (`lock.rs`): either its read
         // of the door sees our entry, or our read below sees the count it changed.
         fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence.
-        if shard.inserts(Ordering::Relaxed) != before && !faults::door_count_unchecked() {
-            claim.undo();
+        // Relaxed: ordered by the fence. An undo that fails finds the entry taken by an insert
+        // of the key, which charged this unit: the admission stands.
+        if shard.inserts(Ordering::Relaxed) != before && !faults::door_count_unchecked() && claim.undo() {
             return None;
         }
         // A fresh state's decision does not depend on the time it is made.

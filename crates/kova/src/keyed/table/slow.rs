@@ -179,19 +179,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
         // Under the lock, so that the door's word for this key and its insert are ordered, and
         // after announcing the insert, so that an admission without the lock is seen or undone.
-        let mut admitted = None;
         if let Some(door) = &self.door {
             locked.announce_insert();
-            let now = self.clock.now_nanos();
-            if at_door && cost == 1 && id == DEFAULT_ID {
-                match door.admit(hash, now) {
-                    // A fresh state's decision does not depend on the time it is made.
-                    Admission::Admitted(_) => return Ok(Some(self.fresh_decision(algorithm, 1))),
-                    Admission::Seen(at) => admitted = Some(at),
-                    Admission::Busy => {}
-                }
-            } else {
-                admitted = door.seen(hash, now);
+            let door_may_admit = at_door && cost == 1 && id == DEFAULT_ID;
+            if door_may_admit && matches!(door.admit(hash, self.clock.now_nanos()), Admission::Admitted(_)) {
+                // A fresh state's decision does not depend on the time it is made.
+                return Ok(Some(self.fresh_decision(algorithm, 1)));
             }
         }
         let hash_key = |k: &K| self.hash(k);
@@ -203,6 +196,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 return Ok(Some(self.table_full(algorithm, cost, Some(retry))));
             }
         }
+        // Taken only now that the key is sure to be inserted: a taken entry's unit is charged
+        // here or nowhere.
+        let admitted = self.door.as_ref().and_then(|door| door.take(hash, self.clock.now_nanos()));
         let new = NewKey { hash, key: key.clone(), quota: id, heap: heap_of(algorithm) };
         let pos = locked.insert(new, door::fresh_cell(algorithm, admitted));
         Ok(Some(algorithm.decide_cell(locked.cell(pos), &self.clock, cost)))
