@@ -33,7 +33,7 @@ local function decide_fixed_window_state(state, now, cost, extra, margin, limit,
   local granted = limit - count - cost
   if extra < granted then granted = extra end
   count = count + cost + granted
-  return 1, limit - count, 0, until_end, granted, fmt(window) .. ':' .. fmt(count), ttl_ms(until_end + margin)
+  return 1, limit - count, 0, until_end, granted, fmt(window) .. ':' .. fmt_count(count), ttl_ms(until_end + margin)
 end
 
 local function decide_fixed_window(key, now, cost, extra, margin, limit, period)

@@ -49,6 +49,20 @@ local function fmt(x)
   return last_string
 end
 
+-- fmt_count(x): a count of units (a bucket's tokens, a window's admissions) as a decimal string.
+-- Checks of one batch write few distinct counts, between a window or time stamp formatted by fmt:
+-- each count is formatted once per call and then looked up, and fmt keeps the stamp.
+local count_strings
+local function fmt_count(x)
+  if not count_strings then count_strings = {} end
+  local s = count_strings[x]
+  if not s then
+    s = format(INTEGER_FORMAT, x)
+    count_strings[x] = s
+  end
+  return s
+end
+
 -- A PEXPIRE/PX argument: microseconds rounded UP to ms. A reset time plus the TTL margin can pass
 -- 2^53 µs (both are below 2^52): the TTL is capped below it (285 years), so the sum stays exact;
 -- no decision reads a TTL.

@@ -74,7 +74,7 @@ local function decide_sliding_window_counter_state(state, now, cost, extra, marg
   current = current + cost + granted
   local new_reset = counter_until_fresh(current, period, prev, elapsed) + lag
   return 1, counter_remaining(current, limit, period, prev, elapsed), 0, new_reset, granted,
-    fmt(window) .. ':' .. fmt(prev) .. ':' .. fmt(current), ttl_ms(new_reset + margin)
+    fmt(window) .. ':' .. fmt_count(prev) .. ':' .. fmt_count(current), ttl_ms(new_reset + margin)
 end
 
 local function decide_sliding_window_counter(key, now, cost, extra, margin, limit, period)

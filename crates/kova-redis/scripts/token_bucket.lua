@@ -50,7 +50,7 @@ local function decide_token_bucket_state(state, now, cost, extra, margin, interv
   if extra < granted then granted = extra end
   local left = tokens - cost - granted
   local until_full = token_bucket_until_full(left, burst, interval, progress)
-  return 1, left, 0, until_full, granted, fmt(left) .. ':' .. fmt(stamp), ttl_ms(until_full + margin)
+  return 1, left, 0, until_full, granted, fmt_count(left) .. ':' .. fmt(stamp), ttl_ms(until_full + margin)
 end
 
 local function decide_token_bucket(key, now, cost, extra, margin, interval, burst)
