@@ -195,7 +195,7 @@ proptest! {
 
 /// Threads hammering one striped limiter on the real clock, with a quota that barely refills
 /// during the run: what they admit stays within the burst plus the refill over the run, and
-/// after a flush the central word accounts for every unit (admitted plus remaining is the burst
+/// short of the burst by no more than the stripes can hold; after a flush the central word accounts for every unit (admitted plus remaining is the burst
 /// plus at most that refill: nothing lost, nothing made up).
 fn hammer<W: WordAlgorithm>(stripes: usize, batch: u64) {
     const BURST: u64 = 20_000;
@@ -227,7 +227,15 @@ fn hammer<W: WordAlgorithm>(stripes: usize, batch: u64) {
     let refill = (end - start) / interval + 1;
     let name = W::NAME;
     assert!(admitted <= BURST + refill, "{name}: admitted {admitted}, bound {}", BURST + refill);
-    assert!(admitted >= BURST, "{name}: admitted only {admitted} of a demand of {}", PER_THREAD * 4);
+    // Twice the burst was asked for, so only units still held by stripes can be missing: a
+    // thread's last checks are denied while another stripe holds units that its thread, done,
+    // gives back only at the flush (the denials say so: `Fallback::StripeLease`).
+    let held_at_most = stripes as u64 * batch;
+    assert!(
+        admitted + held_at_most >= BURST,
+        "{name}: admitted only {admitted} of a demand of {} (stripes hold at most {held_at_most})",
+        PER_THREAD * 4
+    );
     let accounted = admitted + limiter.peek().remaining();
     assert!(
         (BURST..=BURST + refill).contains(&accounted),
