@@ -6,7 +6,8 @@
 //! # Why no key gets more than its quota
 //! - A door admission is a check of one unit on a fresh state at time `t`: the decision a fresh
 //!   key inserted at `t` gets. The entry (the key's fingerprint and `t`) stays until that unit is
-//!   idle ([`Door::ttl`]: at any later time the state is indistinguishable from fresh).
+//!   idle (`Door::new`'s `ttl`: at any later time the state is indistinguishable from fresh), or
+//!   until an insert of the key takes it.
 //! - Every insert of a key into the table takes its entry (a compare-exchange to empty, once the
 //!   insert is sure to happen): if one is young, the new state is charged that unit *at `t`*
 //!   (rounded up to the door's time unit, never earlier) before it is published, so the key's
