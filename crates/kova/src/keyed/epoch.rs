@@ -409,9 +409,10 @@ mod tests {
         let fresh = || Box::into_raw(Box::new(AtomicU64::new(ALIVE)));
         let shared = std::sync::Arc::new(AtomicPtr::new(fresh()));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let reading = std::sync::Arc::new(AtomicBool::new(false));
         let readers: Vec<_> = (0..1)
             .map(|_| {
-                let (shared, stop) = (shared.clone(), stop.clone());
+                let (shared, stop, reading) = (shared.clone(), stop.clone(), reading.clone());
                 std::thread::spawn(move || {
                     let mut reads = 0u64;
                     while !stop.load(Ordering::Relaxed) {
@@ -425,11 +426,18 @@ mod tests {
                         // SAFETY: loaded while pinned: freed only two epochs after its removal.
                         assert_eq!(unsafe { (*value).load(Ordering::Relaxed) }, ALIVE);
                         reads += 1;
+                        // Relaxed: a start signal; nothing is published through it.
+                        reading.store(true, Ordering::Relaxed);
                     }
                     reads
                 })
             })
             .collect();
+        // The replacements start once the reader reads: on a busy machine it may be scheduled
+        // only after they would all have run.
+        while !reading.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
         for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
             let guard = pin();
             // AcqRel: publishes the new box to the readers' Acquire, and takes the old one's
