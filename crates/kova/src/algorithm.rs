@@ -19,7 +19,6 @@ pub use gcra::Gcra;
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
-pub(crate) use word::update_word;
 
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};

@@ -27,6 +27,16 @@ pub trait Clock: Send + Sync {
     fn now_nanos_precise(&self) -> u64 {
         self.now_nanos()
     }
+
+    /// How far a reading of [`now_nanos`](Self::now_nanos) may trail
+    /// [`now_nanos_precise`](Self::now_nanos_precise). A limiter decides a denial again on the
+    /// precise time when its retry time lies within this lag (a *near miss*): a coarse reading
+    /// that moves in steps would otherwise lose whatever the rate refills between two steps
+    /// beyond one burst. 0, the default, for a clock whose every reading is precise: no check is
+    /// ever decided twice.
+    fn max_lag_nanos(&self) -> u64 {
+        0
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -36,6 +46,10 @@ impl<C: Clock + ?Sized> Clock for &C {
 
     fn now_nanos_precise(&self) -> u64 {
         (**self).now_nanos_precise()
+    }
+
+    fn max_lag_nanos(&self) -> u64 {
+        (**self).max_lag_nanos()
     }
 }
 
@@ -47,6 +61,10 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn now_nanos_precise(&self) -> u64 {
         (**self).now_nanos_precise()
     }
+
+    fn max_lag_nanos(&self) -> u64 {
+        (**self).max_lag_nanos()
+    }
 }
 
 /// Under `--cfg kova_loom` quanta is not built (Cargo.toml leaves it out): this stand-in keeps the
@@ -54,76 +72,162 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 /// `Instant`. Loom models read a `ManualClock`; nothing here is model-checked.
 #[cfg(kova_loom)]
 mod quanta {
-    use std::time::Duration;
+    use std::time::Instant;
 
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-    pub(super) struct Instant(std::time::Instant);
+    #[derive(Debug, Clone)]
+    pub(super) struct Clock(Instant);
 
-    impl Instant {
-        pub(super) fn now() -> Self {
-            Instant(std::time::Instant::now())
+    impl Clock {
+        pub(super) fn new() -> Self {
+            Clock(Instant::now())
         }
 
-        pub(super) fn saturating_duration_since(&self, earlier: Instant) -> Duration {
-            self.0.saturating_duration_since(earlier.0)
+        pub(super) fn raw(&self) -> u64 {
+            u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        }
+
+        pub(super) fn delta_as_nanos(&self, start: u64, end: u64) -> u64 {
+            end.saturating_sub(start)
         }
     }
 }
 
 /// How often the upkeep thread refreshes the coarse time.
 const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
+/// How many upkeep rounds make one window of the lag bound ([`LAG_BOUND_NANOS`]).
+const LAG_WINDOW_ROUNDS: u32 = 1024;
+/// The least lag bound: a few upkeep intervals, so that a round that comes a little late
+/// still finds its near misses decided again.
+const MIN_LAG_BOUND_NANOS: u64 = 4 * UPKEEP_INTERVAL.as_nanos() as u64;
 
+#[derive(Debug)]
 struct Timeline {
-    origin: quanta::Instant,
+    /// quanta's clock, read raw (the time-stamp counter where it is reliable) and scaled to
+    /// nanoseconds from `origin_raw`: no `Duration` round trip and no thread-local look-up of a
+    /// mocked clock, as `quanta::Instant::now()` does.
+    clock: quanta::Clock,
+    /// The raw reading the timeline starts at.
+    origin_raw: u64,
     /// Whether kova's upkeep thread runs (it keeps [`RECENT_NANOS`] fresh). When it could not
     /// be started, `CoarseClock` reads the precise time instead.
     recent_is_live: bool,
 }
 
 /// The coarse time: nanoseconds from the timeline's origin to the upkeep thread's last reading
-/// of quanta's precise clock. Written only by that thread (`fetch_max`, so it never goes back),
-/// read by every [`CoarseClock`] with one relaxed load, inlined where the limiter is: quanta's
-/// own `recent()` is an out-of-line call plus a `Duration` round trip, about 25 instructions on
-/// every check. Relaxed: a reading is a number, not a publication of other memory.
+/// of the precise time. Written only by that thread (`fetch_max`, so it never goes back), read
+/// by every [`CoarseClock`] with one relaxed load, inlined where the limiter is: quanta's own
+/// `recent()` is an out-of-line call plus a `Duration` round trip on every check. Relaxed: a
+/// reading is a number, not a publication of other memory.
 static RECENT_NANOS: StaticAtomicU64 = StaticAtomicU64::new(0);
+
+/// How far [`RECENT_NANOS`] may trail the precise time, as the upkeep thread sees it: twice the
+/// longest gap between two of its rounds over the current and the previous window of
+/// [`LAG_WINDOW_ROUNDS`], and at least [`MIN_LAG_BOUND_NANOS`]. A reader's lag is less than the
+/// gap its round ends, so twice the recent longest covers a round that comes late again.
+/// Relaxed, as `RECENT_NANOS`: a number.
+static LAG_BOUND_NANOS: StaticAtomicU64 = StaticAtomicU64::new(MIN_LAG_BOUND_NANOS);
+
+/// The latest precise reading any thread has been given ([`precise_nanos`]). On its own cache
+/// line: near misses and [`PreciseClock`] write it, and the coarse hit path must not share
+/// their line.
+static PRECISE_HIGH_NANOS: crossbeam_utils::CachePadded<StaticAtomicU64> =
+    crossbeam_utils::CachePadded::new(StaticAtomicU64::new(0));
 
 fn timeline() -> &'static Timeline {
     static TIMELINE: OnceLock<Timeline> = OnceLock::new();
     TIMELINE.get_or_init(|| {
-        let origin = quanta::Instant::now();
+        let clock = quanta::Clock::new();
+        let origin_raw = clock.raw();
+        let upkeep_clock = clock.clone();
         // One upkeep thread per process, started with the timeline. If it cannot be spawned,
         // `recent_is_live` stays false and the coarse clock reads the precise time: a limiter
         // never sees a clock stuck at the origin.
-        let upkeep = std::thread::Builder::new().name("kova-clock".into()).spawn(move || loop {
-            RECENT_NANOS.fetch_max(nanos_since_origin(origin, quanta::Instant::now()), Ordering::Relaxed);
-            std::thread::sleep(UPKEEP_INTERVAL);
-        });
-        Timeline { origin, recent_is_live: upkeep.is_ok() }
+        let upkeep = std::thread::Builder::new()
+            .name("kova-clock".into())
+            .spawn(move || upkeep(&upkeep_clock, origin_raw));
+        Timeline { clock, origin_raw, recent_is_live: upkeep.is_ok() }
     })
 }
 
-fn nanos_since_origin(origin: quanta::Instant, instant: quanta::Instant) -> u64 {
-    // Saturates at u64::MAX after 584 years.
-    u64::try_from(instant.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+/// The upkeep thread's loop: refresh the coarse time, and keep the lag bound.
+fn upkeep(clock: &quanta::Clock, origin_raw: u64) -> ! {
+    let mut last = precise_nanos(clock, origin_raw);
+    let (mut longest, mut longest_before) = (0u64, 0u64);
+    let mut round = 0u32;
+    loop {
+        let now = precise_nanos(clock, origin_raw);
+        RECENT_NANOS.fetch_max(now, Ordering::Relaxed);
+        longest = longest.max(now.saturating_sub(last));
+        last = now;
+        let bound = longest.max(longest_before).saturating_mul(2).max(MIN_LAG_BOUND_NANOS);
+        if bound != LAG_BOUND_NANOS.load(Ordering::Relaxed) {
+            LAG_BOUND_NANOS.store(bound, Ordering::Relaxed);
+        }
+        round += 1;
+        if round == LAG_WINDOW_ROUNDS {
+            (round, longest_before, longest) = (0, longest, 0);
+        }
+        std::thread::sleep(UPKEEP_INTERVAL);
+    }
 }
 
-/// The default clock: quanta's precise time as read every millisecond by one upkeep thread
+/// quanta's precise time, made monotonic across threads: never less than any reading this
+/// function returned before, to this thread or any other. quanta reads the CPU's time-stamp
+/// counter, and on some machines the counters of different cores disagree, so a thread moved
+/// from one core to another (or two threads on two cores) could see time go back, and a limiter
+/// deny a check its state has room for. Here a reading behind the latest one given out returns
+/// that one instead: on a core whose counter lags, time stands still until it catches up.
+#[inline]
+fn precise_nanos(clock: &quanta::Clock, origin_raw: u64) -> u64 {
+    // A raw reading behind the origin (another core's counter) scales to 0.
+    monotonic(&PRECISE_HIGH_NANOS, clock.delta_as_nanos(origin_raw, clock.raw()))
+}
+
+impl Timeline {
+    #[inline]
+    fn precise_nanos(&self) -> u64 {
+        precise_nanos(&self.clock, self.origin_raw)
+    }
+}
+
+/// `raw`, or the latest reading `high` has given out if that is later; raises `high` to `raw`.
+#[inline]
+fn monotonic(high: &StaticAtomicU64, raw: u64) -> u64 {
+    // Relaxed: the high mark is a number; no other memory is published through it. Its total
+    // modification order is what makes every returned reading no older than one returned before.
+    let latest = high.load(Ordering::Relaxed);
+    if raw <= latest {
+        return latest;
+    }
+    high.fetch_max(raw, Ordering::Relaxed).max(raw)
+}
+
+/// The default clock: the precise time as read every millisecond by one upkeep thread
 /// (`kova-clock`) that kova starts lazily, once per process, the first time any clock is created.
 ///
 /// Reading it costs one relaxed atomic load, inlined. Its resolution is the upkeep interval
-/// (1 ms), so decisions within one millisecond see the same time; limits stay exact because
-/// refills are computed from elapsed time, never from the number of reads. If no upkeep thread can run, it
-/// reads the precise time instead: a limiter never sees a clock stuck at zero.
+/// (1 ms, later on a busy machine), so decisions within one step see the same time. A coarse time
+/// alone would lose rate: one step can refill at most one burst, so at a rate whose refill in one
+/// step exceeds the burst (10,000/s with a burst of 1 is one unit every 100 us) the rest of the
+/// rate would be denied. kova's limiters therefore decide a *near miss* again on the precise time
+/// ([`Clock::max_lag_nanos`]): a denial whose retry time lies within the coarse time's possible
+/// lag. So:
+/// - an admitted check, and a denial farther from its retry time than the lag, cost one load of
+///   the coarse time, as before;
+/// - a near miss costs one more decision on a precise reading (quanta's `now()`, kept monotonic
+///   across threads, a compare with a shared high mark and a write to it when time has moved);
+/// - at any quota, a limiter on this clock admits its full rate, as on [`PreciseClock`], and never
+///   more than its quota. The lag bound is twice the longest recent gap between the upkeep
+///   thread's rounds (at least 4 ms); a check during a longer stall than that is decided on the
+///   coarse time, denying a little more than the quota's rate, never admitting more.
 ///
-/// On a machine whose CPUs are all busy, the upkeep thread waits for one like any other thread,
-/// and readings fall further behind: on the 2-core dev VM, with two threads checking flat out,
-/// up to 5.8 ms. Limits hold on the clock's own timeline; in real time, two admissions can come
-/// closer than the quota spaces them by as much as the lateness changed between them. A keyed
-/// table decides whether a key is idle on [`now_nanos_precise`](Clock::now_nanos_precise).
+/// Every reading, coarse or precise, is monotonic for every thread (see [`PreciseClock`]). If no
+/// upkeep thread can run, it reads the precise time instead: a limiter never sees a clock stuck
+/// at zero. A keyed table decides whether a key is idle on
+/// [`now_nanos_precise`](Clock::now_nanos_precise).
 #[derive(Debug, Clone, Copy)]
 pub struct CoarseClock {
-    origin: quanta::Instant,
-    live: bool,
+    timeline: &'static Timeline,
 }
 
 impl CoarseClock {
@@ -135,10 +239,11 @@ impl CoarseClock {
     /// let a = clock.now_nanos();
     /// std::thread::sleep(std::time::Duration::from_millis(5));
     /// assert!(clock.now_nanos() > a);
+    /// assert!(clock.now_nanos_precise() >= clock.now_nanos());
+    /// assert!(clock.max_lag_nanos() >= 4_000_000);
     /// ```
     pub fn new() -> Self {
-        let timeline = timeline();
-        CoarseClock { origin: timeline.origin, live: timeline.recent_is_live }
+        CoarseClock { timeline: timeline() }
     }
 }
 
@@ -151,25 +256,37 @@ impl Default for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        if self.live {
+        if self.timeline.recent_is_live {
             RECENT_NANOS.load(Ordering::Relaxed)
         } else {
-            nanos_since_origin(self.origin, quanta::Instant::now())
+            self.timeline.precise_nanos()
         }
     }
 
-    /// quanta's precise time, or the coarse reading if that is later (the upkeep thread's last
-    /// reading may come from a core whose counter runs a little ahead).
+    /// The monotonic precise time, or the coarse reading if that is later.
     fn now_nanos_precise(&self) -> u64 {
-        nanos_since_origin(self.origin, quanta::Instant::now()).max(self.now_nanos())
+        self.timeline.precise_nanos().max(self.now_nanos())
+    }
+
+    #[inline]
+    fn max_lag_nanos(&self) -> u64 {
+        if self.timeline.recent_is_live {
+            LAG_BOUND_NANOS.load(Ordering::Relaxed)
+        } else {
+            0
+        }
     }
 }
 
-/// quanta's precise `now()` (the TSC where it is reliable): nanosecond resolution, a few
-/// nanoseconds more per read than [`CoarseClock`]. Shares the coarse clock's timeline.
+/// quanta's precise `now()` (the time-stamp counter where it is reliable): nanosecond resolution,
+/// shared with the coarse clock's timeline. Monotonic across threads and cores: a reading never
+/// goes back to any thread, even where the cores' counters disagree (a shared high mark, which a
+/// reading compares with and, when time has moved, raises: more than a [`CoarseClock`] read, and
+/// a write to one shared cache line per check, so threads on many cores checking flat out
+/// contend on it).
 #[derive(Debug, Clone, Copy)]
 pub struct PreciseClock {
-    origin: quanta::Instant,
+    timeline: &'static Timeline,
 }
 
 impl PreciseClock {
@@ -181,7 +298,7 @@ impl PreciseClock {
     /// assert!(clock.now_nanos() <= clock.now_nanos());
     /// ```
     pub fn new() -> Self {
-        PreciseClock { origin: timeline().origin }
+        PreciseClock { timeline: timeline() }
     }
 }
 
@@ -194,7 +311,7 @@ impl Default for PreciseClock {
 impl Clock for PreciseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        nanos_since_origin(self.origin, quanta::Instant::now())
+        self.timeline.precise_nanos()
     }
 }
 
@@ -259,5 +376,56 @@ impl Clock for ManualClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
         self.nanos.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two cores whose counters disagree by a second: a thread on the one behind, reading after a
+    /// thread on the one ahead, gets no earlier a reading; and time stands still for it until its
+    /// counter catches up.
+    #[test]
+    fn a_reading_from_a_core_whose_counter_lags_never_goes_back() {
+        let high = StaticAtomicU64::new(0);
+        let skew = 1_000_000_000;
+        let ahead = monotonic(&high, 5 + skew);
+        assert_eq!(ahead, 5 + skew);
+        for behind in [6, 7, skew] {
+            assert_eq!(monotonic(&high, behind), ahead, "a lagging core's reading went back");
+        }
+        assert_eq!(monotonic(&high, skew + 9), skew + 9, "time moves on once the counter catches up");
+    }
+
+    #[test]
+    fn readings_handed_between_threads_never_go_back() {
+        let high = std::sync::Arc::new(StaticAtomicU64::new(0));
+        // Each thread's counter runs at its own offset; each checks its readings never decrease
+        // and are never below the latest reading any thread published before it read.
+        let published = std::sync::Arc::new(StaticAtomicU64::new(0));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (high, published) = (high.clone(), published.clone());
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    for i in 0..20_000u64 {
+                        // Acquire pairs with the Release below: what another thread read before
+                        // publishing happened before our reading.
+                        let seen = published.load(Ordering::Acquire);
+                        let reading = monotonic(&high, i * 10 + t * 7_000);
+                        assert!(
+                            reading >= last && reading >= seen,
+                            "{reading} after {last}, published {seen}"
+                        );
+                        last = reading;
+                        published.fetch_max(reading, Ordering::Release);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
     }
 }

@@ -57,10 +57,14 @@
 //! - A denial never changes state; a peek (cost 0) never changes state.
 //! - No update is lost under any interleaving of threads (CAS loops; loom-checked).
 //! - A clock reading older than the stored state never grants.
+//! - On the default clock, any quota admits its full rate: a denial within the coarse time's
+//!   lag of its retry time is decided again on the precise time ([`CoarseClock`]); every reading
+//!   is monotonic for every thread, on any CPU.
 //! - Bad input gets a typed error ([`QuotaError`], [`CheckError`]), never a panic.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod algorithm;
+mod cas;
 mod clock;
 mod decision;
 mod error;

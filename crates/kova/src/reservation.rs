@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::algorithm::update_word;
+use crate::cas::update_word;
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
 /// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](Self::delay).

@@ -2,7 +2,7 @@
 
 use std::hash::Hash;
 
-use crate::algorithm::update_word;
+use crate::cas::update_word;
 use crate::{Algorithm, Clock, Keyed, RateLimiter, WordAlgorithm};
 
 /// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.

@@ -72,7 +72,8 @@ fn hammer<A: Algorithm>(limiter: RateLimiter<A, CoarseClock>, cost: u64) -> Hamm
                         }
                     }
                 }
-                (admitted, started, limiter.clock().now_nanos())
+                // Precise: a near miss is decided on the precise time, ahead of the coarse one.
+                (admitted, started, limiter.clock().now_nanos_precise())
             })
         })
         .collect();
@@ -84,7 +85,7 @@ fn hammer<A: Algorithm>(limiter: RateLimiter<A, CoarseClock>, cost: u64) -> Hamm
         admitted += units;
         loaded = (loaded.0.min(started), loaded.1.max(stopped));
     }
-    let end = clock.now_nanos();
+    let end = clock.now_nanos_precise();
     Hammered { admitted, span: (start, end), loaded }
 }
 

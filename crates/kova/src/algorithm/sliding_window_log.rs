@@ -4,6 +4,7 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
 use super::{Algorithm, CellHolder};
+use crate::cas::{is_near_miss, Precise};
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
@@ -320,6 +321,15 @@ impl SlidingWindowLog {
         }
     }
 
+    /// Attempts until one decides.
+    fn decide_log<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Decision {
+        loop {
+            if let Attempt::Done(decision) = self.attempt(cell, clock, cost) {
+                return decision;
+            }
+        }
+    }
+
     fn attempt<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Attempt {
         // Acquire pairs with the AcqRel head CAS of earlier reservations: their clock readings
         // happened before ours, so our reading is no older (for a monotonic clock).
@@ -405,11 +415,12 @@ impl Algorithm for SlidingWindowLog {
     }
 
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &LogCell, clock: &C, cost: u64) -> Decision {
-        loop {
-            if let Attempt::Done(decision) = self.attempt(cell, clock, cost) {
-                return decision;
-            }
+        let decision = self.decide_log(cell, clock, cost);
+        // The near miss, as the word algorithms' loop has it (`cas.rs`).
+        if is_near_miss(clock, decision.retry_after_nanos()) {
+            return self.decide_log(cell, &Precise(clock), cost);
         }
+        decision
     }
 
     fn refund_cell<C: Clock + ?Sized>(&self, _cell: &LogCell, _clock: &C, _cost: u64) -> bool {

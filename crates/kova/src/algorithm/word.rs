@@ -1,6 +1,7 @@
-//! The hot path of every single-word algorithm: one CAS loop over one `AtomicU64`.
+//! The hot path of every single-word algorithm: the one CAS loop (`cas.rs`) over one `AtomicU64`.
 
 use super::{Algorithm, WordAlgorithm};
+use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
@@ -29,46 +30,11 @@ impl<W: WordAlgorithm> Algorithm for W {
 
     #[inline]
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> Decision {
-        // Acquire pairs with the Release half of the winning CAS below: whoever wrote this word
-        // read its clock before writing, so the clock we read after this load is no older than
-        // theirs (a monotonic clock never looks as if it ran backwards to a later reader).
-        let mut old = cell.load(Ordering::Acquire);
-        // A failed CAS means another thread holds the line: waiting a few spins (doubling up to
-        // a bound) before deciding again lets it finish instead of stealing the line back.
-        let backoff = crossbeam_utils::Backoff::new();
-        loop {
-            let now = clock.now_nanos();
-            let (decision, new) = self.decide(old, now, cost);
-            // A denial or a peek leaves the word as it is: nothing to write.
-            if new == old {
-                return decision;
-            }
-            // Success is AcqRel: Release publishes our clock reading's place in time to the next
-            // reader (see above), Acquire keeps the same guarantee for us. Failure is Acquire for
-            // the same reason as the first load, since we decide again on the value it returns.
-            match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return decision,
-                Err(actual) => {
-                    backoff.spin();
-                    old = actual;
-                }
-            }
-        }
+        update_word(cell, clock, |word, now| self.decide(word, now, cost))
     }
 
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> bool {
-        // Orderings as in `decide_cell`.
-        let mut old = cell.load(Ordering::Acquire);
-        loop {
-            let new = self.refund(old, clock.now_nanos(), cost);
-            if new == old {
-                return true;
-            }
-            match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(actual) => old = actual,
-            }
-        }
+        update_word(cell, clock, |word, now| (true, self.refund(word, now, cost)))
     }
 
     fn charge_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> u64 {
@@ -103,27 +69,5 @@ impl<W: WordAlgorithm> Algorithm for W {
     #[inline(always)]
     fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
         Some(self.decide(word, now, cost))
-    }
-}
-
-/// The CAS loop of `decide_cell`, for any pure step `(word, now) -> (result, new_word)` (a
-/// reservation, its cancellation, a settled charge): read, step, and write unless unchanged.
-pub(crate) fn update_word<C: Clock + ?Sized, R>(
-    cell: &AtomicU64,
-    clock: &C,
-    mut step: impl FnMut(u64, u64) -> (R, u64),
-) -> R {
-    // Orderings as in `decide_cell`: Acquire on every read pairs with the winning CAS's Release,
-    // so the clock read after it is no older than the writer's.
-    let mut old = cell.load(Ordering::Acquire);
-    loop {
-        let (result, new) = step(old, clock.now_nanos());
-        if new == old {
-            return result;
-        }
-        match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return result,
-            Err(actual) => old = actual,
-        }
     }
 }

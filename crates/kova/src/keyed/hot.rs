@@ -189,21 +189,15 @@ impl<A: Algorithm, C: Clock + ?Sized> Central for SlotCentral<'_, A, C> {
     }
 
     fn give_back(&self, units: u64) -> bool {
-        // Acquire, AcqRel on success: as `word.rs`'s loop, whose writes this one joins.
-        let mut old = self.word.load(Ordering::Acquire);
-        loop {
-            if old >= MARKERS {
-                return false;
+        // The one CAS loop (`cas.rs`), whose writes this one joins; it stops at a marker.
+        let refund = |word: u64, now: u64| {
+            if word >= MARKERS {
+                None
+            } else {
+                Some((true, (self.refund)(self.algorithm, word, now, units)))
             }
-            let new = (self.refund)(self.algorithm, old, self.clock.now_nanos(), units);
-            if new == old {
-                return true;
-            }
-            match self.word.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(actual) => old = actual,
-            }
-        }
+        };
+        crate::cas::update(self.word, self.clock, refund, |_| {}).unwrap_or(false)
     }
 
     fn closed(&self) -> bool {

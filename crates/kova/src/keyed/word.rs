@@ -77,44 +77,27 @@ pub(super) fn decide_noting<A: Algorithm, C: Clock + ?Sized>(
     }
 }
 
-/// `algorithm/word.rs`'s loop, except that it stops at a frozen word.
+/// The one CAS loop (`cas.rs`), stopping at a frozen word (or any marker).
 #[inline(always)]
 fn cas<A: Algorithm, C: Clock + ?Sized>(
     algorithm: &A,
     cell: &AtomicU64,
     clock: &C,
     cost: u64,
-    mut contended: impl FnMut(u64),
+    contended: impl FnMut(u64),
 ) -> Option<Decision> {
-    // Acquire: as in `algorithm/word.rs`, pairs with the winning CAS that wrote this word, whose
-    // clock reading is then no later than ours.
-    let mut old = cell.load(Ordering::Acquire);
-    loop {
-        if old >= MARKERS {
-            return None;
-        }
-        // `None` only from an algorithm that gave a word it does not decide: the lock holder's
-        // `decide_cell` answers instead.
-        let now = clock.now_nanos();
-        let (decision, new) = algorithm.decide_word(old, now, cost)?;
-        if new == old {
-            return Some(decision);
-        }
-        // AcqRel on success, Acquire on failure: as in `algorithm/word.rs`. Against a freeze
-        // (an RMW of the same word) no stronger ordering is needed: the word's modification
-        // order puts this CAS before the swap (which then returns our write) or after it (and
-        // then it fails, unless the lock holder put back exactly `old` and kept the key).
-        match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Some(decision),
-            Err(actual) => {
-                // A weak CAS may fail spuriously, with the word unchanged: not contention.
-                if actual != old {
-                    contended(now);
-                }
-                old = actual;
-            }
-        }
-    }
+    // Against a freeze (an RMW of the same word) the loop's orderings suffice: the word's
+    // modification order puts a check's CAS before the swap (which then returns its write) or
+    // after it (and then it fails, unless the lock holder put back exactly `old` and kept the
+    // key), and the value it fails on is a marker, where the step stops.
+    crate::cas::update(
+        cell,
+        clock,
+        // `None` from `decide_word` only for an algorithm that gave a word it does not decide:
+        // the lock holder's `decide_cell` answers instead.
+        |word, now| if word >= MARKERS { None } else { algorithm.decide_word(word, now, cost) },
+        contended,
+    )
 }
 
 /// Freezes the cells of a word algorithm (`None` for other cells: their line is hidden

@@ -2,7 +2,7 @@
 //! word (one or two limits), or check then refund (three or four).
 
 use super::{LimitsDecision, MAX_LIMITS};
-use crate::algorithm::update_word;
+use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::AtomicU128;
 use crate::{Algorithm, Clock, Decision, WordAlgorithm};
@@ -82,20 +82,10 @@ impl Cells {
                 algorithms[0].refund_cell(cell, clock, cost);
             }
             Cells::Pair(cell) => {
-                // Orderings as in `check_pair`.
-                let mut old = cell.load(Ordering::Acquire);
-                loop {
-                    let now = clock.now_nanos();
-                    let [a, b] = unpack(old);
-                    let new = pack([algorithms[0].refund(a, now, cost), algorithms[1].refund(b, now, cost)]);
-                    if new == old {
-                        return;
-                    }
-                    match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => return,
-                        Err(actual) => old = actual,
-                    }
-                }
+                update_word(cell, clock, |pair, now| {
+                    let [a, b] = unpack(pair);
+                    ((), pack([algorithms[0].refund(a, now, cost), algorithms[1].refund(b, now, cost)]))
+                });
             }
             Cells::Chain(cells) => {
                 for (algorithm, cell) in algorithms.iter().zip(cells.iter()) {
@@ -114,23 +104,11 @@ fn check_pair<W: WordAlgorithm, C: Clock>(
     clock: &C,
     cost: u64,
 ) -> LimitsDecision {
-    // Acquire pairs with the winning CAS's Release, as for one word (`decide_cell`): the clock
-    // read after it is no older than the writer's.
-    let mut old = cell.load(Ordering::Acquire);
-    loop {
-        let mut words = unpack(old);
-        let decision = decide_all(algorithms, &mut words, clock.now_nanos(), cost);
-        let new = pack(words);
-        if new == old {
-            return decision;
-        }
-        // AcqRel publishes our clock reading's place in time; Acquire on failure since we decide
-        // again on the value it returns.
-        match cell.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return decision,
-            Err(actual) => old = actual,
-        }
-    }
+    update_word(cell, clock, |pair, now| {
+        let mut words = unpack(pair);
+        let decision = decide_all(algorithms, &mut words, now, cost);
+        (decision, pack(words))
+    })
 }
 
 /// Check then refund: each limit by its own CAS loop, in order; on a denial the limits already

@@ -7,7 +7,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::Keyed;
-use crate::algorithm::update_word;
+use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
 use crate::{Clock, Fallback, Quota, ReserveError, WordAlgorithm};
