@@ -16,10 +16,14 @@ pub const ZIPF_EXPONENT: f64 = 1.0;
 pub enum Scenario {
     /// Direct limiter shared by all threads (one hot key), every check admitted.
     Direct,
+    /// [`Direct`](Self::Direct) with a request handler's work between two checks.
+    DirectWork,
     /// Direct limiter shared by all threads, quota exhausted: every check denied.
     DirectDeny,
     /// Keyed table, all threads on one key.
     KeyedHot,
+    /// [`KeyedHot`](Self::KeyedHot) with a request handler's work between two checks.
+    KeyedHotWork,
     /// Keyed table, one key per thread.
     KeyedPerThread,
     /// Keyed table of 1,000 keys, uniform access.
@@ -36,10 +40,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// All of them, in report order.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Direct,
+        Scenario::DirectWork,
         Scenario::DirectDeny,
         Scenario::KeyedHot,
+        Scenario::KeyedHotWork,
         Scenario::KeyedPerThread,
         Scenario::Keyed1k,
         Scenario::Keyed1mUniform,
@@ -52,8 +58,10 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Direct => "direct",
+            Scenario::DirectWork => "direct_work",
             Scenario::DirectDeny => "direct_deny",
             Scenario::KeyedHot => "keyed_hot",
+            Scenario::KeyedHotWork => "keyed_hot_work",
             Scenario::KeyedPerThread => "keyed_per_thread",
             Scenario::Keyed1k => "keyed_1k",
             Scenario::Keyed1mUniform => "keyed_1m_uniform",
@@ -73,7 +81,14 @@ impl Scenario {
             Scenario::DirectDeny => {
                 "one hot key, quota exhausted: every check denied (a denial writes nothing)"
             }
+            Scenario::DirectWork => {
+                "direct, with a request handler's work between two checks (`WORK_ROUNDS` rounds of a \
+                 xorshift; the report gives their cost): the work, not the limiter, sets the pace"
+            }
             Scenario::KeyedHot => "keyed table, every thread on the same key, every check admitted",
+            Scenario::KeyedHotWork => {
+                "keyed_hot, with a request handler's work between two checks (as direct_work)"
+            }
             Scenario::KeyedPerThread => "keyed table, one key per thread (no sharing), every check admitted",
             Scenario::Keyed1k => "keyed table of 1,000 keys, uniform random access (fits in cache)",
             Scenario::Keyed1mUniform => {
@@ -95,12 +110,36 @@ impl Scenario {
 
     /// Whether the scenario uses direct limiters (else keyed tables).
     pub fn is_direct(self) -> bool {
-        matches!(self, Scenario::Direct | Scenario::DirectDeny)
+        matches!(self, Scenario::Direct | Scenario::DirectWork | Scenario::DirectDeny)
+    }
+
+    /// The tight loop this scenario is with work between checks, if it is one of those.
+    pub fn without_work(self) -> Option<Scenario> {
+        match self {
+            Scenario::DirectWork => Some(Scenario::Direct),
+            Scenario::KeyedHotWork => Some(Scenario::KeyedHot),
+            _ => None,
+        }
+    }
+
+    /// Rounds of [`work`](crate::throughput::work) between two checks: [`WORK_ROUNDS`] in the
+    /// "with work" scenarios, 0 in the tight loops.
+    pub fn work_rounds(self) -> u32 {
+        if self.without_work().is_some() {
+            WORK_ROUNDS
+        } else {
+            0
+        }
+    }
+
+    /// The scenario whose subjects and quotas this one shares (itself, or its tight loop).
+    pub fn base(self) -> Scenario {
+        self.without_work().unwrap_or(self)
     }
 
     /// The floor measured beside it.
     pub fn floor_name(self) -> &'static str {
-        match self {
+        match self.base() {
             Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot | Scenario::KeyedPerThread => {
                 "floor_cas"
             }
@@ -111,7 +150,7 @@ impl Scenario {
     /// The quota for `kind` (the peers get the single-word algorithms' quota).
     pub fn quota(self, kind: AlgorithmKind) -> Quota {
         let log = kind == AlgorithmKind::SlidingWindowLog;
-        let q = match self {
+        let q = match self.base() {
             // One unit per nanosecond, 1M burst: no thread can reach it. The log's ring grows
             // with its limit, so it gets 65,536 per ms (1 MiB ring), still out of reach.
             Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread if log => {
@@ -137,6 +176,7 @@ impl Scenario {
             // One a millisecond: a key stays live for 1 ms after its check (thousands of keys at
             // these rates), so the reclaiming scan must pass over the newest keys to find idle ones.
             Scenario::KeyedFlood => Quota::from_nanos(1, 1_000_000),
+            Scenario::DirectWork | Scenario::KeyedHotWork => unreachable!("base() has no work"),
         };
         q.expect("benchmark quotas are valid")
     }
@@ -148,6 +188,11 @@ impl Scenario {
         format!("{}; sliding_window_log {}", quota_words(word), quota_words(log))
     }
 }
+
+/// Rounds of [`work`](crate::throughput::work) between two checks in the "with work" scenarios:
+/// a few hundred nanoseconds, the shape of a small request handler (the report gives the
+/// measured cost).
+pub const WORK_ROUNDS: u32 = 400;
 
 /// "1000000 per 1 ms, burst 1000000".
 pub fn quota_words(q: Quota) -> String {

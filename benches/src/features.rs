@@ -279,7 +279,12 @@ mod tests {
         let config = ThroughputConfig {
             threads: vec![1, 2, 4],
             rounds: 2,
-            plan: RunPlan { duration: Duration::from_millis(1), max_ops: Some(2_000), timer_overhead_ns: 0 },
+            plan: RunPlan {
+                duration: Duration::from_millis(1),
+                max_ops: Some(2_000),
+                timer_overhead_ns: 0,
+                work_rounds: 0,
+            },
             churn_ops: 0,
         };
         let mut ticks = 0;
@@ -301,6 +306,7 @@ mod tests {
                     duration: Duration::from_millis(1),
                     max_ops: Some(1_000),
                     timer_overhead_ns: 0,
+                    work_rounds: 0,
                 };
                 let r = (row.run)(1, &plan);
                 assert_eq!(r.allowed_share, 1.0, "{section} {}", row.subject);

@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod chart;
 pub mod cli;
 pub mod cores;
+pub mod fairness_targets;
 pub mod feature_report;
 pub mod features;
 pub mod kova_tables;

@@ -79,7 +79,7 @@ fn measure(options: &Options) -> Report {
     let throughput = ThroughputConfig {
         threads: threads.clone(),
         rounds: mode.rounds,
-        plan: RunPlan { duration: mode.measure, max_ops: None, timer_overhead_ns: overhead },
+        plan: RunPlan { duration: mode.measure, max_ops: None, timer_overhead_ns: overhead, work_rounds: 0 },
         churn_ops: mode.churn_ops,
     };
     let rate = RateConfig {
@@ -87,6 +87,7 @@ fn measure(options: &Options) -> Report {
         threads: 2,
         period: mode.rate_period,
         periods: mode.rate_periods,
+        small_bursts: kova_bench::rate::SMALL_BURSTS.to_vec(),
     };
     let sections: Vec<&str> = features::SECTIONS.into_iter().filter(|s| options.selects(s)).collect();
     let run_rate = options.selects("rate");
@@ -178,7 +179,14 @@ fn measure(options: &Options) -> Report {
             .iter()
             .map(|s| ScenarioInfo {
                 name: s.name().into(),
-                description: s.description().into(),
+                description: match s.work_rounds() {
+                    0 => s.description().into(),
+                    rounds => format!(
+                        "{} Between two checks each thread works {rounds} rounds: {} ns on this machine",
+                        s.description(),
+                        kova_bench::throughput::work_nanos(rounds)
+                    ),
+                },
                 quota: s.quota_text(),
             })
             .collect(),

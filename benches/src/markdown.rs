@@ -136,15 +136,15 @@ impl Report {
             let _ = writeln!(out, "\n### `{}`\n\n{}. Quota: {}.\n", s.name, s.description, s.quota);
             let _ = writeln!(
                 out,
-                "| subject | threads | decisions/s | ns/check (per thread) | p50 ns | p99 ns | admitted | x governor | x best peer | x floor | threads overlapped |\n\
-                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "| subject | threads | decisions/s | ns/check (per thread) | p50 ns | p99 ns | admitted | x governor | x best peer | x floor | threads overlapped | slowest / fastest thread | slowest thread's p99 ns |\n\
+                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
             );
             for subject in self.sorted_subjects(&s.name) {
                 for &threads in &self.settings.threads {
                     let Some(r) = self.find(&s.name, &subject, threads) else { continue };
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                         subject,
                         threads,
                         si(r.ops_per_sec),
@@ -156,6 +156,8 @@ impl Report {
                         ratio(r.vs_best_peer),
                         ratio(r.vs_floor),
                         r.overlap.map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
+                        r.thread_share.map_or("-".into(), |share| format!("{share:.2}")),
+                        opt(r.slowest_p99, 0),
                     );
                 }
             }
@@ -252,16 +254,17 @@ impl Report {
     fn rate_table(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            "| offered | subject | offered, measured | quota | admitted | error |\n|---:|---|---:|---:|---:|---:|"
+            "| offered | subject | offered, measured | quota | burst | admitted | error |\n|---:|---|---:|---:|---:|---:|---:|"
         );
         for r in &self.rates {
             let _ = writeln!(
                 out,
-                "| {}/s | {} | {}/s | {}/s | {}/s | {:+.3}% |",
+                "| {}/s | {} | {}/s | {}/s | {} | {}/s | {:+.3}% |",
                 si(r.offered_target),
                 r.subject,
                 si(r.offered_per_sec),
                 si(r.quota_per_sec),
+                r.burst.map_or("period's limit".into(), |b| b.to_string()),
                 si(r.admitted_per_sec),
                 r.error_pct
             );

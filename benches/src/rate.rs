@@ -31,6 +31,26 @@ pub struct RateConfig {
     pub period: Duration,
     /// Periods counted after the warm-up period.
     pub periods: u64,
+    /// Quotas of a small burst, as (rate per second, burst), offered at twice their rate: rows
+    /// where one step of the coarse clock refills more than a burst (rate x tick > burst).
+    pub small_bursts: Vec<(u64, u64)>,
+}
+
+/// The small-burst rows of the full report: 100k/s with a burst of 10 and 1M/s with 100 (a coarse
+/// tick of 1 ms refills 100 and 1,000 units).
+pub const SMALL_BURSTS: [(u64, u64); 2] = [(100_000, 10), (1_000_000, 100)];
+
+/// The quota of a small-burst row for `kind`: `rate` per second with a burst of `burst` for the
+/// buckets; for the windows, which have no burst, `burst` per window of `burst` intervals (the
+/// same rate, in windows shorter than a coarse tick).
+pub fn small_burst_quota(kind: AlgorithmKind, rate: u64, burst: u64) -> Quota {
+    let quota = match kind {
+        AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => {
+            Quota::per_second(rate).and_then(|q| q.with_burst(burst))
+        }
+        _ => Quota::from_nanos(burst, burst * 1_000_000_000 / rate),
+    };
+    quota.expect("valid small-burst quota")
 }
 
 /// What one paced run measured.
@@ -108,9 +128,18 @@ pub fn paced_run<S: Subject + ?Sized>(subject: &S, offered: f64, config: &RateCo
     RateOutcome { offered_per_sec: issued as f64 / window, admitted_per_sec: admitted as f64 / window }
 }
 
-fn record(subject: &str, kind: SubjectKind, offered: f64, quota: Quota, outcome: RateOutcome) -> RateRecord {
+/// A row: `burst` is a small-burst row's (`None` for the default rows, whose burst is their
+/// period's limit).
+fn record(
+    subject: &str,
+    kind: SubjectKind,
+    (offered, burst): (f64, Option<u64>),
+    quota: Quota,
+    outcome: RateOutcome,
+) -> RateRecord {
     let quota_per_sec = quota.limit() as f64 / quota.period().as_secs_f64();
     RateRecord {
+        burst,
         subject: subject.to_owned(),
         kind,
         offered_target: offered,
@@ -123,6 +152,8 @@ fn record(subject: &str, kind: SubjectKind, offered: f64, quota: Quota, outcome:
 
 struct RateVisitor<'a, F: FnMut(&str)> {
     offered: f64,
+    /// A small-burst row's (rate, burst); `None` for the default rows.
+    small_burst: Option<(u64, u64)>,
     config: &'a RateConfig,
     out: &'a mut Vec<RateRecord>,
     tick: &'a mut F,
@@ -130,29 +161,48 @@ struct RateVisitor<'a, F: FnMut(&str)> {
 
 impl<F: FnMut(&str)> AlgorithmVisitor for RateVisitor<'_, F> {
     fn visit<A: Algorithm>(&mut self, kind: AlgorithmKind) {
-        let quota = quota_for(self.offered, self.config.period);
+        let quota = match self.small_burst {
+            Some((rate, burst)) => small_burst_quota(kind, rate, burst),
+            None => quota_for(self.offered, self.config.period),
+        };
         let limiter = KovaKeyed(Keyed::<u64, A>::new(quota).expect("valid quota"));
         let outcome = paced_run(&limiter, self.offered, self.config);
-        self.out.push(record(kind.as_str(), SubjectKind::Kova, self.offered, quota, outcome));
+        let row = (self.offered, self.small_burst.map(|(_, burst)| burst));
+        self.out.push(record(kind.as_str(), SubjectKind::Kova, row, quota, outcome));
         (self.tick)(&format!("rate {} {}", crate::stats::si(self.offered), kind.as_str()));
     }
 }
 
 /// Number of runs (for the progress bar): five algorithms and governor per offered rate.
 pub fn run_count(config: &RateConfig) -> u64 {
-    config.offered.len() as u64 * 6
+    (config.offered.len() + config.small_bursts.len()) as u64 * 6
 }
 
 /// Runs every algorithm and governor at every offered rate.
 pub fn run_rates(config: &RateConfig, mut tick: impl FnMut(&str)) -> Vec<RateRecord> {
     let mut out = Vec::new();
     for &offered in &config.offered {
-        each_algorithm(&mut RateVisitor { offered, config, out: &mut out, tick: &mut tick });
+        each_algorithm(&mut RateVisitor {
+            offered,
+            small_burst: None,
+            config,
+            out: &mut out,
+            tick: &mut tick,
+        });
         let quota = quota_for(offered, config.period);
         let governor = GovernorKeyed::new(quota);
         let outcome = paced_run(&governor, offered, config);
-        out.push(record("governor", SubjectKind::Peer, offered, quota, outcome));
+        out.push(record("governor", SubjectKind::Peer, (offered, None), quota, outcome));
         tick(&format!("rate {} governor", crate::stats::si(offered)));
+    }
+    for &(rate, burst) in &config.small_bursts {
+        let offered = 2.0 * rate as f64;
+        let small_burst = Some((rate, burst));
+        each_algorithm(&mut RateVisitor { offered, small_burst, config, out: &mut out, tick: &mut tick });
+        let quota = small_burst_quota(AlgorithmKind::Gcra, rate, burst);
+        let outcome = paced_run(&GovernorKeyed::new(quota), offered, config);
+        out.push(record("governor", SubjectKind::Peer, (offered, Some(burst)), quota, outcome));
+        tick(&format!("rate {} burst {burst} governor", crate::stats::si(offered)));
     }
     out
 }
@@ -170,13 +220,24 @@ mod tests {
     }
 
     #[test]
+    fn small_burst_quotas_keep_the_rate() {
+        for kind in AlgorithmKind::ALL {
+            let q = small_burst_quota(kind, 100_000, 10);
+            assert_eq!(q.emission_interval_nanos(), 10_000, "{kind}");
+            assert!(kova::AnyAlgorithm::new(kind, q).is_ok(), "{kind}");
+        }
+        assert_eq!(small_burst_quota(AlgorithmKind::Gcra, 100_000, 10).burst(), 10);
+        assert_eq!(small_burst_quota(AlgorithmKind::FixedWindow, 1_000_000, 100).period_nanos(), 100_000);
+    }
+
+    #[test]
     fn a_short_paced_run_admits_about_the_quota() {
         // 20k/s offered against 10k/s, three 100 ms periods counted: loose bounds (this runs
         // beside other tests), the report checks the 1% target on real runs.
         let period = Duration::from_millis(100);
         let quota = quota_for(20_000.0, period);
         let limiter = KovaKeyed(Keyed::<u64, kova::FixedWindow>::new(quota).unwrap());
-        let config = RateConfig { offered: vec![], threads: 1, period, periods: 3 };
+        let config = RateConfig { offered: vec![], threads: 1, period, periods: 3, small_bursts: vec![] };
         let outcome = paced_run(&limiter, 20_000.0, &config);
         assert!(outcome.admitted_per_sec <= 10_000.0 * 1.02, "{outcome:?}");
         assert!(outcome.admitted_per_sec >= 10_000.0 * 0.8, "{outcome:?}");

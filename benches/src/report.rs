@@ -48,6 +48,13 @@ pub struct Record {
     pub overlap: Option<f64>,
     /// Throughput / the floor's in the same scenario and thread count.
     pub vs_floor: Option<f64>,
+    /// With several threads: the slowest thread's operations over the fastest's (1: even);
+    /// `None` for one thread, and in reports written before it was kept.
+    #[serde(default)]
+    pub thread_share: Option<f64>,
+    /// With several threads: the 99th percentile latency of the slowest thread's own samples.
+    #[serde(default)]
+    pub slowest_p99: Option<f64>,
     /// On one thread, the median round's throughput (`ops_per_sec` is the best round's): a
     /// ratio of several threads to one compares the median rounds of both. `None` with more
     /// threads, and in reports written before it was kept.
@@ -80,6 +87,10 @@ pub struct RateRecord {
     pub admitted_per_sec: f64,
     /// `admitted / quota - 1`, percent.
     pub error_pct: f64,
+    /// A small-burst row's burst (per window, for the windows); `None` for the default rows,
+    /// whose burst is their period's limit, and in reports written before such rows existed.
+    #[serde(default)]
+    pub burst: Option<u64>,
 }
 
 /// Accuracy of one algorithm.
@@ -381,6 +392,8 @@ pub(crate) mod test_support {
             vs_best_peer: None,
             vs_floor: None,
             overlap: None,
+            thread_share: None,
+            slowest_p99: None,
             median_ops_per_sec: None,
         }
     }

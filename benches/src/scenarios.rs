@@ -174,9 +174,9 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 /// ([`GCRA_HOT`]).
 pub fn subject_count(scenario: Scenario) -> usize {
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
-    let striped = if scenario == Scenario::Direct { STRIPED.len() } else { 0 };
+    let striped = if scenario.base() == Scenario::Direct { STRIPED.len() } else { 0 };
     let door = usize::from(matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood));
-    let hot = usize::from(scenario == Scenario::KeyedHot);
+    let hot = usize::from(scenario.base() == Scenario::KeyedHot);
     8 + own_peers + striped + door + hot + usize::from(has_pinned_floor(scenario))
 }
 
@@ -270,7 +270,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     let word_quota = scenario.quota(AlgorithmKind::Gcra);
     if scenario.is_direct() {
         each_algorithm(&mut DirectBuilder { scenario, entries: &mut entries });
-        if scenario == Scenario::Direct {
+        if scenario.base() == Scenario::Direct {
             // Opt-in striped mode beside the exact word: the same quota, every check admitted.
             for (name, runner) in
                 STRIPED.into_iter().zip([striped::<Gcra>(word_quota), striped::<TokenBucket>(word_quota)])
@@ -319,7 +319,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             runner: fresh(move || PingoraRate::new(word_quota)),
         });
     } else {
-        if scenario == Scenario::KeyedHot {
+        if scenario.base() == Scenario::KeyedHot {
             entries.push(Entry {
                 subject: GCRA_HOT.into(),
                 kind: SubjectKind::Kova,
@@ -337,7 +337,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             entries.push(filled.entry);
         }
     }
-    let floor: Runner = match scenario {
+    let floor: Runner = match scenario.base() {
         Scenario::KeyedHot | Scenario::KeyedPerThread => shared(CasFloor::default()),
         Scenario::KeyedFlood => {
             // As large as a full flood table at 32 B a key.
@@ -382,7 +382,11 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
 
 fn keys_for(scenario: Scenario, threads: usize) -> Keys {
     match scenario {
-        Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot => Keys::Fixed,
+        Scenario::Direct
+        | Scenario::DirectWork
+        | Scenario::DirectDeny
+        | Scenario::KeyedHot
+        | Scenario::KeyedHotWork => Keys::Fixed,
         Scenario::KeyedPerThread => Keys::PerThread,
         Scenario::Keyed1k => {
             Keys::Cycle(sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 11))
@@ -432,6 +436,7 @@ pub fn run_scenarios(
         let plan = RunPlan {
             max_ops: matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood)
                 .then_some(config.churn_ops),
+            work_rounds: scenario.work_rounds(),
             ..config.plan
         };
         // rounds[entry][thread index]: every round's result, the kept one picked below.
@@ -475,6 +480,8 @@ pub fn run_scenarios(
                     vs_best_peer: None,
                     vs_floor: None,
                     overlap: r.overlap,
+                    thread_share: r.thread_share,
+                    slowest_p99: r.slowest_p99,
                     median_ops_per_sec,
                 });
             }
@@ -527,7 +534,12 @@ mod tests {
         let config = ThroughputConfig {
             threads: vec![1],
             rounds: 2,
-            plan: RunPlan { duration: Duration::from_millis(1), max_ops: Some(10_000), timer_overhead_ns: 0 },
+            plan: RunPlan {
+                duration: Duration::from_millis(1),
+                max_ops: Some(10_000),
+                timer_overhead_ns: 0,
+                work_rounds: 0,
+            },
             churn_ops: 1_000,
         };
         // The per-thread scenario has the pinned floor, the direct one has not.

@@ -68,6 +68,7 @@ impl Report {
                 3.0,
             ));
         }
+        self.fairness_targets(&mut t);
         let mut large = self.peer_target(
             "keyed, 1,000,000 live keys, uniform, 1 thread, gcra: throughput vs the best peer".into(),
             ">= 3x",
@@ -106,14 +107,22 @@ impl Report {
         }
         t.push(per_thread);
         self.new_key_targets(&mut t);
-        let mut offered: Vec<f64> = self.rates.iter().map(|r| r.offered_target).collect();
-        offered.sort_by(f64::total_cmp);
+        let mut offered: Vec<(Option<u64>, f64)> =
+            self.rates.iter().map(|r| (r.burst, r.offered_target)).collect();
+        offered.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
         offered.dedup();
-        for o in offered {
-            let rows: Vec<&RateRecord> =
-                self.rates.iter().filter(|r| r.offered_target == o && r.kind == SubjectKind::Kova).collect();
+        for (burst, o) in offered {
+            let rows: Vec<&RateRecord> = self
+                .rates
+                .iter()
+                .filter(|r| r.offered_target == o && r.burst == burst && r.kind == SubjectKind::Kova)
+                .collect();
             let worst = rows.iter().max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()));
-            let name = format!("per-key rate, {}/s offered: admitted vs quota, all five algorithms", si(o));
+            let burst_text = burst.map_or(String::new(), |b| format!(", burst {b}"));
+            let name = format!(
+                "per-key rate, {}/s offered{burst_text}: admitted vs quota, all five algorithms",
+                si(o)
+            );
             t.push(match worst {
                 Some(w) => TargetResult {
                     name,
@@ -356,7 +365,7 @@ enum Goal {
     ThroughputAtLeast(f64),
 }
 
-fn not_measured(name: String, goal: &str) -> TargetResult {
+pub(crate) fn not_measured(name: String, goal: &str) -> TargetResult {
     TargetResult { name, goal: goal.into(), measured: "-".into(), status: Status::NotMeasured }
 }
 

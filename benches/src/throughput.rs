@@ -88,6 +88,37 @@ pub struct RunPlan {
     pub max_ops: Option<u64>,
     /// Nanoseconds that two back-to-back TSC reads cost, subtracted from each sample.
     pub timer_overhead_ns: u64,
+    /// Rounds of [`work`] each thread does between two operations (0: a tight loop).
+    pub work_rounds: u32,
+}
+
+/// What a request handler does between two checks, in the "with work" scenarios: `rounds` steps
+/// of a xorshift on a value the optimiser cannot see through, touching no shared memory, so that
+/// the work and not the limiter sets the pace. [`work_nanos`] measures what it costs.
+#[inline]
+pub fn work(rounds: u32) {
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = std::hint::black_box(x);
+    }
+    std::hint::black_box(x);
+}
+
+/// Nanoseconds one [`work`] of `rounds` costs on this machine (the median of many, timer
+/// overhead removed), for the report.
+pub fn work_nanos(rounds: u32) -> u64 {
+    let clock = quanta::Clock::new();
+    let mut samples = latency_histogram();
+    for _ in 0..20_000 {
+        let start = clock.raw();
+        work(rounds);
+        let end = clock.raw();
+        samples.saturating_record(clock.delta_as_nanos(start, end));
+    }
+    samples.value_at_quantile(0.5).saturating_sub(timer_overhead_ns())
 }
 
 /// What one measurement found.
@@ -106,6 +137,12 @@ pub struct RunResult {
     /// With several threads, the share of the union of the threads' measuring spans during
     /// which all of them were measuring ([`overlap`]); `None` for one thread.
     pub overlap: Option<f64>,
+    /// With several threads, the slowest thread's operations per second over the fastest's
+    /// (1: shared evenly); `None` for one thread.
+    pub thread_share: Option<f64>,
+    /// With several threads, the 99th percentile of the slowest thread's own samples: what the
+    /// requests on the core that lost the contention waited.
+    pub slowest_p99: Option<f64>,
 }
 
 /// The share of the union of `spans` (start, end) covered by all of them at once: 1 when they
@@ -193,12 +230,18 @@ where
                         for _ in 0..SAMPLE_EVERY - 1 {
                             let key = stream.next_key();
                             allowed += u64::from(subject.hit(key));
+                            if plan.work_rounds > 0 {
+                                work(plan.work_rounds);
+                            }
                         }
                         let key = stream.next_key();
                         let t0 = clock.raw();
                         let ok = subject.hit(key);
                         let t1 = clock.raw();
                         allowed += u64::from(ok);
+                        if plan.work_rounds > 0 {
+                            work(plan.work_rounds);
+                        }
                         let ns = clock.delta_as_nanos(t0, t1).saturating_sub(plan.timer_overhead_ns);
                         samples.saturating_record(ns);
                         ops += SAMPLE_EVERY;
@@ -244,6 +287,16 @@ where
         samples.add(&o.samples).expect("histograms of one range");
     }
     let quantile = |q: f64| if samples.is_empty() { f64::NAN } else { samples.value_at_quantile(q) as f64 };
+    let rate = |o: &ThreadOutcome| o.ops as f64 * 1e9 / o.elapsed_ns as f64;
+    let slowest = outcomes.iter().min_by(|a, b| rate(a).total_cmp(&rate(b)));
+    let fastest = outcomes.iter().map(rate).fold(0.0, f64::max);
+    let (thread_share, slowest_p99) = match slowest {
+        Some(slowest) if threads > 1 => (
+            Some(if fastest > 0.0 { rate(slowest) / fastest } else { 1.0 }),
+            (!slowest.samples.is_empty()).then(|| slowest.samples.value_at_quantile(0.99) as f64),
+        ),
+        _ => (None, None),
+    };
     RunResult {
         ops_per_sec,
         ns_p50: quantile(0.50),
@@ -251,6 +304,8 @@ where
         allowed_share: if ops == 0 { 0.0 } else { allowed as f64 / ops as f64 },
         ops,
         overlap: (threads > 1).then(|| overlap(&spans)),
+        thread_share,
+        slowest_p99,
     }
 }
 
@@ -262,7 +317,12 @@ mod tests {
     #[test]
     fn measures_a_floor() {
         let floor = CasFloor::new(4);
-        let plan = RunPlan { duration: Duration::from_millis(30), max_ops: None, timer_overhead_ns: 0 };
+        let plan = RunPlan {
+            duration: Duration::from_millis(30),
+            max_ops: None,
+            timer_overhead_ns: 0,
+            work_rounds: 0,
+        };
         let result = measure(&floor, 2, &plan, |t| FixedKey(t as u64));
         assert!(result.ops > 0 && result.ops % SAMPLE_EVERY == 0);
         assert!(result.ops_per_sec > 0.0);
@@ -271,7 +331,27 @@ mod tests {
         // Two threads released by one barrier for 30 ms measure together nearly all the time.
         let overlap = result.overlap.expect("two threads");
         assert!(overlap > 0.2 && overlap <= 1.0, "{overlap}");
-        assert_eq!(measure(&floor, 1, &plan, |_| FixedKey(0)).overlap, None);
+        let share = result.thread_share.expect("two threads");
+        assert!(share > 0.0 && share <= 1.0, "{share}");
+        assert!(result.slowest_p99.is_some());
+        let alone = measure(&floor, 1, &plan, |_| FixedKey(0));
+        assert_eq!((alone.overlap, alone.thread_share, alone.slowest_p99), (None, None, None));
+    }
+
+    #[test]
+    fn work_between_operations_slows_a_thread_down() {
+        let floor = CasFloor::new(4);
+        let tight = RunPlan {
+            duration: Duration::from_millis(20),
+            max_ops: None,
+            timer_overhead_ns: 0,
+            work_rounds: 0,
+        };
+        let busy = RunPlan { work_rounds: 400, ..tight };
+        let fast = measure(&floor, 1, &tight, |_| FixedKey(0)).ops_per_sec;
+        let slow = measure(&floor, 1, &busy, |_| FixedKey(0)).ops_per_sec;
+        assert!(slow < fast / 2.0, "work of 400 rounds: {slow} against {fast} ops/s");
+        assert!(work_nanos(400) > work_nanos(0));
     }
 
     #[test]
@@ -286,7 +366,12 @@ mod tests {
     #[test]
     fn op_cap_stops_early_and_fresh_keys_never_repeat() {
         let keyed = crate::peers::MutexKeyed::new(kova::Quota::per_hour(1).unwrap());
-        let plan = RunPlan { duration: Duration::from_secs(30), max_ops: Some(6_400), timer_overhead_ns: 0 };
+        let plan = RunPlan {
+            duration: Duration::from_secs(30),
+            max_ops: Some(6_400),
+            timer_overhead_ns: 0,
+            work_rounds: 0,
+        };
         let started = Instant::now();
         let result = measure(&keyed, 2, &plan, |t| FreshKeys::new(t as u64, 2));
         assert!(started.elapsed() < Duration::from_secs(10));
