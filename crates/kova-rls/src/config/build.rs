@@ -134,8 +134,15 @@ impl Builder<'_> {
         let at = &rate_limit.referenced;
         let spec = &rate_limit.value;
         let limit = if spec.unlimited.unwrap_or(false) {
-            if spec.unit.is_some() || spec.requests_per_unit.is_some() {
-                return Err(self.at(at, "an `unlimited` rate_limit takes no `unit` nor `requests_per_unit`"));
+            let extra = spec
+                .unit
+                .as_ref()
+                .map(|u| u.referenced)
+                .or(spec.requests_per_unit.as_ref().map(|r| r.referenced));
+            if let Some(extra) = extra {
+                return Err(
+                    self.at(&extra, "an `unlimited` rate_limit takes no `unit` nor `requests_per_unit`")
+                );
             }
             if let Some(kova) = kova {
                 return Err(self.at(&kova.referenced, "an `unlimited` rate_limit takes no `kova` block"));
