@@ -1,0 +1,248 @@
+//! One `ShouldRateLimit` call: match each descriptor, check its limit, answer all or nothing.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use kova::{Clock, CoarseClock, Decision, KeyedError};
+
+use crate::response::{self, Outcome};
+use crate::telemetry::{self, UNKNOWN_DOMAIN};
+use crate::{descriptor_key, Config, Limit, MemoryBackend, Rule};
+
+/// Bounds on one request's shape. Envoy's route configuration, not the client, decides how
+/// many descriptors and entries a request carries, so a request past them is a configuration
+/// mistake, refused with `INVALID_ARGUMENT`; the values, which clients choose, are never
+/// refused (a long one is keyed by its digest, [`crate::MAX_EXACT_KEY_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// The most descriptors in one request.
+    pub max_descriptors: usize,
+    /// The most entries in one descriptor.
+    pub max_entries: usize,
+}
+
+impl Default for RequestLimits {
+    /// 256 descriptors of up to 32 entries: far beyond any route's rate limit actions.
+    fn default() -> Self {
+        RequestLimits { max_descriptors: 256, max_entries: 32 }
+    }
+}
+
+/// Why a call got a gRPC error instead of a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// `domain` is empty (envoyproxy/ratelimit refuses it too).
+    EmptyDomain,
+    /// No descriptor at all.
+    NoDescriptors,
+    /// More descriptors than [`RequestLimits::max_descriptors`].
+    TooManyDescriptors {
+        /// In the request.
+        count: usize,
+        /// Allowed.
+        max: usize,
+    },
+    /// A descriptor with more entries than [`RequestLimits::max_entries`].
+    TooManyEntries {
+        /// In the descriptor.
+        count: usize,
+        /// Allowed.
+        max: usize,
+    },
+    /// The backend gave no decision (a table holding too many distinct quotas); nothing the
+    /// call had consumed is kept.
+    Backend(String),
+}
+
+impl RequestError {
+    /// The `reason` label of `kova_rls_request_errors_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RequestError::EmptyDomain => "empty_domain",
+            RequestError::NoDescriptors => "no_descriptors",
+            RequestError::TooManyDescriptors { .. } => "too_many_descriptors",
+            RequestError::TooManyEntries { .. } => "too_many_entries",
+            RequestError::Backend(_) => "backend",
+        }
+    }
+
+    /// The gRPC status Envoy receives (its `failure_mode_deny` decides what the request gets).
+    pub fn to_status(&self) -> tonic::Status {
+        match self {
+            RequestError::Backend(_) => tonic::Status::unavailable(self.to_string()),
+            _ => tonic::Status::invalid_argument(self.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::EmptyDomain => f.write_str("rate limit domain must not be empty"),
+            RequestError::NoDescriptors => f.write_str("rate limit descriptor list must not be empty"),
+            RequestError::TooManyDescriptors { count, max } => {
+                write!(f, "{count} descriptors, at most {max} allowed")
+            }
+            RequestError::TooManyEntries { count, max } => {
+                write!(f, "a descriptor of {count} entries, at most {max} allowed")
+            }
+            RequestError::Backend(e) => write!(f, "no decision: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// The configuration serving now, the backend and the request bounds: everything a call needs.
+#[derive(Debug)]
+pub struct Decider<C: Clock = CoarseClock> {
+    config: ArcSwap<Config>,
+    backend: MemoryBackend<C>,
+    limits: RequestLimits,
+}
+
+impl<C: Clock> Decider<C> {
+    /// Decides with `config` on `backend`.
+    pub fn new(config: Config, backend: MemoryBackend<C>, limits: RequestLimits) -> Self {
+        Decider { config: ArcSwap::from_pointee(config), backend, limits }
+    }
+
+    /// The configuration serving now.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// Serves `config` from the next call on. The backend's state stays: a key whose rule kept
+    /// its quota keeps counting; one whose quota changed moves to the new quota keeping what it
+    /// consumed (kova's quota change); one whose algorithm changed starts fresh in that
+    /// algorithm's table.
+    pub fn set_config(&self, config: Config) {
+        self.config.store(Arc::new(config));
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &MemoryBackend<C> {
+        &self.backend
+    }
+
+    /// Answers one request. The cost of a descriptor is its own `hits_addend` when set, else
+    /// the request's, where 0 means 1 (as Envoy sends it). When any enforced limit denies, the
+    /// whole request is over the limit and the units the other descriptors took are given
+    /// back: a request Envoy rejects consumes nothing.
+    pub fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+        self.check_shape(request)?;
+        let config = self.config.load();
+        let domain = config.domain(&request.domain);
+        let label = domain.map_or(UNKNOWN_DOMAIN, |d| d.name());
+        let mut rules: Vec<Option<&Arc<Rule>>> = request
+            .descriptors
+            .iter()
+            .map(|d| {
+                domain.and_then(|domain| {
+                    domain.find(d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str())))
+                })
+            })
+            .collect();
+        drop_replaced(&mut rules);
+
+        let base_cost = u64::from(request.hits_addend).max(1);
+        let mut outcomes = Vec::with_capacity(rules.len());
+        for (descriptor, rule) in request.descriptors.iter().zip(rules) {
+            let cost = descriptor.hits_addend.as_ref().map_or(base_cost, |h| h.value.max(1));
+            let outcome = match rule.map(|r| (r, r.limit())) {
+                None => Outcome::Free,
+                Some((_, Limit::Unlimited)) => Outcome::Unlimited,
+                Some((rule, Limit::Limited(limited))) => {
+                    let key = descriptor_key(&request.domain, &descriptor.entries);
+                    if descriptor.is_negative_hits {
+                        self.backend.refund(limited, &key, cost);
+                        Outcome::Refunded { rule, limited }
+                    } else {
+                        match self.backend.check(limited, &key, cost) {
+                            Ok(decision) => Outcome::Checked { rule, limited, key, cost, decision },
+                            Err(KeyedError::Check(_)) => Outcome::TooCostly { rule, limited },
+                            Err(e) => {
+                                self.give_back(&outcomes);
+                                return Err(RequestError::Backend(e.to_string()));
+                            }
+                        }
+                    }
+                }
+            };
+            outcomes.push(outcome);
+        }
+        let over_limit = outcomes.iter().any(Outcome::enforced_denial);
+        if over_limit {
+            self.give_back(&outcomes);
+        }
+        for outcome in &outcomes {
+            count(label, outcome);
+        }
+        Ok(response::build(&outcomes, over_limit))
+    }
+
+    fn check_shape(&self, request: &RateLimitRequest) -> Result<(), RequestError> {
+        if request.domain.is_empty() {
+            return Err(RequestError::EmptyDomain);
+        }
+        if request.descriptors.is_empty() {
+            return Err(RequestError::NoDescriptors);
+        }
+        let max = self.limits.max_descriptors;
+        if request.descriptors.len() > max {
+            return Err(RequestError::TooManyDescriptors { count: request.descriptors.len(), max });
+        }
+        let max = self.limits.max_entries;
+        match request.descriptors.iter().map(|d| d.entries.len()).find(|&n| n > max) {
+            Some(count) => Err(RequestError::TooManyEntries { count, max }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refunds what the allowed checks among `outcomes` took.
+    fn give_back(&self, outcomes: &[Outcome<'_>]) {
+        for outcome in outcomes {
+            if let Outcome::Checked { limited, key, cost, decision, .. } = outcome {
+                if took_units(decision) {
+                    self.backend.refund(limited, key, *cost);
+                }
+            }
+        }
+    }
+}
+
+/// envoyproxy/ratelimit's `replaces`: a matched rule that another matched rule of the request
+/// replaces (by `name`) is not applied.
+fn drop_replaced<'a>(rules: &mut [Option<&'a Arc<Rule>>]) {
+    let replaced: Vec<&'a str> =
+        rules.iter().copied().flatten().flat_map(|r| r.replaces()).map(String::as_str).collect();
+    if replaced.is_empty() {
+        return;
+    }
+    for rule in rules.iter_mut() {
+        if rule.and_then(|r| r.name()).is_some_and(|name| replaced.contains(&name)) {
+            *rule = None;
+        }
+    }
+}
+
+fn count(domain: &str, outcome: &Outcome<'_>) {
+    match outcome {
+        Outcome::Free | Outcome::Unlimited => telemetry::unlimited(domain),
+        Outcome::Refunded { .. } => {}
+        Outcome::TooCostly { rule, .. } => telemetry::decision(domain, true, rule.is_shadow()),
+        Outcome::Checked { rule, decision, .. } => {
+            telemetry::decision(domain, !decision.is_allowed(), rule.is_shadow());
+            if let Some(fallback) = decision.fallback() {
+                telemetry::fallback(domain, fallback);
+            }
+        }
+    }
+}
+
+/// Whether an allowed decision took units (a failure policy's untracked allowance took none).
+fn took_units(decision: &Decision) -> bool {
+    decision.is_allowed() && decision.fallback().is_none()
+}

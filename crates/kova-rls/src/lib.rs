@@ -1,0 +1,45 @@
+//! # kova-rls: Envoy's rate limit service on kova
+//!
+//! The `kova-rls` binary serves `envoy.service.ratelimit.v3.RateLimitService` (see the
+//! crate's README); this library is its parts: the [`Config`] (envoyproxy/ratelimit's YAML),
+//! the [`Decider`] that answers one request, the [`MemoryBackend`], the tonic service
+//! ([`RateLimitGrpc`]), the [`Reloader`] and [`serve`].
+//!
+//! ```
+//! use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{rate_limit_descriptor::Entry, RateLimitDescriptor};
+//! use envoy_types::pb::envoy::service::ratelimit::v3::{rate_limit_response::Code, RateLimitRequest};
+//! use kova_rls::{Config, Decider, MemoryBackend, MemoryOptions, RequestLimits};
+//!
+//! let yaml = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
+//! let config = Config::from_yaml("edge.yaml".as_ref(), yaml)?;
+//! let decider = Decider::new(config, MemoryBackend::new(MemoryOptions::default())?, RequestLimits::default());
+//! let entry = Entry { key: "user".into(), value: "alice".into() };
+//! let descriptors = vec![RateLimitDescriptor { entries: vec![entry], ..Default::default() }];
+//! let request = RateLimitRequest { domain: "edge".into(), descriptors, hits_addend: 1 };
+//! assert_eq!(decider.decide(&request)?.overall_code, Code::Ok as i32);
+//! let denied = decider.decide(&request)?;
+//! assert_eq!(denied.overall_code, Code::OverLimit as i32);
+//! assert!(denied.response_headers_to_add.iter().any(|h| h.key == "retry-after"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod config;
+mod decide;
+mod key;
+mod memory;
+mod response;
+pub mod telemetry;
+
+pub use config::{read_sources, Config, ConfigError, Domain, Limit, Limited, Rule, Unit, DEFAULT_ALGORITHM};
+pub use decide::{Decider, RequestError, RequestLimits};
+pub use key::{descriptor_key, MAX_EXACT_KEY_BYTES};
+pub use memory::{MemoryBackend, MemoryOptions};
+mod reload;
+mod server;
+mod service;
+
+pub use reload::Reloader;
+pub use server::{serve, Listeners, RenderMetrics};
+pub use service::RateLimitGrpc;

@@ -1,0 +1,159 @@
+//! `kova-rls`: Envoy's rate limit service on kova. See the crate's README for the Envoy side.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use kova::TableFullPolicy;
+use kova_rls::{
+    telemetry, Config, Decider, Listeners, MemoryBackend, MemoryOptions, Reloader, RequestLimits,
+};
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+/// Envoy's rate limit service (envoy.service.ratelimit.v3) on kova, configured with
+/// envoyproxy/ratelimit's YAML.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// The configuration: one YAML file, or a directory of them (one domain per file).
+    #[arg(long, env = "KOVA_RLS_CONFIG")]
+    config: PathBuf,
+    /// Where `ShouldRateLimit` and gRPC health are served (envoyproxy/ratelimit's gRPC port).
+    #[arg(long, env = "KOVA_RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
+    grpc_addr: SocketAddr,
+    /// Where `/healthz` and `/metrics` are served.
+    #[arg(long, env = "KOVA_RLS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    http_addr: SocketAddr,
+    /// How often the configuration's files are read for changes, in milliseconds (0: never).
+    #[arg(long, env = "KOVA_RLS_RELOAD_INTERVAL_MS", default_value_t = 1000)]
+    reload_interval_ms: u64,
+    /// The most keys each algorithm's table holds.
+    #[arg(long, env = "KOVA_RLS_MAX_KEYS", default_value_t = MemoryOptions::default().max_keys)]
+    max_keys: usize,
+    /// What a full table does with a new key (every such decision is counted in
+    /// kova_rls_fallbacks_total).
+    #[arg(long, env = "KOVA_RLS_TABLE_FULL", value_enum, default_value_t = TableFull::Evict)]
+    table_full: TableFull,
+    /// The most descriptors one request may carry.
+    #[arg(long, env = "KOVA_RLS_MAX_DESCRIPTORS", default_value_t = RequestLimits::default().max_descriptors)]
+    max_descriptors: usize,
+    /// The most entries one descriptor may carry.
+    #[arg(long, env = "KOVA_RLS_MAX_ENTRIES", default_value_t = RequestLimits::default().max_entries)]
+    max_entries: usize,
+    /// How long shutdown waits for open calls, in milliseconds.
+    #[arg(long, env = "KOVA_RLS_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
+    /// Log filter (tracing-subscriber's EnvFilter syntax).
+    #[arg(long, env = "KOVA_RLS_LOG", default_value = "info")]
+    log: String,
+}
+
+/// `--table-full`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TableFull {
+    /// Evict the key closest to idle (never one being limited); deny when all are limited.
+    Evict,
+    /// Deny new keys (fail closed).
+    Deny,
+    /// Allow new keys untracked (fail open).
+    Allow,
+}
+
+impl From<TableFull> for TableFullPolicy {
+    fn from(policy: TableFull) -> Self {
+        match policy {
+            TableFull::Evict => TableFullPolicy::EvictClosestToIdle,
+            TableFull::Deny => TableFullPolicy::DenyNew,
+            TableFull::Allow => TableFullPolicy::AllowUntracked,
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "kova-rls stopped");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let prometheus = PrometheusBuilder::new().install_recorder()?;
+    telemetry::describe();
+
+    let sources = kova_rls::read_sources(&args.config)?;
+    let config = Config::from_sources(&sources)?;
+    telemetry::reload(true);
+    let domains: Vec<&str> = config.domain_names().collect();
+    tracing::info!(path = %args.config.display(), ?domains, "configuration loaded");
+
+    let backend =
+        MemoryBackend::new(MemoryOptions { max_keys: args.max_keys, table_full: args.table_full.into() })?;
+    let limits = RequestLimits { max_descriptors: args.max_descriptors, max_entries: args.max_entries };
+    let decider = Arc::new(Decider::new(config, backend, limits));
+    let _reloader = match args.reload_interval_ms {
+        0 => None,
+        ms => Some(Reloader::spawn(
+            Arc::clone(&decider),
+            args.config.clone(),
+            Duration::from_millis(ms),
+            sources,
+        )?),
+    };
+
+    let listeners = Listeners::bind(args.grpc_addr, args.http_addr).await?;
+    // The one line a supervisor (or a test that bound port 0) reads to find the ports.
+    println!(
+        "kova-rls listening grpc={} http={}",
+        listeners.grpc.local_addr()?,
+        listeners.http.local_addr()?
+    );
+    let render = Arc::new(move || prometheus.render());
+    kova_rls::serve(
+        decider,
+        listeners,
+        render,
+        shutdown_signal(),
+        Duration::from_millis(args.shutdown_grace_ms),
+    )
+    .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM (what Kubernetes and systemd send) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = ctrl_c => {}
+                }
+            }
+            Err(_) => ctrl_c.await,
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}

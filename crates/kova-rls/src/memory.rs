@@ -1,0 +1,96 @@
+//! The in-memory backend: kova's keyed tables, one per algorithm (a table's per-key quotas
+//! share its algorithm), every key under its rule's quota.
+
+use kova::{
+    AlgorithmKind, AnyAlgorithm, Clock, CoarseClock, Decision, Keyed, KeyedBuilder, KeyedError, Quota,
+    TableFullPolicy,
+};
+
+use crate::Limited;
+
+/// The sizes and policy of the in-memory tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// The most keys one algorithm's table holds (each table is bounded on its own).
+    pub max_keys: usize,
+    /// What a full table does with a new key; the decisions it makes carry a
+    /// [`kova::Fallback`], which the service counts in `kova_rls_fallbacks_total`.
+    pub table_full: TableFullPolicy,
+}
+
+impl Default for MemoryOptions {
+    /// kova's defaults: [`KeyedBuilder::DEFAULT_MAX_KEYS`] keys, evicting the key closest to
+    /// idle (never one being limited).
+    fn default() -> Self {
+        MemoryOptions {
+            max_keys: KeyedBuilder::<Vec<u8>, AnyAlgorithm, CoarseClock>::DEFAULT_MAX_KEYS,
+            table_full: TableFullPolicy::default(),
+        }
+    }
+}
+
+/// One bounded table per algorithm.
+#[derive(Debug)]
+pub struct MemoryBackend<C: Clock = CoarseClock> {
+    tables: Vec<Keyed<Vec<u8>, AnyAlgorithm, C>>,
+}
+
+impl MemoryBackend<CoarseClock> {
+    /// Tables on kova's coarse clock.
+    ///
+    /// ```
+    /// let backend = kova_rls::MemoryBackend::new(kova_rls::MemoryOptions::default())?;
+    /// # Ok::<(), kova::QuotaError>(())
+    /// ```
+    pub fn new(options: MemoryOptions) -> Result<Self, kova::QuotaError> {
+        MemoryBackend::with_clock(options, CoarseClock::new())
+    }
+}
+
+impl<C: Clock + Clone> MemoryBackend<C> {
+    /// Tables reading `clock` (a [`kova::ManualClock`] in tests).
+    pub fn with_clock(options: MemoryOptions, clock: C) -> Result<Self, kova::QuotaError> {
+        // A table's default quota is never used: every check carries its rule's.
+        let placeholder = Quota::per_second(1)?;
+        let tables = AlgorithmKind::ALL
+            .into_iter()
+            .map(|kind| {
+                KeyedBuilder::from_algorithm(AnyAlgorithm::new(kind, placeholder)?, clock.clone())
+                    .max_keys(options.max_keys)
+                    .table_full(options.table_full)
+                    .build()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(MemoryBackend { tables })
+    }
+}
+
+impl<C: Clock> MemoryBackend<C> {
+    fn table(&self, kind: AlgorithmKind) -> &Keyed<Vec<u8>, AnyAlgorithm, C> {
+        let index = AlgorithmKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        &self.tables[index]
+    }
+
+    /// Checks `cost` units of `key` under `limit`'s quota. A key held under another quota of
+    /// the same algorithm (the rule changed on reload) moves to this one keeping what it
+    /// consumed; an error when `cost` exceeds what the quota can ever admit at once, or the
+    /// table holds too many distinct quotas.
+    pub fn check(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, KeyedError> {
+        self.table(limit.algorithm()).check_n_with_quota(key, limit.quota(), cost)
+    }
+
+    /// Gives back `cost` units an allowed check of `key` took; whether anything was given back.
+    pub fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> bool {
+        self.table(limit.algorithm()).refund(key, cost)
+    }
+
+    /// Keys held, over all tables.
+    pub fn len(&self) -> usize {
+        self.tables.iter().map(Keyed::len).sum()
+    }
+
+    /// Whether no table holds a key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
