@@ -63,7 +63,7 @@
 //! before it: by monotonicity, the exact GCRA admits it too, and its TAT stays no later than the
 //! cells'. (`tests/sketch.rs` checks this against per-key GCRA on random workloads; the loom
 //! models in `loom-tests/tests/sketch.rs` check it for one key and for two colliding keys under
-//! every interleaving, and fail on the variants that raise after the commit or raise by plain
+//! every interleaving up to 3 preemptions, and fail on the variants that raise after the commit or raise by plain
 //! stores; the `sketch` fuzz target checks it on arbitrary workloads.)
 //!
 //! Raising the other cells *before* the commit is what makes it hold: raised after it, a second
