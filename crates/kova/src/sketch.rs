@@ -62,9 +62,9 @@
 //! the admitted checks by `b`, each decided on a TAT no earlier than the exact state after those
 //! before it: by monotonicity, the exact GCRA admits it too, and its TAT stays no later than the
 //! cells'. (`tests/sketch.rs` checks this against per-key GCRA on random workloads; the loom
-//! models in `loom-tests/tests/sketch.rs` check it for one key and for two colliding keys under
-//! every interleaving up to 3 preemptions, and fail on the variants that raise after the commit or raise by plain
-//! stores; the `sketch` fuzz target checks it on arbitrary workloads.)
+//! models in `loom-tests/tests/sketch.rs` check it for one key and for two colliding keys in
+//! every interleaving up to 3 preemptions, and fail on the variants that raise after the commit
+//! or by plain stores; the `sketch` fuzz target checks it on arbitrary workloads.)
 //!
 //! Raising the other cells *before* the commit is what makes it hold: raised after it, a second
 //! check of the same key could read a cell not yet raised as the least consumed and commit on it,
