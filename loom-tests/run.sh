@@ -23,6 +23,7 @@
 #   limits (3 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
+#   sketch (4 models, 2 should-fail, bound 3)                     ~4 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
 #   door (1 model over 4 key pairs, bound 4)                       <5 s
@@ -44,7 +45,7 @@ cargo_test() {
 }
 
 start=$SECONDS
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped --test sketch "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed --test door --test hot "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

@@ -40,6 +40,7 @@ pub mod rate;
 pub mod readme;
 pub mod report;
 pub mod scenarios;
+pub mod sketch_subject;
 pub mod stats;
 pub mod subject;
 pub mod targets;

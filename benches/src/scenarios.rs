@@ -24,6 +24,7 @@ use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
+use crate::sketch_subject::{KovaSketch, SKETCH};
 use crate::subject::{CasFloor, KovaDirect, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
 
@@ -168,16 +169,17 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
 
 /// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
 /// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
-/// keyed), one floor, the pinned floor where there is one, and in the admitting direct
+/// keyed), kova's sketch in every keyed scenario ([`SKETCH`]), one floor, the pinned floor where there is one, and in the admitting direct
 /// scenario kova's striped GCRA and token bucket ([`STRIPED`]), in churn and flood kova's GCRA
 /// without its doorkeeper ([`GCRA_NO_DOOR`]), in the hot-key scenario kova's GCRA table with hot keys
 /// ([`GCRA_HOT`]).
 pub fn subject_count(scenario: Scenario) -> usize {
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
+    let sketch = usize::from(!scenario.is_direct());
     let striped = if scenario.base() == Scenario::Direct { STRIPED.len() } else { 0 };
     let door = usize::from(matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood));
     let hot = usize::from(scenario.base() == Scenario::KeyedHot);
-    8 + own_peers + striped + door + hot + usize::from(has_pinned_floor(scenario))
+    8 + own_peers + sketch + striped + door + hot + usize::from(has_pinned_floor(scenario))
 }
 
 /// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
@@ -318,6 +320,11 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             kind: SubjectKind::Peer,
             runner: fresh(move || PingoraRate::new(word_quota)),
         });
+        entries.push(Entry {
+            subject: SKETCH.into(),
+            kind: SubjectKind::Kova,
+            runner: fresh(move || KovaSketch::new(word_quota)),
+        });
     } else {
         if scenario.base() == Scenario::KeyedHot {
             entries.push(Entry {
@@ -332,6 +339,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
             fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),
             fill(PINGORA, SubjectKind::Peer, prefill, || PingoraRate::new(word_quota), None),
+            fill(SKETCH, SubjectKind::Kova, prefill, || KovaSketch::new(word_quota), None),
         ] {
             memory.push(filled.memory);
             entries.push(filled.entry);
@@ -547,7 +555,7 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (13 + 10));
+        assert_eq!(ticks, 2 * (13 + 11));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 

@@ -65,6 +65,11 @@ pub enum Fallback {
     /// until its lease expires. Every denial of a striped limiter says so: units held by stripes
     /// might have admitted it.
     StripeLease,
+    /// A [`Sketch`](crate::sketch::Sketch) decided on cells other keys may share: never more
+    /// admitted than the key's own limit, but a denial may be an over-charge (a collision), and
+    /// `remaining` and `retry_after` are bounds (never more remaining, never a shorter wait).
+    /// Every sketch decision says so: the sketch cannot tell whether a cell is shared.
+    Sketch,
 }
 
 impl Decision {
@@ -166,6 +171,7 @@ impl Fallback {
             Fallback::LocalCache => 5,
             Fallback::StoreUnavailableLocal => 6,
             Fallback::StripeLease => 7,
+            Fallback::Sketch => 8,
         }
     }
 
@@ -178,6 +184,7 @@ impl Fallback {
             5 => Fallback::LocalCache,
             6 => Fallback::StoreUnavailableLocal,
             7 => Fallback::StripeLease,
+            8 => Fallback::Sketch,
             _ => return None,
         })
     }
@@ -197,6 +204,7 @@ mod tests {
             Fallback::LocalCache,
             Fallback::StoreUnavailableLocal,
             Fallback::StripeLease,
+            Fallback::Sketch,
         ];
         for fallback in all {
             assert_eq!(Fallback::from_code(fallback.code()), Some(fallback));
@@ -211,7 +219,7 @@ mod tests {
             assert_eq!((denied.fallback(), denied.retry_after_nanos()), (Some(fallback), 1));
         }
         assert_eq!(Fallback::from_code(0), None);
-        assert_eq!(Fallback::from_code(8), None);
+        assert_eq!(Fallback::from_code(9), None);
         assert_eq!(Decision::allowed(1, 0, 0).fallback(), None);
         let shown = format!("{:?}", Decision::denied(3, 0, 2, 4));
         assert!(shown.contains("allowed: false") && shown.contains("fallback: None"), "{shown}");

@@ -52,6 +52,8 @@
 //!   batches from the central word, within a stated bound; in a keyed table, opt-in
 //!   [`KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
 //!   it cools.
+//! - **Keys too many to store**: [`sketch::Sketch`], per-key GCRA in fixed memory (64 KiB by
+//!   default), keys hashed to shared cells: a collision can over-charge a key, never over-grant.
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.
@@ -78,6 +80,7 @@ mod quota;
 mod quota_change;
 mod reservation;
 mod settle;
+pub mod sketch;
 mod striped;
 mod wait;
 

@@ -27,6 +27,11 @@
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
+//! - [`sketch_raise_after_commit`]: a sketch that raises a key's other cells after its commit,
+//!   not before (a second check of the key decides on a cell not yet raised).
+//! - [`sketch_raise_by_store`]: a sketch that raises a key's other cells by plain stores, not
+//!   `fetch_max` (a raise lowers a cell another key raised further).
+//!
 //! And two switches that are not racy: [`hiding_entries`] makes the table treat word cells like
 //! the sliding log's (hide the line, and checks look again after writing), so that the models
 //! of evictions cover that protocol too; [`boxed_cells`] keeps word cells boxed (frozen, not
@@ -36,7 +41,7 @@
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 pub use crate::loom::faults::Reclaimed;
-use crate::loom::faults::{self, Look};
+use crate::loom::faults::{self, Look, SketchRaise};
 use crate::{CheckError, Clock, Decision, WordAlgorithm};
 
 fn capacity_check<W: WordAlgorithm>(algorithm: &W, cost: u64) -> Result<(), CheckError> {
@@ -314,4 +319,15 @@ pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reserva
 /// read spends units the state written back into the line never counted.
 pub fn hot_demote_without_close<R>(f: impl FnOnce() -> R) -> R {
     faults::with_hot_slot_left_open(f)
+}
+
+/// RACY: runs `f` with sketches raising a key's other cells after the commit instead of before.
+pub fn sketch_raise_after_commit<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_sketch_raise(SketchRaise::AfterCommit, f)
+}
+
+/// RACY: runs `f` with sketches raising a key's other cells by plain stores instead of
+/// `fetch_max`.
+pub fn sketch_raise_by_store<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_sketch_raise(SketchRaise::PlainStore, f)
 }

@@ -19,6 +19,17 @@ pub(crate) enum Look {
     LoadOnly,
 }
 
+/// When a sketch's check raises the key's other cells (`sketch.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SketchRaise {
+    /// The real protocol: by `fetch_max`, before the commit.
+    BeforeCommit,
+    /// RACY: by `fetch_max`, after the commit.
+    AfterCommit,
+    /// RACY: by plain stores, before the commit.
+    PlainStore,
+}
+
 /// What the keyed tables built on this OS thread (so, in the loom models run on it) have
 /// reclaimed after a grace period, so far. The models compare it before and after to show that a
 /// scenario really frees and reuses what the table retired.
@@ -38,7 +49,7 @@ pub(crate) use switches::*;
 mod switches {
     use std::cell::Cell;
 
-    use super::{Look, Reclaimed};
+    use super::{Look, Reclaimed, SketchRaise};
 
     std::thread_local! {
         static SKIP_PIN_FENCE: Cell<bool> = const { Cell::new(false) };
@@ -50,6 +61,7 @@ mod switches {
         static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
         static KEEP_DOOR_ENTRY: Cell<bool> = const { Cell::new(false) };
         static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
+        static SKETCH_RAISE: Cell<SketchRaise> = const { Cell::new(SketchRaise::BeforeCommit) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
 
@@ -136,6 +148,15 @@ mod switches {
 
     pub(crate) fn hot_slot_left_open() -> bool {
         HOT_SLOT_OPEN.with(Cell::get)
+    }
+
+    /// Runs `f` with sketches raising a key's other cells as `raise` says.
+    pub(crate) fn with_sketch_raise<R>(raise: SketchRaise, f: impl FnOnce() -> R) -> R {
+        with_switch(&SKETCH_RAISE, raise, f)
+    }
+
+    pub(crate) fn sketch_raise() -> SketchRaise {
+        SKETCH_RAISE.with(Cell::get)
     }
 
     pub(crate) fn grace_periods_skipped() -> bool {
@@ -236,4 +257,12 @@ pub(crate) const fn door_entry_kept() -> bool {
 #[inline(always)]
 pub(crate) const fn hot_slot_left_open() -> bool {
     false
+}
+
+/// When a sketch raises a key's other cells (`loom_racy::sketch_raise_after_commit`,
+/// `loom_racy::sketch_raise_by_store`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn sketch_raise() -> SketchRaise {
+    SketchRaise::BeforeCommit
 }
