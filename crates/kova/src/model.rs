@@ -7,6 +7,7 @@
 //! clock is tested separately. Behind the `model` feature: not part of the default API.
 
 pub mod differential;
+pub mod lincheck;
 mod window;
 
 pub use window::max_in_sliding_window;
