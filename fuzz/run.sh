@@ -20,6 +20,7 @@ seconds="${FUZZ_SECONDS:-30}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(differential configuration packing keyed_table client_ip)
+    targets+=(whole_api)
 fi
 
 if ! rustup toolchain list | grep -q '^nightly'; then
