@@ -17,7 +17,9 @@ fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target-miri}"
 
 start=$SECONDS
-cargo +nightly miri test -p kova --lib -- keyed:: striped:: limits:: reservation::
+# Not yet `striped::`: its bad_configurations_get_typed_errors builds on the CoarseClock, whose
+# quanta source Miri cannot run (the tests after it were not reached).
+cargo +nightly miri test -p kova --lib -- keyed:: limits::
 if [ "${1:-}" = "--full" ]; then
     cargo +nightly miri test -p kova --test keyed_table
 fi
