@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Miri (default flags) over the core's unsafe paths: the keyed table (its lines, boxed
-# cells, epoch and reclamation), the doorkeeper, the hot keys, striped limiters, the composite
-# limits and reservations, as the library's own unit tests.
+# cells, epoch and reclamation), the doorkeeper, the hot keys and the composite limits, as the
+# library's own unit tests.
 #
 #   crates/kova/miri.sh            the unit tests of those modules
 #   crates/kova/miri.sh --full     also the keyed integration test the README names
