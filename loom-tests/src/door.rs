@@ -2,29 +2,87 @@
 //! shards share the door's only word, so their first checks race for it without a common lock.
 //! The door must admit at most one of them there, and keep that key's entry, so that the key's
 //! second check is charged the first one's unit (a quota of one: denied).
+//!
+//! Both models record their calls (`kova::model::lincheck::Recorder`) and check each key's
+//! history for linearizability against the key's sequential specification
+//! (`model::lincheck::word_api`) before their own assertions, which say what went wrong.
 
-use kova::{Gcra, KeyedBuilder, ManualClock, Quota};
+use kova::model::lincheck::word_api::{Op, Output, WordApi};
+use kova::model::lincheck::{assert_linearizable, History, LaneRecorder, Recorder};
+use kova::{Gcra, Keyed, KeyedBuilder, ManualClock, Quota, WordAlgorithm};
 use loom::sync::Arc;
 
 use crate::harness::model;
+
+type Table = Keyed<u64, Gcra, ManualClock>;
+
+/// `check_n(&key, cost)` on `table`, recorded in `lane`; whether it was admitted.
+fn checked(
+    lane: &mut LaneRecorder<(u64, Op), Output>,
+    recorder: &Recorder,
+    table: &Table,
+    key: u64,
+    cost: u64,
+) -> bool {
+    let out = lane.call(recorder, (key, Op::Check(cost)), |_| Output::Decided(table.check_n(&key, cost)));
+    matches!(out, Output::Decided(Ok(d)) if d.is_allowed())
+}
+
+/// Asserts that the calls of each of `keys` in `history` are linearizable ("not linearizable
+/// against" otherwise, the message the should-fail twins expect).
+fn assert_keys_linearizable(quota: Quota, history: &History<(u64, Op), Output>, keys: &[u64]) {
+    let spec = KeyOnly(WordApi::keyed(Gcra::from_quota(quota).expect("valid quota")));
+    for &key in keys {
+        let ours = history.project(|&(k, _)| k == key);
+        assert_linearizable(
+            &format!("door: key {key}'s specification"),
+            &spec,
+            spec.0.fresh(),
+            &ours,
+            |_| true,
+        );
+    }
+}
+
+/// One key's specification over the recorded `(key, op)` calls.
+struct KeyOnly(WordApi<Gcra>);
+
+impl kova::model::lincheck::Spec for KeyOnly {
+    type State = kova::model::lincheck::word_api::WordState;
+    type Op = (u64, Op);
+    type Output = Output;
+
+    fn call(&self, state: &mut Self::State, now: u64, op: &(u64, Op)) -> Output {
+        self.0.call(state, now, &op.1)
+    }
+}
 
 /// Keys 0 and `other`, checked on two threads (key 0 twice) in a table of two shards and a
 /// one-word door, with the clock still: key 0 must be admitted once, `other` once. Run for a
 /// few `other`s, so that some pair lands in two shards (the hasher's seeds are fixed under loom).
 pub fn first_checks_share_a_door_word(other: u64) {
     model(move || {
+        let quota = Quota::per_second(1).expect("valid quota");
+        let clock = ManualClock::new();
         let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1).expect("valid quota"), ManualClock::new())
+            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
                 .shards(2)
                 .doorkeeper(1)
                 .build()
                 .expect("valid table"),
         );
-        let theirs = Arc::clone(&table);
-        let thread = loom::thread::spawn(move || theirs.check(&other).is_allowed());
-        let first = table.check(&0).is_allowed();
-        let second = table.check(&0).is_allowed();
-        let other_allowed = thread.join().expect("the other check returns");
+        let recorder = Arc::new(Recorder::new(clock));
+        let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
+        let thread = loom::thread::spawn(move || {
+            let mut lane = their_recorder.lane("thread");
+            let allowed = checked(&mut lane, &their_recorder, &theirs, other, 1);
+            (lane, allowed)
+        });
+        let mut lane = recorder.lane("main");
+        let first = checked(&mut lane, &recorder, &table, 0, 1);
+        let second = checked(&mut lane, &recorder, &table, 0, 1);
+        let (their_lane, other_allowed) = thread.join().expect("the other check returns");
+        assert_keys_linearizable(quota, &recorder.history(vec![lane, their_lane]), &[0, other]);
         assert!(
             first && !second && other_allowed,
             "door: not linearizable: key 0 admitted {first} then {second} (quota 1), key {other} {other_allowed}"
@@ -40,18 +98,28 @@ pub fn first_checks_share_a_door_word(other: u64) {
 /// sees the announcement first and goes to the lock.
 pub fn door_admission_races_an_insert() {
     model(|| {
+        let quota = Quota::per_second(3).expect("valid quota");
+        let clock = ManualClock::new();
         let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(3).expect("valid quota"), ManualClock::new())
+            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
                 .shards(1)
                 .doorkeeper(1)
                 .build()
                 .expect("valid table"),
         );
-        let theirs = Arc::clone(&table);
-        let thread = loom::thread::spawn(move || theirs.check_n(&0, 2).expect("cost fits").is_allowed());
-        let one = table.check(&0).is_allowed();
-        let two = thread.join().expect("the other check returns");
-        let after = table.check(&0).is_allowed();
+        let recorder = Arc::new(Recorder::new(clock));
+        let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
+        let thread = loom::thread::spawn(move || {
+            let mut lane = their_recorder.lane("thread");
+            let allowed = checked(&mut lane, &their_recorder, &theirs, 0, 2);
+            (lane, allowed)
+        });
+        let mut lane = recorder.lane("main");
+        let one = checked(&mut lane, &recorder, &table, 0, 1);
+        let (their_lane, two) = thread.join().expect("the other check returns");
+        let mut last = recorder.lane("after");
+        let after = checked(&mut last, &recorder, &table, 0, 1);
+        assert_keys_linearizable(quota, &recorder.history(vec![lane, their_lane, last]), &[0]);
         let units = u64::from(one) + 2 * u64::from(two) + u64::from(after);
         assert!(two, "door: the check of two units is denied");
         assert!(units <= 3, "door: not linearizable: one unit too many: {units} admitted of 3 (first check {one}, after {after})");

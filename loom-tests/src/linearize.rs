@@ -1,14 +1,18 @@
-//! The linearizability check: find a sequential order of recorded calls that a sequential
-//! specification reproduces exactly.
+//! The linearizability check of the loom models: their records of each call (the clock readings
+//! around it, the result) in lanes of phases, searched by kova's checker
+//! (`kova::model::lincheck`, Wing and Gong's search with memoisation) for a sequential order that
+//! a sequential specification reproduces exactly.
 //!
 //! A call reads the clock somewhere between the two readings its thread took around it
 //! ([`Call::before`], [`Call::after`]), so the search tries every value the clock held in that
 //! range. Calls of one lane keep their program order; lanes of a lower phase (the prelude) finish
-//! before any lane of a higher phase (the concurrent threads, then the final peek) starts. With
-//! 2-3 threads of 1-2 calls each the search is a few hundred steps.
+//! before any lane of a higher phase (the concurrent threads, then the final peek) starts: each
+//! phase's calls are given one invocation and one response time, after the previous phase's.
 
 use std::fmt;
+use std::hash::Hash;
 
+use kova::model::lincheck::{self, History};
 use kova::{CheckError, Decision};
 
 /// One completed call as its thread saw it.
@@ -92,12 +96,12 @@ pub struct Lane<O, R> {
 
 /// A sequential specification: what one call returns from a state at a time.
 pub trait Spec {
-    /// The state the calls are applied to.
-    type State: Clone + fmt::Debug;
+    /// The state the calls are applied to (hashed for the search's memo).
+    type State: Clone + Eq + Hash + fmt::Debug;
     /// The operations.
     type Op: Clone + fmt::Debug;
     /// What an operation returns (compared with `==`).
-    type Output: PartialEq + fmt::Debug;
+    type Output: PartialEq + Clone + fmt::Debug;
 
     /// Whether the specification needs the times of successive calls to be non-decreasing (the
     /// reference models do; the algorithms' own pure decisions do not).
@@ -108,15 +112,7 @@ pub trait Spec {
 }
 
 /// One step of a found order: which lane's next call, at which time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Step {
-    /// Index of the lane.
-    pub lane: usize,
-    /// Index of the call in its lane.
-    pub call: usize,
-    /// The clock value the specification was given.
-    pub now: u64,
-}
+pub use kova::model::lincheck::Step;
 
 /// Searches for an order of all calls in `lanes` (each lane in program order, phases in order),
 /// with each call at a value of `clock_values` within its `[before, after]`, for which `spec`
@@ -128,12 +124,54 @@ pub fn find_order<S: Spec>(
     clock_values: &[u64],
     accept: impl Fn(&S::State) -> bool,
 ) -> Option<Vec<Step>> {
-    let mut search = Search { spec, lanes, clock_values, accept: &accept, order: Vec::new() };
-    let mut next = vec![0usize; lanes.len()];
-    if search.dfs(&mut next, initial, None) {
-        Some(search.order)
-    } else {
-        None
+    match lincheck::check(&Adapted(spec), initial, &history(lanes, clock_values), accept) {
+        lincheck::Verdict::Linearizable(order) => Some(order),
+        lincheck::Verdict::Violation => None,
+        lincheck::Verdict::GaveUp => panic!("the linearizability search gave up on:\n{lanes:#?}"),
+    }
+}
+
+/// The lanes as a history of kova's checker: every call of phase `p` invoked at `2p` and
+/// returned at `2p + 1`, so that the calls of one phase overlap and those of the next follow.
+fn history<O: Clone, R: Clone>(lanes: &[Lane<O, R>], clock_values: &[u64]) -> History<O, R> {
+    let lanes = lanes
+        .iter()
+        .map(|lane| {
+            let (invoked, returned) = (2 * u64::from(lane.phase), 2 * u64::from(lane.phase) + 1);
+            let calls = lane
+                .calls
+                .iter()
+                .map(|c| {
+                    lincheck::Call::completed(
+                        c.op.clone(),
+                        invoked,
+                        c.before,
+                        returned,
+                        c.after,
+                        c.result.clone(),
+                    )
+                })
+                .collect();
+            lincheck::Lane::new(lane.name.clone(), calls)
+        })
+        .collect();
+    History::new(lanes, clock_values.to_vec())
+}
+
+/// A specification of these models as one of kova's checker.
+struct Adapted<'a, S>(&'a S);
+
+impl<S: Spec> lincheck::Spec for Adapted<'_, S> {
+    type State = S::State;
+    type Op = S::Op;
+    type Output = S::Output;
+
+    fn needs_monotone_time(&self) -> bool {
+        self.0.needs_monotone_time()
+    }
+
+    fn call(&self, state: &mut S::State, now: u64, op: &S::Op) -> S::Output {
+        self.0.call(state, now, op)
     }
 }
 
@@ -153,54 +191,5 @@ pub fn assert_linearizable<S: Spec>(
             "not linearizable against {what}: no sequential order of these calls (clock values \
              {clock_values:?}) reproduces them and the final state:\n{lanes:#?}"
         ),
-    }
-}
-
-struct Search<'a, S: Spec, F> {
-    spec: &'a S,
-    lanes: &'a [Lane<S::Op, S::Output>],
-    clock_values: &'a [u64],
-    accept: &'a F,
-    order: Vec<Step>,
-}
-
-impl<S: Spec, F: Fn(&S::State) -> bool> Search<'_, S, F> {
-    fn dfs(&mut self, next: &mut [usize], state: S::State, last_time: Option<u64>) -> bool {
-        let open_phase = self
-            .lanes
-            .iter()
-            .zip(next.iter())
-            .filter(|(lane, &n)| n < lane.calls.len())
-            .map(|(l, _)| l.phase)
-            .min();
-        let Some(phase) = open_phase else {
-            return (self.accept)(&state);
-        };
-        for lane_index in 0..self.lanes.len() {
-            let lane = &self.lanes[lane_index];
-            let call_index = next[lane_index];
-            if lane.phase != phase || call_index >= lane.calls.len() {
-                continue;
-            }
-            let call = &lane.calls[call_index];
-            for &now in self.clock_values.iter().filter(|&&t| call.before <= t && t <= call.after) {
-                if self.spec.needs_monotone_time() && last_time.is_some_and(|last| now < last) {
-                    continue;
-                }
-                let mut after = state.clone();
-                if self.spec.call(&mut after, now, &call.op) != call.result {
-                    continue;
-                }
-                next[lane_index] += 1;
-                self.order.push(Step { lane: lane_index, call: call_index, now });
-                let last = Some(last_time.map_or(now, |l| l.max(now)));
-                if self.dfs(next, after, last) {
-                    return true;
-                }
-                self.order.pop();
-                next[lane_index] -= 1;
-            }
-        }
-        false
     }
 }

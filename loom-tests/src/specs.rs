@@ -103,7 +103,7 @@ impl LogSpec {
 }
 
 /// One of kova's reference models.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reference {
     /// For Gcra and TokenBucket.
     Bucket(BucketModel),

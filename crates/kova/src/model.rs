@@ -7,6 +7,7 @@
 //! clock is tested separately. Behind the `model` feature: not part of the default API.
 
 pub mod differential;
+pub mod lincheck;
 mod window;
 
 pub use window::max_in_sliding_window;
@@ -17,7 +18,7 @@ use crate::Decision;
 
 /// An exact token bucket: a credit level in nanoseconds of refill, `0..=burst * interval`,
 /// optionally sampled at a time quantum (the token bucket's stamp unit).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BucketModel {
     interval: u128,
     burst: u64,
@@ -66,7 +67,7 @@ impl BucketModel {
 }
 
 /// Fixed windows: one count for the current aligned window.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FixedWindowModel {
     limit: u64,
     period: u64,
@@ -105,7 +106,7 @@ impl FixedWindowModel {
 
 /// The sliding window counter's estimate over a full history of window counts; retry and reset
 /// found by searching time rather than by formula.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SlidingCounterModel {
     limit: u64,
     period: u64,
@@ -174,7 +175,7 @@ impl SlidingCounterModel {
 }
 
 /// The exact log: every admitted unit's time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SlidingLogModel {
     limit: u64,
     period: u64,

@@ -32,7 +32,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if before % 2 == 1 || shard.find(hash, key, guard).is_some() {
             return None;
         }
-        let claim = door.claim(hash, self.clock.now_nanos()).ok()?;
+        let now = self.clock.now_nanos();
+        let claim = door.claim(hash, now).ok()?;
         // SeqCst: pairs with the fence of an insert's announcement (`lock.rs`): either its read
         // of the door sees our entry, or our read below sees the count it changed.
         fence(Ordering::SeqCst);
@@ -41,8 +42,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if shard.inserts(Ordering::Relaxed) != before && !faults::door_count_unchecked() && claim.undo() {
             return None;
         }
-        // A fresh state's decision does not depend on the time it is made.
-        Some(self.fresh_decision(self.quotas.default_algorithm(), 1))
+        // Decided at the entry's time, which an insert charges (see `slow.rs`).
+        Some(self.fresh_decision(self.quotas.default_algorithm(), 1, now))
     }
 
     /// Forgets the doorkeeper's entry of the key of `hash`, if the table has a door (under the

@@ -67,9 +67,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// a sampled key becomes idle, when the insert sampled any.
     pub(super) fn table_full(&self, algorithm: &A, cost: u64, retry: Option<u64>) -> Decision {
         match self.policy {
-            TableFullPolicy::AllowUntracked => {
-                self.fresh_decision(algorithm, cost).with_fallback(Fallback::TableFullUntracked)
-            }
+            TableFullPolicy::AllowUntracked => self
+                .fresh_decision(algorithm, cost, self.clock.now_nanos())
+                .with_fallback(Fallback::TableFullUntracked),
             TableFullPolicy::DenyNew | TableFullPolicy::EvictClosestToIdle => {
                 let retry = match retry {
                     Some(nanos) if nanos > 0 && nanos < u64::MAX => nanos,

@@ -7,7 +7,7 @@ use super::super::door::{self, Admission};
 use super::super::epoch::{self, Guard};
 use super::super::line_locked::NewKey;
 use super::super::line_shard::LineShard;
-use super::super::quotas::{QuotaId, DEFAULT_ID};
+use super::super::quotas::{At, QuotaId, DEFAULT_ID};
 use super::{check_cost, heap_of, Keyed};
 use crate::loom::atomic::Ordering;
 use crate::{Algorithm, CheckError, Clock, Decision};
@@ -182,9 +182,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if let Some(door) = &self.door {
             locked.announce_insert();
             let door_may_admit = at_door && cost == 1 && id == DEFAULT_ID;
-            if door_may_admit && matches!(door.admit(hash, self.clock.now_nanos()), Admission::Admitted(_)) {
-                // A fresh state's decision does not depend on the time it is made.
-                return Ok(Some(self.fresh_decision(algorithm, 1)));
+            if door_may_admit {
+                if let Admission::Admitted(now) = door.admit(hash, self.clock.now_nanos()) {
+                    // Decided at the entry's time: a fresh state's decision depends on it (a
+                    // window's end, a bucket's time quantum), and the insert charges it then.
+                    return Ok(Some(self.fresh_decision(algorithm, 1, now)));
+                }
             }
         }
         let hash_key = |k: &K| self.hash(k);
@@ -209,25 +212,25 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub(super) fn peek_new(&self, algorithm: &A, hash: u64) -> Decision {
         match self.door.as_ref().and_then(|door| door.seen(hash, self.clock.now_nanos())) {
             Some(at) => algorithm.decide_cell(&door::fresh_cell(algorithm, Some(at)), &self.clock, 0),
-            None => self.fresh_decision(algorithm, 0),
+            None => self.fresh_decision(algorithm, 0, self.clock.now_nanos()),
         }
     }
 
-    /// The decision a fresh key gets for `cost`. Decided on a fresh word when the algorithm
+    /// The decision a fresh key gets for `cost` at `now`. Decided on a fresh word when the algorithm
     /// decides words (no compare-exchange: a locked instruction on a cell no one else sees
     /// would still order the check's memory accesses), on a new cell when cells own no heap,
     /// and for the log built directly (reset: one period).
-    pub(super) fn fresh_decision(&self, algorithm: &A, cost: u64) -> Decision {
+    pub(super) fn fresh_decision(&self, algorithm: &A, cost: u64, now: u64) -> Decision {
         let cell = algorithm.new_cell();
         if let Some(word) = algorithm.cell_word(&cell) {
             // Relaxed: the cell is this function's own.
             let fresh = word.load(Ordering::Relaxed);
-            if let Some((decision, _)) = algorithm.decide_word(fresh, self.clock.now_nanos(), cost) {
+            if let Some((decision, _)) = algorithm.decide_word(fresh, now, cost) {
                 return decision;
             }
         }
         if heap_of(algorithm) == 0 {
-            return algorithm.decide_cell(&cell, &self.clock, cost);
+            return algorithm.decide_cell(&cell, &At(now), cost);
         }
         let capacity = algorithm.capacity();
         let reset = if cost == 0 { 0 } else { algorithm.quota().period_nanos() };

@@ -1,0 +1,441 @@
+//! Random concurrent histories, checked for linearizability (`kova::model::lincheck`): 2-4
+//! threads call one shared limiter under a shared `ManualClock` (checks, peeks, refunds, resets,
+//! reservations and their cancellation, settling, charges, and clock steps), every call's
+//! invocation and response recorded, and the history must have a sequential order that the
+//! algorithm's own pure functions reproduce call for call (`model::lincheck::word_api`).
+//!
+//! Subjects: `RateLimiter` for the four word algorithms; `Keyed` with the doorkeeper on and off
+//! (each key's calls checked on their own: linearizability is local). The suite runs a fixed
+//! number of histories per subject; `KOVA_LINCHECK_HISTORIES=<n>` runs more, and
+//! `KOVA_LINCHECK_SEED=<seed>` replays one seed's plan. A failure names the seed and prints the
+//! shortest prefix of the history that no order explains.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use kova::model::lincheck::word_api::{Op, Output, WordApi};
+use kova::model::lincheck::{check, minimal_violation, History, Recorder, Spec, Verdict};
+use kova::{
+    FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedReservation, ManualClock, Quota, RateLimiter, Reservation,
+    Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
+};
+
+/// Histories per subject (12 subjects) in the default run, which `cargo test` runs: a few
+/// seconds, most of it spent starting threads.
+const DEFAULT_HISTORIES: usize = 500;
+
+fn histories() -> usize {
+    std::env::var("KOVA_LINCHECK_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_HISTORIES)
+}
+
+/// The seeds to run: `KOVA_LINCHECK_SEED` alone, or `histories()` seeds derived from `salt`.
+fn seeds(salt: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var("KOVA_LINCHECK_SEED").ok().and_then(|v| v.parse().ok()) {
+        return vec![seed];
+    }
+    (0..histories() as u64).map(|i| salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i).collect()
+}
+
+/// One step of a thread's plan.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// A call on `key` (ignored by a direct limiter).
+    Call(u64, Op),
+    /// Move the shared clock forward.
+    Advance(u64),
+}
+
+/// What a plan may contain.
+#[derive(Debug, Clone, Copy)]
+struct Mix {
+    keys: u64,
+    /// Reservations and cancels (a table's cancel gives back nothing after any key's removal or
+    /// reset, a table-wide count: the two do not mix in one keyed history).
+    reservations: bool,
+    resets: bool,
+    /// Charges and settlements of a higher cost than estimated. A table's charge and
+    /// reservation of a key it does not hold take two steps (check the key in, then charge or
+    /// reserve on it): a concurrent call can see the first step alone, so with a table they
+    /// run only in the ignored `keyed_charges_and_reservations` (a known bug).
+    charges: bool,
+}
+
+fn plan(rng: &mut fastrand::Rng, mix: Mix, period: u64, capacity: u64, thread: u32) -> Vec<Step> {
+    let mut next_id = thread * 1_000;
+    let mut reserved_key = 0;
+    let len = rng.usize(3..=7);
+    (0..len)
+        .map(|_| {
+            let mut key = rng.u64(0..mix.keys);
+            let cost = rng.u64(0..=capacity.min(3));
+            let op = match rng.u32(0..100) {
+                0..=34 => Op::Check(rng.u64(1..=2)),
+                35..=39 => Op::Check(cost),
+                40..=47 => Op::Peek,
+                48..=55 => Op::Refund(rng.u64(1..=2)),
+                56..=59 if mix.resets => Op::Reset,
+                60..=69 if mix.reservations => {
+                    next_id += 1;
+                    reserved_key = key;
+                    Op::Reserve { id: next_id, cost }
+                }
+                70..=77 if mix.reservations => {
+                    // The latest reservation, of its own key.
+                    key = reserved_key;
+                    Op::Cancel(next_id)
+                }
+                78..=85 => {
+                    let estimated = rng.u64(0..=3);
+                    let most = if mix.charges { 4 } else { estimated };
+                    Op::Settle(estimated, rng.u64(0..=most))
+                }
+                86..=89 if mix.charges => Op::Charge(rng.u64(1..=3)),
+                _ => return Step::Advance(rng.u64(1..=period / 3)),
+            };
+            Step::Call(key, op)
+        })
+        .collect()
+}
+
+/// What threads call: a direct limiter or a table.
+trait Subject: Sync {
+    /// A reservation it hands out.
+    type Held<'a>: Send
+    where
+        Self: 'a;
+
+    /// Calls `op` on `key`; a reservation made goes into `held`, a cancel takes it from there.
+    fn call<'a>(&'a self, key: u64, op: Op, held: &mut Vec<(u32, Self::Held<'a>)>) -> Output;
+}
+
+fn take<T>(held: &mut Vec<(u32, T)>, id: u32) -> Option<T> {
+    let at = held.iter().position(|(i, _)| *i == id)?;
+    Some(held.swap_remove(at).1)
+}
+
+impl<W: WordAlgorithm> Subject for RateLimiter<W, ManualClock> {
+    type Held<'a> = Reservation<'a, W, ManualClock>;
+
+    fn call<'a>(&'a self, _key: u64, op: Op, held: &mut Vec<(u32, Self::Held<'a>)>) -> Output {
+        match op {
+            Op::Check(cost) => Output::Decided(self.check_n(cost)),
+            Op::Peek => Output::Decided(Ok(self.peek())),
+            Op::Refund(cost) => Output::Bool(self.refund(cost)),
+            Op::Reset => {
+                self.reset();
+                Output::Done
+            }
+            Op::Reserve { id, cost } => Output::Reserved(self.reserve_n(cost).map(|r| {
+                let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
+                held.push((id, r));
+                made
+            })),
+            Op::Cancel(id) => Output::Bool(take(held, id).is_some_and(Reservation::cancel)),
+            Op::Settle(estimated, actual) => Output::Settled(self.settle(estimated, actual)),
+            Op::Charge(cost) => Output::Charged(self.charge(cost)),
+        }
+    }
+}
+
+impl<W: WordAlgorithm> Subject for Keyed<u64, W, ManualClock> {
+    type Held<'a> = KeyedReservation<'a, u64, W, ManualClock>;
+
+    fn call<'a>(&'a self, key: u64, op: Op, held: &mut Vec<(u32, Self::Held<'a>)>) -> Output {
+        match op {
+            Op::Check(cost) => Output::Decided(self.check_n(&key, cost)),
+            Op::Peek => Output::Decided(Ok(self.peek(&key))),
+            Op::Refund(cost) => {
+                self.refund(&key, cost);
+                Output::Done
+            }
+            Op::Reset => {
+                // A removal, every other time: both leave the key fresh.
+                if key % 2 == 0 {
+                    self.reset(&key);
+                } else {
+                    self.remove(&key);
+                }
+                Output::Done
+            }
+            Op::Reserve { id, cost } => Output::Reserved(self.reserve_key_n(&key, cost).map(|r| {
+                assert_eq!(r.fallback(), None, "the table is far from full");
+                let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
+                held.push((id, r));
+                made
+            })),
+            Op::Cancel(id) => Output::Bool(take(held, id).is_some_and(KeyedReservation::cancel)),
+            Op::Settle(estimated, actual) => {
+                // Whether a refund was made says whether the key was held: not compared.
+                Output::Settled(Settlement { refunded: 0, ..self.settle(&key, estimated, actual) })
+            }
+            Op::Charge(cost) => Output::Charged(self.charge(&key, cost)),
+        }
+    }
+}
+
+/// Runs one history of `plans` (one thread each) on `subject`, then a final peek of every key.
+fn record<S: Subject>(
+    subject: &S,
+    clock: &ManualClock,
+    plans: &[Vec<Step>],
+    keys: u64,
+) -> History<(u64, Op), Output> {
+    let recorder = Recorder::new(clock.clone());
+    let start = Barrier::new(plans.len());
+    let mut lanes = std::thread::scope(|scope| {
+        let threads: Vec<_> = plans
+            .iter()
+            .enumerate()
+            .map(|(i, steps)| {
+                let (recorder, start) = (&recorder, &start);
+                scope.spawn(move || {
+                    let mut lane = recorder.lane(format!("thread {}", i + 1));
+                    let mut held = Vec::new();
+                    start.wait();
+                    for &step in steps {
+                        match step {
+                            Step::Advance(nanos) => recorder.advance(nanos),
+                            Step::Call(key, op) => {
+                                lane.call(recorder, (key, op), |&(key, op)| subject.call(key, op, &mut held));
+                            }
+                        }
+                    }
+                    lane
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().expect("a thread of the history panicked")).collect::<Vec<_>>()
+    });
+    let mut last = recorder.lane("final peeks");
+    for key in 0..keys {
+        last.call(&recorder, (key, Op::Peek), |&(key, op)| subject.call(key, op, &mut Vec::new()));
+    }
+    lanes.push(last);
+    recorder.history(lanes)
+}
+
+/// The specification of one key's calls (the key itself ignored: the history is projected).
+struct OneKey<W>(WordApi<W>);
+
+impl<W: WordAlgorithm> Spec for OneKey<W> {
+    type State = kova::model::lincheck::word_api::WordState;
+    type Op = (u64, Op);
+    type Output = Output;
+
+    fn call(&self, state: &mut Self::State, now: u64, op: &(u64, Op)) -> Output {
+        self.0.call(state, now, &op.1)
+    }
+}
+
+/// Checks every key's sub-history; panics with the seed and the shortest violating prefix.
+fn assert_history<W: WordAlgorithm + Clone>(
+    what: &str,
+    seed: u64,
+    spec: WordApi<W>,
+    history: &History<(u64, Op), Output>,
+    keys: u64,
+) {
+    for key in 0..keys {
+        let ours = history.project(|&(k, _)| k == key);
+        let spec = OneKey(spec.clone());
+        match check(&spec, spec.0.fresh(), &ours, |_| true) {
+            Verdict::Linearizable(_) => {}
+            Verdict::GaveUp => panic!("{what}, seed {seed}, key {key}: the search gave up on\n{ours:?}"),
+            Verdict::Violation => {
+                let minimal =
+                    minimal_violation(&spec, spec.0.fresh(), &ours, |_| true).unwrap_or(ours.clone());
+                panic!(
+                    "{what}: not linearizable, seed {seed} (KOVA_LINCHECK_SEED={seed} replays the plan), key \
+                     {key}.\nShortest violating prefix:\n{minimal:?}\nThe key's whole history:\n{ours:?}"
+                );
+            }
+        }
+    }
+}
+
+fn quota_for<W: WordAlgorithm>(rng: &mut fastrand::Rng) -> Quota {
+    let limit = rng.u64(2..=5);
+    let quota = Quota::per_second(limit).expect("a valid quota");
+    match W::NAME {
+        // The bucket algorithms: a burst other than the rate, and for GCRA a debt to run into.
+        "gcra" => quota.with_burst(rng.u64(1..=4)).expect("valid burst").with_overdraft(rng.u64(0..=2)),
+        "token_bucket" => quota.with_burst(rng.u64(1..=4)).expect("valid burst"),
+        _ => quota,
+    }
+}
+
+/// Runs the histories of one subject built by `build`, printing how many per second it checked.
+fn run<W, S>(
+    what: &str,
+    salt: u64,
+    mix: Mix,
+    build: impl Fn(Quota, ManualClock) -> S,
+    spec: impl Fn(W) -> WordApi<W>,
+) where
+    W: WordAlgorithm + Clone,
+    S: Subject,
+{
+    let started = Instant::now();
+    let seeds = seeds(salt);
+    for &seed in &seeds {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let quota = quota_for::<W>(&mut rng);
+        let Ok(algorithm) = W::from_quota(quota) else { continue };
+        let period = quota.period_nanos();
+        let threads = rng.u32(2..=4);
+        let plans: Vec<_> =
+            (0..threads).map(|t| plan(&mut rng, mix, period, algorithm.capacity(), t)).collect();
+        let clock = ManualClock::starting_at(rng.u64(0..period));
+        let subject = build(quota, clock.clone());
+        let history = record(&subject, &clock, &plans, mix.keys);
+        assert_history(what, seed, spec(algorithm), &history, mix.keys);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("{what}: {} histories in {secs:.2} s ({:.0}/s)", seeds.len(), seeds.len() as f64 / secs);
+}
+
+const DIRECT: Mix = Mix { keys: 1, reservations: true, resets: true, charges: true };
+
+fn direct<W: WordAlgorithm + Clone>(salt: u64) {
+    run::<W, _>(
+        &format!("RateLimiter<{}>", W::NAME),
+        salt,
+        DIRECT,
+        |quota, clock| RateLimiter::<W, _>::with_clock(quota, clock).expect("quota checked"),
+        WordApi::direct,
+    );
+}
+
+/// The keyed mixes the suite runs (without the known bug's two-step calls).
+const KEYED: [(Mix, &str); 1] =
+    [(Mix { keys: 2, reservations: false, resets: true, charges: false }, "resets")];
+
+/// Every keyed mix, for `keyed_charges_and_reservations`.
+const KEYED_ALL: [(Mix, &str); 2] = [
+    (Mix { keys: 2, reservations: false, resets: true, charges: true }, "resets and charges"),
+    (Mix { keys: 2, reservations: true, resets: false, charges: true }, "reservations and charges"),
+];
+
+fn keyed<W: WordAlgorithm + Clone>(salt: u64, door: bool) {
+    keyed_mixes::<W>(salt, door, &KEYED);
+}
+
+fn keyed_mixes<W: WordAlgorithm + Clone>(salt: u64, door: bool, mixes: &[(Mix, &str)]) {
+    for &(mix, name) in mixes {
+        run::<W, _>(
+            &format!("Keyed<{}> door {}, {name}", W::NAME, if door { "on" } else { "off" }),
+            salt ^ u64::from(door) << 40 ^ u64::from(mix.reservations) << 41,
+            mix,
+            |quota, clock| table::<W>(quota, clock, door),
+            WordApi::keyed,
+        );
+    }
+}
+
+fn table<W: WordAlgorithm>(quota: Quota, clock: ManualClock, door: bool) -> Keyed<u64, W, ManualClock> {
+    let builder = KeyedBuilder::<u64, W, _>::new(quota, clock).shards(2);
+    let builder = if door { builder } else { builder.doorkeeper(0) };
+    builder.build().expect("quota checked")
+}
+
+#[test]
+fn rate_limiter_gcra() {
+    direct::<Gcra>(1);
+}
+
+#[test]
+fn rate_limiter_token_bucket() {
+    direct::<TokenBucket>(2);
+}
+
+#[test]
+fn rate_limiter_fixed_window() {
+    direct::<FixedWindow>(3);
+}
+
+#[test]
+fn rate_limiter_sliding_window_counter() {
+    direct::<SlidingWindowCounter>(4);
+}
+
+#[test]
+fn keyed_gcra() {
+    keyed::<Gcra>(5, true);
+    keyed::<Gcra>(5, false);
+}
+
+#[test]
+fn keyed_token_bucket() {
+    keyed::<TokenBucket>(6, true);
+    keyed::<TokenBucket>(6, false);
+}
+
+#[test]
+fn keyed_fixed_window() {
+    keyed::<FixedWindow>(7, true);
+    keyed::<FixedWindow>(7, false);
+}
+
+#[test]
+fn keyed_sliding_window_counter() {
+    keyed::<SlidingWindowCounter>(8, true);
+    keyed::<SlidingWindowCounter>(8, false);
+}
+
+/// The known bug: a table's `charge`, `settle` beyond the estimate and `reserve_key_n` of a key
+/// it does not hold (checked in first, then charged or reserved) are not one step. Histories
+/// it produced: `charge(2) -> 2` alone on a fresh token bucket of burst 1 while the clock moved
+/// (checked in at one time, charged the rest at a later one); `check(1) -> remaining 1`,
+/// `reserve(0)` still running, `check_n(2) -> denied (remaining 0)` on a sliding window counter
+/// of 2 (the reservation's check-in unit, given back after).
+#[test]
+#[ignore = "known: Keyed::charge and Keyed::reserve_key_n of a key not held take two steps"]
+fn keyed_charges_and_reservations() {
+    for door in [true, false] {
+        keyed_mixes::<Gcra>(9, door, &KEYED_ALL);
+        keyed_mixes::<TokenBucket>(10, door, &KEYED_ALL);
+        keyed_mixes::<FixedWindow>(11, door, &KEYED_ALL);
+        keyed_mixes::<SlidingWindowCounter>(12, door, &KEYED_ALL);
+    }
+}
+
+/// The checker can fail: real histories of a direct limiter, checked against a specification
+/// whose `decide` is mutated (a check of one unit costs two), are rejected, with a shortest
+/// violating prefix no longer than the history; the same histories pass the true one.
+#[test]
+fn a_mutated_specification_rejects_real_histories() {
+    struct Mutated(WordApi<Gcra>);
+    impl Spec for Mutated {
+        type State = kova::model::lincheck::word_api::WordState;
+        type Op = (u64, Op);
+        type Output = Output;
+        fn call(&self, state: &mut Self::State, now: u64, op: &(u64, Op)) -> Output {
+            let op = match op.1 {
+                Op::Check(1) => Op::Check(2),
+                other => other,
+            };
+            self.0.call(state, now, &op)
+        }
+    }
+    let quota = Quota::per_second(4).unwrap();
+    let mix = Mix { keys: 1, reservations: false, resets: false, charges: false };
+    let mut rejected = 0;
+    for seed in 0..20 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let plans: Vec<_> = (0..2).map(|t| plan(&mut rng, mix, quota.period_nanos(), 4, t)).collect();
+        let clock = ManualClock::new();
+        let limiter = RateLimiter::<Gcra, _>::with_clock(quota, clock.clone()).unwrap();
+        let history = record(&limiter, &clock, &plans, 1);
+        let truth = OneKey(WordApi::direct(Gcra::from_quota(quota).unwrap()));
+        assert!(matches!(check(&truth, truth.0.fresh(), &history, |_| true), Verdict::Linearizable(_)));
+        let mutated = Mutated(WordApi::direct(Gcra::from_quota(quota).unwrap()));
+        if check(&mutated, mutated.0.fresh(), &history, |_| true) == Verdict::Violation {
+            let minimal =
+                minimal_violation(&mutated, mutated.0.fresh(), &history, |_| true).expect("rejected");
+            assert!(minimal.len() <= history.len());
+            rejected += 1;
+        }
+    }
+    // A history without an admitted check of one unit cannot tell the two apart.
+    assert!(rejected >= 10, "only {rejected} of 20 histories rejected");
+}

@@ -1,0 +1,162 @@
+//! Target 6, the whole keyed API in one sequence: checks, peeks, refunds, resets, removals,
+//! reservations and their cancellation, settling and charges of a few keys, with the clock
+//! moving, on one `kova::Keyed` table with the doorkeeper on or off and hot keys on or off,
+//! compared after every step with the sequential specification the linearizability checker uses
+//! (`kova::model::lincheck::word_api`: per key, the algorithm's own pure functions on a word).
+//!
+//! Catches: any call whose answer or effect differs from one thread driving the key's word (the
+//! door charging a unit twice or never, a reservation's cancel giving back too much, a refund or
+//! a settlement through the door, a removal that leaves state behind).
+//!
+//! Not driven yet: `charge` and `settle` beyond the estimate with the doorkeeper on (a key only
+//! the door has seen is charged no overdraft: the ignored test in `tests/lincheck_findings.rs`),
+//! `set_quota` (its carry-over has no model here yet) and `KeyedLimits`.
+#![no_main]
+
+use std::collections::BTreeMap;
+
+use arbitrary::Arbitrary;
+use kova::model::lincheck::word_api::{Op as ApiOp, Output, WordApi, WordState};
+use kova::model::lincheck::Spec;
+use kova::{
+    Clock, FixedWindow, Gcra, HotKeys, Keyed, KeyedBuilder, KeyedReservation, ManualClock, Quota, Settlement,
+    SlidingWindowCounter, TokenBucket, WordAlgorithm,
+};
+use libfuzzer_sys::fuzz_target;
+
+#[derive(Debug, Clone, Copy, Arbitrary)]
+enum Op {
+    Check(u8, u8),
+    Peek(u8),
+    Refund(u8, u8),
+    Reset(u8),
+    Remove(u8),
+    Reserve(u8, u8),
+    /// The oldest reservation still held.
+    Cancel,
+    Settle(u8, u8, u8),
+    Charge(u8, u8),
+    /// `period * n / 64`.
+    Advance(u8),
+}
+
+#[derive(Debug, Arbitrary)]
+struct Input {
+    algorithm: u8,
+    limit: u8,
+    burst: u8,
+    overdraft: u8,
+    door: bool,
+    hot: bool,
+    ops: Vec<Op>,
+}
+
+fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
+    let Ok(algorithm) = W::from_quota(quota) else { return };
+    let clock = ManualClock::new();
+    let builder = KeyedBuilder::<u8, W, _>::new(quota, clock.clone()).shards(2);
+    let builder = if input.door { builder } else { builder.doorkeeper(0) };
+    let builder =
+        if input.hot { builder.hot_keys(HotKeys::new(2)).expect("valid hot keys") } else { builder };
+    let table: Keyed<u8, W, ManualClock> = builder.build().expect("quota checked");
+    let spec = WordApi::keyed(algorithm);
+    let mut model: BTreeMap<u8, WordState> = BTreeMap::new();
+    let mut held: Vec<(u32, u8, KeyedReservation<'_, u8, W, ManualClock>)> = Vec::new();
+    let mut next_id = 0u32;
+    let period = quota.period_nanos();
+    // The door's known bug (module docs): no charge beyond what is left while it is on.
+    let charges = !input.door;
+    for (step, &op) in input.ops.iter().take(256).enumerate() {
+        let now = clock.now_nanos();
+        let key_of = |k: u8| k % 4;
+        let (key, api, real) = match op {
+            Op::Advance(n) => {
+                clock.advance_nanos(period / 64 * u64::from(n));
+                continue;
+            }
+            Op::Check(k, cost) => {
+                let cost = u64::from(cost % 8);
+                (key_of(k), ApiOp::Check(cost), Output::Decided(table.check_n(&key_of(k), cost)))
+            }
+            Op::Peek(k) => (key_of(k), ApiOp::Peek, Output::Decided(Ok(table.peek(&key_of(k))))),
+            Op::Refund(k, cost) => {
+                let cost = u64::from(cost % 4);
+                table.refund(&key_of(k), cost);
+                (key_of(k), ApiOp::Refund(cost), Output::Done)
+            }
+            Op::Reset(k) => {
+                table.reset(&key_of(k));
+                (key_of(k), ApiOp::Reset, Output::Done)
+            }
+            Op::Remove(k) => {
+                table.remove(&key_of(k));
+                (key_of(k), ApiOp::Reset, Output::Done)
+            }
+            Op::Reserve(k, cost) => {
+                let (key, cost) = (key_of(k), u64::from(cost % 6));
+                next_id += 1;
+                let made = table.reserve_key_n(&key, cost).map(|r| {
+                    let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
+                    held.push((next_id, key, r));
+                    made
+                });
+                (key, ApiOp::Reserve { id: next_id, cost }, Output::Reserved(made))
+            }
+            Op::Cancel => {
+                if held.is_empty() {
+                    continue;
+                }
+                let (id, key, reservation) = held.remove(0);
+                (key, ApiOp::Cancel(id), Output::Bool(reservation.cancel()))
+            }
+            Op::Settle(k, estimated, actual) => {
+                let (key, estimated) = (key_of(k), u64::from(estimated % 6));
+                let actual =
+                    if charges { u64::from(actual % 8) } else { u64::from(actual) % (estimated + 1) };
+                let settled = table.settle(&key, estimated, actual);
+                (
+                    key,
+                    ApiOp::Settle(estimated, actual),
+                    Output::Settled(Settlement { refunded: 0, ..settled }),
+                )
+            }
+            Op::Charge(k, cost) => {
+                if !charges {
+                    continue;
+                }
+                let (key, cost) = (key_of(k), u64::from(cost % 8));
+                (key, ApiOp::Charge(cost), Output::Charged(table.charge(&key, cost)))
+            }
+        };
+        // A reservation cancelled after a reset or removal of any key gives nothing back (the
+        // table counts those, not per key), so the model forgets every reservation then.
+        if matches!(api, ApiOp::Reset) {
+            for state in model.values_mut() {
+                let word = state.word;
+                *state = spec.fresh();
+                state.word = word;
+            }
+            held.clear();
+        }
+        let state = model.entry(key).or_insert_with(|| spec.fresh());
+        let expected = spec.call(state, now, &api);
+        assert_eq!(real, expected, "step {step}: {op:?} on key {key} at t={now} ({input:?})");
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let limit = u64::from(input.limit % 8) + 1;
+    let Ok(quota) = Quota::per_second(limit) else { return };
+    match input.algorithm % 4 {
+        0 => {
+            let Ok(quota) = quota.with_burst(u64::from(input.burst % 8) + 1) else { return };
+            run::<Gcra>(&input, quota.with_overdraft(u64::from(input.overdraft % 4)));
+        }
+        1 => {
+            let Ok(quota) = quota.with_burst(u64::from(input.burst % 8) + 1) else { return };
+            run::<TokenBucket>(&input, quota);
+        }
+        2 => run::<FixedWindow>(&input, quota),
+        _ => run::<SlidingWindowCounter>(&input, quota),
+    }
+});
