@@ -72,22 +72,18 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 /// `Instant`. Loom models read a `ManualClock`; nothing here is model-checked.
 #[cfg(kova_loom)]
 mod quanta {
-    use std::time::Instant;
+    use std::time::Duration;
 
-    #[derive(Debug, Clone)]
-    pub(super) struct Clock(Instant);
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(super) struct Instant(std::time::Instant);
 
-    impl Clock {
-        pub(super) fn new() -> Self {
-            Clock(Instant::now())
+    impl Instant {
+        pub(super) fn now() -> Self {
+            Instant(std::time::Instant::now())
         }
 
-        pub(super) fn raw(&self) -> u64 {
-            u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
-        }
-
-        pub(super) fn delta_as_nanos(&self, start: u64, end: u64) -> u64 {
-            end.saturating_sub(start)
+        pub(super) fn saturating_duration_since(&self, earlier: Instant) -> Duration {
+            self.0.saturating_duration_since(earlier.0)
         }
     }
 }
@@ -100,14 +96,8 @@ const LAG_WINDOW_ROUNDS: u32 = 1024;
 /// still finds its near misses decided again.
 const MIN_LAG_BOUND_NANOS: u64 = 4 * UPKEEP_INTERVAL.as_nanos() as u64;
 
-#[derive(Debug)]
 struct Timeline {
-    /// quanta's clock, read raw (the time-stamp counter where it is reliable) and scaled to
-    /// nanoseconds from `origin_raw`: no `Duration` round trip and no thread-local look-up of a
-    /// mocked clock, as `quanta::Instant::now()` does.
-    clock: quanta::Clock,
-    /// The raw reading the timeline starts at.
-    origin_raw: u64,
+    origin: quanta::Instant,
     /// Whether kova's upkeep thread runs (it keeps [`RECENT_NANOS`] fresh). When it could not
     /// be started, `CoarseClock` reads the precise time instead.
     recent_is_live: bool,
@@ -136,26 +126,22 @@ static PRECISE_HIGH_NANOS: crossbeam_utils::CachePadded<StaticAtomicU64> =
 fn timeline() -> &'static Timeline {
     static TIMELINE: OnceLock<Timeline> = OnceLock::new();
     TIMELINE.get_or_init(|| {
-        let clock = quanta::Clock::new();
-        let origin_raw = clock.raw();
-        let upkeep_clock = clock.clone();
+        let origin = quanta::Instant::now();
         // One upkeep thread per process, started with the timeline. If it cannot be spawned,
         // `recent_is_live` stays false and the coarse clock reads the precise time: a limiter
         // never sees a clock stuck at the origin.
-        let upkeep = std::thread::Builder::new()
-            .name("kova-clock".into())
-            .spawn(move || upkeep(&upkeep_clock, origin_raw));
-        Timeline { clock, origin_raw, recent_is_live: upkeep.is_ok() }
+        let upkeep = std::thread::Builder::new().name("kova-clock".into()).spawn(move || upkeep(origin));
+        Timeline { origin, recent_is_live: upkeep.is_ok() }
     })
 }
 
 /// The upkeep thread's loop: refresh the coarse time, and keep the lag bound.
-fn upkeep(clock: &quanta::Clock, origin_raw: u64) -> ! {
-    let mut last = precise_nanos(clock, origin_raw);
+fn upkeep(origin: quanta::Instant) -> ! {
+    let mut last = precise_nanos(origin);
     let (mut longest, mut longest_before) = (0u64, 0u64);
     let mut round = 0u32;
     loop {
-        let now = precise_nanos(clock, origin_raw);
+        let now = precise_nanos(origin);
         RECENT_NANOS.fetch_max(now, Ordering::Relaxed);
         longest = longest.max(now.saturating_sub(last));
         last = now;
@@ -171,23 +157,19 @@ fn upkeep(clock: &quanta::Clock, origin_raw: u64) -> ! {
     }
 }
 
+fn nanos_since_origin(origin: quanta::Instant, instant: quanta::Instant) -> u64 {
+    // Saturates at u64::MAX after 584 years.
+    u64::try_from(instant.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// quanta's precise time, made monotonic across threads: never less than any reading this
 /// function returned before, to this thread or any other. quanta reads the CPU's time-stamp
 /// counter, and on some machines the counters of different cores disagree, so a thread moved
 /// from one core to another (or two threads on two cores) could see time go back, and a limiter
 /// deny a check its state has room for. Here a reading behind the latest one given out returns
 /// that one instead: on a core whose counter lags, time stands still until it catches up.
-#[inline]
-fn precise_nanos(clock: &quanta::Clock, origin_raw: u64) -> u64 {
-    // A raw reading behind the origin (another core's counter) scales to 0.
-    monotonic(&PRECISE_HIGH_NANOS, clock.delta_as_nanos(origin_raw, clock.raw()))
-}
-
-impl Timeline {
-    #[inline]
-    fn precise_nanos(&self) -> u64 {
-        precise_nanos(&self.clock, self.origin_raw)
-    }
+fn precise_nanos(origin: quanta::Instant) -> u64 {
+    monotonic(&PRECISE_HIGH_NANOS, nanos_since_origin(origin, quanta::Instant::now()))
 }
 
 /// `raw`, or the latest reading `high` has given out if that is later; raises `high` to `raw`.
@@ -227,7 +209,8 @@ fn monotonic(high: &StaticAtomicU64, raw: u64) -> u64 {
 /// [`now_nanos_precise`](Clock::now_nanos_precise).
 #[derive(Debug, Clone, Copy)]
 pub struct CoarseClock {
-    timeline: &'static Timeline,
+    origin: quanta::Instant,
+    live: bool,
 }
 
 impl CoarseClock {
@@ -243,7 +226,8 @@ impl CoarseClock {
     /// assert!(clock.max_lag_nanos() >= 4_000_000);
     /// ```
     pub fn new() -> Self {
-        CoarseClock { timeline: timeline() }
+        let timeline = timeline();
+        CoarseClock { origin: timeline.origin, live: timeline.recent_is_live }
     }
 }
 
@@ -256,21 +240,21 @@ impl Default for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        if self.timeline.recent_is_live {
+        if self.live {
             RECENT_NANOS.load(Ordering::Relaxed)
         } else {
-            self.timeline.precise_nanos()
+            precise_nanos(self.origin)
         }
     }
 
     /// The monotonic precise time, or the coarse reading if that is later.
     fn now_nanos_precise(&self) -> u64 {
-        self.timeline.precise_nanos().max(self.now_nanos())
+        precise_nanos(self.origin).max(self.now_nanos())
     }
 
     #[inline]
     fn max_lag_nanos(&self) -> u64 {
-        if self.timeline.recent_is_live {
+        if self.live {
             LAG_BOUND_NANOS.load(Ordering::Relaxed)
         } else {
             0
@@ -286,7 +270,7 @@ impl Clock for CoarseClock {
 /// contend on it).
 #[derive(Debug, Clone, Copy)]
 pub struct PreciseClock {
-    timeline: &'static Timeline,
+    origin: quanta::Instant,
 }
 
 impl PreciseClock {
@@ -298,7 +282,7 @@ impl PreciseClock {
     /// assert!(clock.now_nanos() <= clock.now_nanos());
     /// ```
     pub fn new() -> Self {
-        PreciseClock { timeline: timeline() }
+        PreciseClock { origin: timeline().origin }
     }
 }
 
@@ -311,7 +295,7 @@ impl Default for PreciseClock {
 impl Clock for PreciseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        self.timeline.precise_nanos()
+        precise_nanos(self.origin)
     }
 }
 
