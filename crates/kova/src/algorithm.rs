@@ -157,6 +157,7 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     }
 
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
+    #[inline]
     fn check_cell<C: Clock + ?Sized>(
         &self,
         cell: &Self::Cell,

@@ -28,7 +28,10 @@ impl<W: WordAlgorithm> Algorithm for W {
         AtomicU64::new(self.fresh_word())
     }
 
-    #[inline]
+    // Always inlined: left to the compiler, a caller that is itself not inlined (a wait's first
+    // check, `check_n`) calls it, and the decision then crosses the call through the stack in
+    // stores narrower than the loads that copy it on, which the store buffer cannot forward.
+    #[inline(always)]
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> Decision {
         update_word(cell, clock, |word, now| self.decide(word, now, cost))
     }
