@@ -157,7 +157,9 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     }
 
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.
-    #[inline]
+    // Always inlined, as `decide_cell` is (see there): a call here would bring the decision
+    // back through memory.
+    #[inline(always)]
     fn check_cell<C: Clock + ?Sized>(
         &self,
         cell: &Self::Cell,

@@ -15,7 +15,7 @@
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::AtomicU128;
-use crate::{Clock, Decision, LimitsDecision};
+use crate::{Clock, Decision};
 
 /// An atomic word the loop can drive.
 pub(crate) trait Word {
@@ -75,13 +75,6 @@ impl Outcome for Decision {
     #[inline(always)]
     fn denied_for_nanos(&self) -> u64 {
         self.retry_after_nanos()
-    }
-}
-
-impl Outcome for LimitsDecision {
-    #[inline(always)]
-    fn denied_for_nanos(&self) -> u64 {
-        self.decision().retry_after_nanos()
     }
 }
 
@@ -170,7 +163,16 @@ pub(crate) fn update_word<W: Word, C: Clock + ?Sized, R: Outcome>(
     clock: &C,
     mut step: impl FnMut(W::Value, u64) -> (R, W::Value),
 ) -> R {
-    match update(cell, clock, |word, now| Some(step(word, now)), |_| {}) {
+    // Always inlined: left out of line, the step's result crosses the call through the stack in
+    // stores narrower than the loads that copy it on, which the store buffer cannot forward.
+    let found = update(
+        cell,
+        clock,
+        #[inline(always)]
+        |word, now| Some(step(word, now)),
+        |_| {},
+    );
+    match found {
         Some(result) => result,
         // `step` never returns `None`, so neither does `update`.
         None => unreachable!("a step that always decides stopped the loop"),

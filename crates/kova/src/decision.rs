@@ -80,21 +80,12 @@ impl Decision {
 
     /// A denied decision. `retry_after_nanos` is raised to at least 1 ns: a denial always tells
     /// the client to wait.
-    pub fn denied(limit: u64, remaining: u64, retry_after_nanos: u64, reset_after_nanos: u64) -> Self {
-        Self::denied_inline(limit, remaining, retry_after_nanos, reset_after_nanos)
-    }
-
-    /// [`denied`](Self::denied), always inlined where it is called. From another crate `denied`
-    /// stays a call (it is not `#[inline]`, and too large for the compiler to inline it on its
-    /// own), and a call on the deny branch costs the token bucket's allow path too: its check
-    /// saves registers and sets up a frame on entry.
+    // Always inlined, also into other crates: left a call on an algorithm's deny branch, its
+    // result comes back through memory, so the allow branch's decision is kept in memory too and
+    // is later copied by loads wider than the stores that wrote it (a store-forwarding stall on
+    // every admission), and the check saves registers and sets up a frame on entry.
     #[inline(always)]
-    pub(crate) fn denied_inline(
-        limit: u64,
-        remaining: u64,
-        retry_after_nanos: u64,
-        reset_after_nanos: u64,
-    ) -> Self {
+    pub fn denied(limit: u64, remaining: u64, retry_after_nanos: u64, reset_after_nanos: u64) -> Self {
         Decision {
             limit,
             remaining,

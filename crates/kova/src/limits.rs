@@ -143,6 +143,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     }
 
     /// Checks one unit against every limit.
+    #[inline]
     pub fn check(&self) -> LimitsDecision {
         // Every capacity is at least 1.
         self.cells.check(&self.algorithms, &self.clock, 1)
@@ -157,6 +158,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     /// assert_eq!(limits.check_n(6).unwrap_err(), CheckError::CostExceedsCapacity { cost: 6, capacity: 5 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn check_n(&self, cost: u64) -> Result<LimitsDecision, CheckError> {
         if cost > self.capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity: self.capacity });

@@ -140,9 +140,12 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             return Err(ReserveError::CostExceedsCapacity { cost, capacity });
         }
         let max_nanos = max_delay_nanos(max_delay);
-        let made = update_word(&self.cell, &self.clock, |word, now| {
-            reserve_step(&self.algorithm, word, now, cost, max_nanos, max_delay)
-        });
+        let made = update_word(
+            &self.cell,
+            &self.clock,
+            #[inline(always)]
+            |word, now| reserve_step(&self.algorithm, word, now, cost, max_nanos, max_delay),
+        );
         let (made_at, wait, reserved_word) = made?;
         Ok(Reservation {
             limiter: self,
@@ -200,6 +203,7 @@ pub(crate) fn max_delay_nanos(max_delay: Duration) -> u64 {
 /// One step of a reservation's CAS loop, for the direct limiter and the keyed table alike:
 /// `(Ok((now, wait, new_word)), word_to_store)`, or the refusal and `word` unchanged. The caller
 /// has checked `cost <= capacity`.
+#[inline(always)]
 pub(crate) fn reserve_step<W: WordAlgorithm>(
     algorithm: &W,
     word: u64,

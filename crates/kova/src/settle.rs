@@ -55,7 +55,12 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
         if cost == 0 {
             return 0;
         }
-        update_word(&self.cell, &self.clock, |word, now| self.algorithm.charge(word, now, cost))
+        update_word(
+            &self.cell,
+            &self.clock,
+            #[inline(always)]
+            |word, now| self.algorithm.charge(word, now, cost),
+        )
     }
 }
 

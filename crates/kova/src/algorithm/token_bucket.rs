@@ -210,7 +210,7 @@ impl WordAlgorithm for TokenBucket {
             (Decision::allowed(self.burst, left, to_nanos(new_deficit)), pack(left, stamp))
         } else {
             let wait = ((cost - tokens) * self.interval_units).saturating_add_signed(-progress);
-            (Decision::denied_inline(self.burst, tokens, to_nanos(wait), to_nanos(deficit)), word)
+            (Decision::denied(self.burst, tokens, to_nanos(wait), to_nanos(deficit)), word)
         }
     }
 

@@ -33,7 +33,12 @@ impl<W: WordAlgorithm> Algorithm for W {
     // stores narrower than the loads that copy it on, which the store buffer cannot forward.
     #[inline(always)]
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> Decision {
-        update_word(cell, clock, |word, now| self.decide(word, now, cost))
+        update_word(
+            cell,
+            clock,
+            #[inline(always)]
+            |word, now| self.decide(word, now, cost),
+        )
     }
 
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> bool {
@@ -41,7 +46,12 @@ impl<W: WordAlgorithm> Algorithm for W {
     }
 
     fn charge_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> u64 {
-        update_word(cell, clock, |word, now| self.charge(word, now, cost))
+        update_word(
+            cell,
+            clock,
+            #[inline(always)]
+            |word, now| self.charge(word, now, cost),
+        )
     }
 
     fn reset_cell(&self, cell: &AtomicU64) {

@@ -1,8 +1,8 @@
 //! Where a composite keeps its limits' words, and the two protocols over them: one CAS over every
 //! word (one or two limits), or check then refund (three or four).
 
-use super::{LimitsDecision, MAX_LIMITS};
-use crate::cas::update_word;
+use super::LimitsDecision;
+use crate::cas::{update_word, Outcome, Word};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::AtomicU128;
 use crate::{Algorithm, Clock, Decision, WordAlgorithm};
@@ -17,37 +17,100 @@ pub(super) enum Cells {
 /// A placeholder for the unused places of a decision array.
 pub(super) const NONE: Decision = Decision::allowed(0, 0, 0);
 
+#[inline(always)]
 fn pack(words: [u64; 2]) -> u128 {
     u128::from(words[0]) | (u128::from(words[1]) << 64)
 }
 
+#[inline(always)]
 fn unpack(pair: u128) -> [u64; 2] {
     // Truncation keeps each half.
     [pair as u64, (pair >> 64) as u64]
 }
 
-/// The sequential composite over plain words: every limit decides `cost` at `now`; if all admit,
-/// every word takes it; otherwise nothing changes and the admitting limits report a peek.
-fn decide_all<W: WordAlgorithm>(algorithms: &[W], words: &mut [u64], now: u64, cost: u64) -> LimitsDecision {
-    let mut decisions = [NONE; MAX_LIMITS];
-    let mut new = [0u64; MAX_LIMITS];
-    let mut allowed = true;
-    for (i, (algorithm, &word)) in algorithms.iter().zip(words.iter()).enumerate() {
-        let (decision, word) = algorithm.decide(word, now, cost);
-        allowed &= decision.is_allowed();
+/// What a composite's step tells the CAS loop, in one word so that it travels in a register: 0
+/// when every limit admitted, else how long until the whole check could pass (a denial always
+/// waits at least 1 ns), which the loop needs for the near miss. The limits' own decisions go
+/// straight into the caller's answer.
+#[derive(Clone, Copy)]
+struct Verdict(u64);
+
+impl Verdict {
+    #[inline(always)]
+    fn is_allowed(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl Outcome for Verdict {
+    #[inline(always)]
+    fn denied_for_nanos(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The sequential composite over `N` plain words: every limit decides `cost` at `now`; if all
+/// admit, every word takes it; otherwise nothing changes and the admitting limits report a peek.
+/// Each limit's decision is written to `decisions`.
+#[inline(always)]
+fn decide_all<W: WordAlgorithm, const N: usize>(
+    algorithms: &[W; N],
+    words: [u64; N],
+    now: u64,
+    cost: u64,
+    decisions: &mut [Decision; N],
+) -> (Verdict, [u64; N]) {
+    let mut new = words;
+    // The denying limit that must be waited for longest says when the whole check could pass;
+    // 0 while every limit admits.
+    let mut denied_for = 0;
+    for i in 0..N {
+        let (decision, word) = algorithms[i].decide(words[i], now, cost);
+        denied_for = denied_for.max(decision.retry_after_nanos());
         decisions[i] = decision;
         new[i] = word;
     }
-    if allowed {
-        words.copy_from_slice(&new[..words.len()]);
-    } else {
-        for (i, (algorithm, &word)) in algorithms.iter().zip(words.iter()).enumerate() {
-            if decisions[i].is_allowed() {
-                decisions[i] = algorithm.decide(word, now, 0).0;
-            }
+    if denied_for == 0 {
+        return (Verdict(0), new);
+    }
+    for i in 0..N {
+        if decisions[i].is_allowed() {
+            decisions[i] = algorithms[i].decide(words[i], now, 0).0;
         }
     }
-    LimitsDecision::new(decisions, algorithms.len(), allowed)
+    (Verdict(denied_for), words)
+}
+
+/// The first `N` algorithms, as an array (the composite holds exactly `N` when its cells are a
+/// one- or two-word cell).
+#[inline(always)]
+fn exactly<W, const N: usize>(algorithms: &[W]) -> &[W; N] {
+    algorithms.try_into().expect("the cells were built for this many limits")
+}
+
+/// The CAS loop over `N` limits whose words `cell` holds together (`split` and `join` convert):
+/// each limit's decision, and whether all admitted. Only the verdict travels through the loop;
+/// the decisions stay in a fixed-size local the compiler keeps in registers.
+#[inline(always)]
+fn check_words<A: Word, W: WordAlgorithm, C: Clock, const N: usize>(
+    cell: &A,
+    algorithms: &[W; N],
+    clock: &C,
+    cost: u64,
+    split: impl Fn(A::Value) -> [u64; N],
+    join: impl Fn([u64; N]) -> A::Value,
+) -> ([Decision; N], bool) {
+    let mut decisions = [NONE; N];
+    let verdict = update_word(
+        cell,
+        clock,
+        #[inline(always)]
+        |value, now| {
+            let (verdict, words) = decide_all(algorithms, split(value), now, cost, &mut decisions);
+            (verdict, join(words))
+        },
+    );
+    (decisions, verdict.is_allowed())
 }
 
 impl Cells {
@@ -59,6 +122,7 @@ impl Cells {
         }
     }
 
+    #[inline(always)]
     pub(super) fn check<W: WordAlgorithm, C: Clock>(
         &self,
         algorithms: &[W],
@@ -66,13 +130,26 @@ impl Cells {
         cost: u64,
     ) -> LimitsDecision {
         match self {
-            Cells::One(cell) => update_word(cell, clock, |word, now| {
-                let mut words = [word];
-                let decision = decide_all(algorithms, &mut words, now, cost);
-                (decision, words[0])
-            }),
-            Cells::Pair(cell) => check_pair(cell, algorithms, clock, cost),
-            Cells::Chain(cells) => check_chain(cells, algorithms, clock, cost),
+            Cells::One(cell) => {
+                let one = exactly::<W, 1>(algorithms);
+                let (decisions, allowed) = check_words(cell, one, clock, cost, |word| [word], |[word]| word);
+                LimitsDecision::of(decisions, allowed)
+            }
+            // Both words decided together and swapped in one 128-bit CAS: the composite is
+            // exactly the sequential one.
+            Cells::Pair(cell) => {
+                let pair = exactly::<W, 2>(algorithms);
+                let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
+                LimitsDecision::of(decisions, allowed)
+            }
+            Cells::Chain(cells) => {
+                // Written in place through a reference: a copy of the answer made at once
+                // (whose wide loads would stall on the decisions' narrower stores just made)
+                // is then not needed inside the chain.
+                let mut answer = LimitsDecision::undecided(algorithms.len());
+                check_chain(cells, algorithms, clock, cost, &mut answer);
+                answer
+            }
         }
     }
 
@@ -96,35 +173,22 @@ impl Cells {
     }
 }
 
-/// Both words decided together and swapped in one 128-bit CAS: the composite is exactly the
-/// sequential one.
-fn check_pair<W: WordAlgorithm, C: Clock>(
-    cell: &AtomicU128,
-    algorithms: &[W],
-    clock: &C,
-    cost: u64,
-) -> LimitsDecision {
-    update_word(cell, clock, |pair, now| {
-        let mut words = unpack(pair);
-        let decision = decide_all(algorithms, &mut words, now, cost);
-        (decision, pack(words))
-    })
-}
-
 /// Check then refund: each limit by its own CAS loop, in order; on a denial the limits already
-/// charged get their units back before returning.
+/// charged get their units back before returning. The decisions are written to `answer`.
 fn check_chain<W: WordAlgorithm, C: Clock>(
     cells: &[AtomicU64],
     algorithms: &[W],
     clock: &C,
     cost: u64,
-) -> LimitsDecision {
+    answer: &mut LimitsDecision,
+) {
     let n = algorithms.len();
-    let mut decisions = [NONE; MAX_LIMITS];
+    let decisions = answer.all_slots();
     for i in 0..n {
-        let decision = algorithms[i].decide_cell(&cells[i], clock, cost);
+        let one = std::array::from_ref(&algorithms[i]);
+        let ([decision], allowed) = check_words(&cells[i], one, clock, cost, |word| [word], |[word]| word);
         decisions[i] = decision;
-        if decision.is_allowed() {
+        if allowed {
             continue;
         }
         for j in 0..i {
@@ -140,7 +204,8 @@ fn check_chain<W: WordAlgorithm, C: Clock>(
             decisions[j] =
                 if decision.is_allowed() { algorithms[j].decide(word, now, 0).0 } else { decision };
         }
-        return LimitsDecision::new(decisions, n, false);
+        answer.decide(false);
+        return;
     }
-    LimitsDecision::new(decisions, n, true)
+    answer.decide(true);
 }

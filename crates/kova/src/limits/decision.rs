@@ -2,6 +2,7 @@
 
 use crate::Decision;
 
+use super::cells::NONE;
 use super::MAX_LIMITS;
 
 /// The answer of a [`Limits`](crate::Limits) check: the decision of the limit that decided it
@@ -23,8 +24,41 @@ pub struct LimitsDecision {
 impl LimitsDecision {
     /// Builds the answer from each limit's decision (`allowed` says whether the whole check
     /// was admitted).
+    #[inline(always)]
     pub(crate) fn new(decisions: [Decision; MAX_LIMITS], len: usize, allowed: bool) -> Self {
-        let each = &decisions[..len];
+        let mut answer = LimitsDecision { decisions, len, decided_by: 0 };
+        answer.decide(allowed);
+        answer
+    }
+
+    /// An answer for `len` limits whose decisions are yet to be written
+    /// ([`all_slots`](Self::all_slots)) and chosen from ([`decide`](Self::decide)).
+    #[inline(always)]
+    pub(crate) fn undecided(len: usize) -> Self {
+        LimitsDecision { decisions: [NONE; MAX_LIMITS], len, decided_by: 0 }
+    }
+
+    /// Every place, to be written.
+    #[inline(always)]
+    pub(crate) fn all_slots(&mut self) -> &mut [Decision; MAX_LIMITS] {
+        &mut self.decisions
+    }
+
+    /// The answer of exactly `N` limits, built where it is returned: with `N` known, every
+    /// place is written by a fixed index.
+    #[inline(always)]
+    pub(crate) fn of<const N: usize>(each: [Decision; N], allowed: bool) -> Self {
+        let mut decisions = [NONE; MAX_LIMITS];
+        decisions[..N].copy_from_slice(&each);
+        let mut answer = LimitsDecision { decisions, len: N, decided_by: 0 };
+        answer.decide(allowed);
+        answer
+    }
+
+    /// Chooses the deciding limit by the rule above, once every limit's decision is in.
+    #[inline(always)]
+    pub(crate) fn decide(&mut self, allowed: bool) {
+        let each = &self.decisions[..self.len];
         let mut decided_by = 0;
         for (i, d) in each.iter().enumerate() {
             let best = &each[decided_by];
@@ -37,7 +71,7 @@ impl LimitsDecision {
                 decided_by = i;
             }
         }
-        LimitsDecision { decisions, len, decided_by }
+        self.decided_by = decided_by;
     }
 
     /// The answer for limits decided elsewhere (kova-redis's composite script decides the same
@@ -56,7 +90,7 @@ impl LimitsDecision {
         if decisions.is_empty() || decisions.len() > MAX_LIMITS {
             return None;
         }
-        let mut all = [Decision::allowed(0, 0, 0); MAX_LIMITS];
+        let mut all = [NONE; MAX_LIMITS];
         all[..decisions.len()].copy_from_slice(decisions);
         Some(Self::new(all, decisions.len(), allowed))
     }
