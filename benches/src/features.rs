@@ -19,6 +19,7 @@ use governor::DefaultDirectRateLimiter;
 use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 
+use crate::feature_floors::{Cas128Floor, CasChainFloor};
 use crate::peers::{governor_quota, GovernorDirect};
 use crate::scenarios::{kept_round, ThroughputConfig};
 use crate::subject::{KovaDirect, KovaKeyed, Subject};
@@ -28,6 +29,10 @@ use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
 pub const LIMITS: &str = "limits";
 /// The section of the waiting and reserving calls (a `--filter` name).
 pub const WAITING: &str = "waiting";
+/// The floor of `limits_2`: a bare 128-bit CAS loop.
+pub const FLOOR_CAS128: &str = "floor_cas128";
+/// The floor of `limits_3`: three bare 64-bit CAS loops.
+pub const FLOOR_CAS64_X3: &str = "floor_cas64_x3";
 /// The sections, in report order.
 pub const SECTIONS: [&str; 2] = [LIMITS, WAITING];
 /// The cost of the `_n` rows of [`WAITING`].
@@ -188,6 +193,9 @@ fn rows(section: &str) -> Vec<Row> {
             row("gcra", "gcra", true, KovaDirect(kova_limiter())),
             row("limits_2", "gcra", true, composite(2)),
             row("limits_3", "gcra", true, composite(3)),
+            // The least the two protocols could cost (`feature_floors.rs`).
+            row(FLOOR_CAS128, FLOOR_CAS128, true, Cas128Floor::default()),
+            row(FLOOR_CAS64_X3, FLOOR_CAS64_X3, true, CasChainFloor::<3>::default()),
             row("keyed_gcra", "keyed_gcra", true, KovaKeyed(keyed())),
             row("keyed_limits_2", "keyed_gcra", true, keyed_composite(2)),
             row("keyed_limits_3", "keyed_gcra", true, keyed_composite(3)),
@@ -290,8 +298,8 @@ mod tests {
         let mut ticks = 0;
         let records = run_features(&SECTIONS, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&SECTIONS, &config));
-        // 6 composite rows and 7 waiting rows, at 1 and 2 threads (4 is above the cap).
-        assert_eq!(records.len(), (6 + 7) * 2);
+        // 6 composite rows, 2 floors and 7 waiting rows, at 1 and 2 threads (4 is above the cap).
+        assert_eq!(records.len(), (6 + 2 + 7) * 2);
         assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
         for r in &records {
             assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);

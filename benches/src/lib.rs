@@ -26,6 +26,7 @@ pub mod chart;
 pub mod cli;
 pub mod cores;
 pub mod fairness_targets;
+pub mod feature_floors;
 pub mod feature_report;
 pub mod features;
 pub mod kova_tables;
