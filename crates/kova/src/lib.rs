@@ -108,7 +108,7 @@ pub use settle::Settlement;
 pub use striped::{StripedBuilder, StripedError, StripedLimiter, DEFAULT_LEASE, MAX_STRIPES};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;
-pub use wait::{Pacer, ThreadTimer, Timer};
+pub use wait::{ManualSleep, ManualTimer, Pacer, ThreadTimer, Timer, WaitError};
 
 /// Not part of the API: pins the thread as every keyed check does (the keyed table's own epoch),
 /// until the returned guard drops. For the benchmarks' pinned floors (`kova-bench`'s

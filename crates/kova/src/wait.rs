@@ -7,7 +7,13 @@
 //!   [`RateLimiter::wait_n`](crate::RateLimiter::wait_n) blocks the thread (std only).
 //! - A [`Pacer`] adds what those leave out: first come, first served across costs
 //!   ([`Pacer::fair`]), jitter ([`Pacer::jitter`]), and any [`Timer`] (tokio's with the `tokio`
-//!   feature, [`TokioTimer`]; your own, for a simulated clock).
+//!   feature, [`TokioTimer`]; [`ManualTimer`] on a [`ManualClock`](crate::ManualClock)'s
+//!   simulated time, to test waiting code without waiting; your own).
+//!
+//! - A wait with a deadline ([`RateLimiter::until_n_ready_within`](crate::RateLimiter::until_n_ready_within),
+//!   [`wait_n_within`](crate::RateLimiter::wait_n_within), the keyed `_key_` forms and the
+//!   [`Pacer`]'s) fails at once with [`WaitError::DeadlinePassed`], taking nothing, when a denial
+//!   shows the admission would come after it.
 //!
 //! A wait is a loop of checks: check, and when denied, sleep the decision's `retry_after` (plus
 //! jitter) and check again. So a waiter holds nothing while it sleeps, and a dropped future has
@@ -15,10 +21,14 @@
 //! denial). A cost the limiter can never admit is an error at once, as in `check_n`.
 
 mod block_on;
+mod deadline;
 mod fair;
+mod manual_timer;
 mod pacer;
 mod timer;
 
+pub use deadline::WaitError;
+pub use manual_timer::{ManualSleep, ManualTimer};
 pub use pacer::Pacer;
 #[cfg(feature = "tokio")]
 pub use timer::TokioTimer;

@@ -1,9 +1,6 @@
 //! Waiting on a limiter with a simulated timer: order, fairness across costs, cancellation (a
 //! dropped future consumes nothing), jitter, errors, the blocking wait and the keyed waits.
 
-#[path = "support/manual_timer.rs"]
-mod manual_timer;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,8 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, Pacer, Quota, RateLimiter};
-use manual_timer::ManualTimer;
+use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, ManualTimer, Pacer, Quota, RateLimiter};
 
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Decision, CheckError>> + 'a>>;
 
@@ -63,7 +59,7 @@ fn a_waiter_is_admitted_exactly_when_its_units_are_there() {
     let pacer = Pacer::with_timer(timer.clone());
     let mut wait: Waiting = Box::pin(pacer.until_n_ready(&limiter, 3));
     assert!(poll(&mut wait, Waker::noop()).is_none());
-    assert_eq!(*timer.slept.lock().unwrap(), vec![UNIT * 3]);
+    assert_eq!(timer.slept(), vec![UNIT * 3]);
     timer.advance(UNIT * 3 - Duration::from_nanos(1));
     assert!(poll(&mut wait, Waker::noop()).is_none(), "one nanosecond early");
     timer.advance(Duration::from_nanos(1));
@@ -121,7 +117,7 @@ fn fair_waiters_go_first_come_first_served_across_costs() {
 /// Returns the order of admission.
 fn admission_order(pacer: Pacer<ManualTimer>) -> Vec<usize> {
     let timer = pacer.timer().clone();
-    let limiter = drained(&timer.clock);
+    let limiter = drained(timer.clock());
     let mut waiters: Vec<Option<Waiting>> = Vec::new();
     waiters.push(Some(Box::pin(pacer.until_n_ready(&limiter, 50))));
     for _ in 0..10 {
@@ -174,7 +170,7 @@ fn jitter_spreads_the_retries_within_its_bound() {
     for waiter in &mut waiters {
         assert!(poll(waiter, Waker::noop()).is_none());
     }
-    let slept = timer.slept.lock().unwrap().clone();
+    let slept = timer.slept();
     assert_eq!(slept.len(), 32);
     assert!(slept.iter().all(|d| *d >= UNIT && *d <= UNIT + jitter), "{slept:?}");
     assert!(slept.iter().any(|d| *d != slept[0]), "no jitter at all: {slept:?}");

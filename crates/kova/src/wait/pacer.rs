@@ -144,11 +144,11 @@ impl<T: Timer> Pacer<T> {
     }
 
     /// The line `key` waits in (only fair mode has lines).
-    fn line_of<K: Hash>(&self, key: &K) -> u64 {
+    pub(super) fn line_of<K: Hash>(&self, key: &K) -> u64 {
         self.queue.as_ref().map_or(DIRECT_LINE, |(_, hasher)| hasher.hash_one(key))
     }
 
-    fn sleep_now(&self, duration: Duration) -> std::future::Ready<()> {
+    pub(super) fn sleep_now(&self, duration: Duration) -> std::future::Ready<()> {
         self.timer.sleep_blocking(duration);
         std::future::ready(())
     }
@@ -157,7 +157,19 @@ impl<T: Timer> Pacer<T> {
     async fn wait<S: Future<Output = ()>, E>(
         &self,
         line: u64,
+        check: impl FnMut() -> Result<Decision, E>,
+        sleep: impl Fn(Duration) -> S,
+    ) -> Result<Decision, E> {
+        self.wait_paced(line, check, |wait| Ok(self.jittered(wait)), sleep).await
+    }
+
+    /// [`wait`](Self::wait), where `pace` turns each denial's wait into how long to sleep, or
+    /// the error that ends the wait at once (a deadline the wait would pass).
+    pub(super) async fn wait_paced<S: Future<Output = ()>, E>(
+        &self,
+        line: u64,
         mut check: impl FnMut() -> Result<Decision, E>,
+        mut pace: impl FnMut(Duration) -> Result<Duration, E>,
         sleep: impl Fn(Duration) -> S,
     ) -> Result<Decision, E> {
         let place = self.queue.as_ref().map(|(queue, _)| queue.join(line));
@@ -170,11 +182,11 @@ impl<T: Timer> Pacer<T> {
             if decision.is_allowed() {
                 return Ok(decision);
             }
-            sleep(self.jittered(decision.retry_after())).await;
+            sleep(pace(decision.retry_after())?).await;
         }
     }
 
-    fn jittered(&self, wait: Duration) -> Duration {
+    pub(super) fn jittered(&self, wait: Duration) -> Duration {
         if self.jitter.is_zero() {
             return wait;
         }
@@ -184,7 +196,7 @@ impl<T: Timer> Pacer<T> {
 }
 
 /// The line of a direct limiter (it has one).
-const DIRECT_LINE: u64 = 0;
+pub(super) const DIRECT_LINE: u64 = 0;
 
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Completes once one unit is admitted (governor's `until_ready`), on the default
