@@ -107,7 +107,7 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
                     continue;
                 }
                 let (id, key, reservation) = held.remove(0);
-                (key, ApiOp::Cancel(id), Output::Bool(reservation.cancel()))
+                (key, ApiOp::Cancel(id), Output::Units(reservation.cancel()))
             }
             Op::Settle(k, estimated, actual) => {
                 let (key, estimated) = (key_of(k), u64::from(estimated % 6));

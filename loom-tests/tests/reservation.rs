@@ -5,7 +5,8 @@
 //! (both usable at once: 3 of 4 taken). Then the main thread cancels the second while another
 //! thread checks 1 unit. Sequentially:
 //! - check, then cancel: the check is admitted with 0 left; the cancel gives back nothing (the
-//!   check's unit came after it, Go's rule), so 0 remain;
+//!   check was granted after it and is still counted, `WordAlgorithm::cancel_reservation`'s
+//!   rule), so 0 remain;
 //! - cancel, then check: the cancel gives back its unit; the check is admitted with 1 left, and 1
 //!   remains.
 //!
@@ -22,7 +23,7 @@ use loom::sync::Arc;
 
 type Limiter = RateLimiter<Gcra, ManualClock>;
 
-fn race(cancel: fn(Reservation<'_, Gcra, ManualClock>) -> bool) {
+fn race(cancel: fn(Reservation<'_, Gcra, ManualClock>) -> u64) {
     let quota = Quota::per_hour(1).unwrap().with_burst(4).unwrap();
     let limiter: Arc<Limiter> = Arc::new(RateLimiter::with_clock(quota, ManualClock::new()).unwrap());
     let first = limiter.reserve_n(2).unwrap();
@@ -32,13 +33,13 @@ fn race(cancel: fn(Reservation<'_, Gcra, ManualClock>) -> bool) {
         let limiter = Arc::clone(&limiter);
         loom::thread::spawn(move || limiter.check_n(1).unwrap())
     };
-    assert!(cancel(second));
+    let back = cancel(second);
     let checked = checker.join().unwrap();
     assert!(checked.is_allowed(), "the check was denied: {checked:?}");
-    let outcome = (checked.remaining(), limiter.peek().remaining());
+    let outcome = (back, checked.remaining(), limiter.peek().remaining());
     assert!(
-        outcome == (0, 0) || outcome == (1, 1),
-        "not a sequential outcome: (check's remaining, final remaining) = {outcome:?}"
+        outcome == (0, 0, 0) || outcome == (1, 1, 1),
+        "not a sequential outcome: (given back, check's remaining, final remaining) = {outcome:?}"
     );
 }
 

@@ -218,14 +218,40 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
         None
     }
 
-    /// Gives back what a reservation of `cost` units, which stored `reserved_word`, has not used:
-    /// Go's `Reservation.Cancel`. Units taken by reservations made after it stay taken (they
-    /// were promised times that assume these units gone), so only `cost` minus those comes
-    /// back. By default, a plain [`refund`](Self::refund) of `cost` (for the algorithms whose
-    /// reservations are all immediate, so nothing can come after one).
-    fn cancel_reservation(&self, word: u64, now: u64, cost: u64, reserved_word: u64) -> u64 {
-        let _ = reserved_word;
-        self.refund(word, now, cost)
+    /// Gives back what a reservation of `cost` units has not used, cancelled at `now` no later
+    /// than its `ready_at` (the caller gives nothing back once the units are due):
+    /// `(units given back, new word)`. `reserved_word` is the word the reservation stored.
+    ///
+    /// **The rule, for every algorithm:** a cancel gives back the whole cost when nothing
+    /// granted after the reservation is still counted (the state is the one the reservation
+    /// left: every later grant was itself cancelled, last first), and nothing otherwise: those
+    /// later grants were given times, or room, that assumed these units gone. A denial or a
+    /// peek grants nothing. (A [refund](Self::refund) made since counts as giving back part of
+    /// them.)
+    ///
+    /// Go's `Reservation.Cancel` gives back part (the cost less the tokens between the
+    /// reservation's time and the latest time granted), which needs the latest time granted
+    /// kept apart from the state; in one word per key it cannot be, and measured on the state
+    /// instead, a part given back while a later reservation holds can over-grant once other
+    /// cancels come out of order (three cancels suffice; the reservation tests' bound finds
+    /// it). So here a cancel out of order gives back nothing, which never admits more than the
+    /// quota.
+    ///
+    /// By default: the whole cost by a plain [`refund`](Self::refund) when the word is still
+    /// `reserved_word`, else nothing.
+    fn cancel_reservation(
+        &self,
+        word: u64,
+        now: u64,
+        cost: u64,
+        reserved_word: u64,
+        ready_at: u64,
+    ) -> (u64, u64) {
+        let _ = ready_at;
+        if word != reserved_word {
+            return (0, word);
+        }
+        (cost, self.refund(word, now, cost))
     }
 
     /// Charges up to `cost` units whatever the state (the extra part of a settled cost):

@@ -301,17 +301,18 @@ pub fn limits_chained<W: WordAlgorithm, C: Clock>(
 
 /// RACY: [`Reservation::cancel`](crate::Reservation::cancel) by load, compute, store (no CAS):
 /// a check admitted between the load and the store is overwritten (its units given back).
-pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reservation<'_, W, C>) -> bool {
+pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reservation<'_, W, C>) -> u64 {
     let limiter = reservation.limiter;
     // Orderings as in the real loop; the missing CAS is the bug.
     let old = limiter.cell.load(Ordering::Acquire);
     let now = limiter.clock.now_nanos();
     if now > reservation.ready_at {
-        return false;
+        return 0;
     }
-    let new = limiter.algorithm.cancel_reservation(old, now, reservation.cost, reservation.reserved_word);
+    let (cost, mark, ready_at) = (reservation.cost, reservation.reserved_word, reservation.ready_at);
+    let (back, new) = limiter.algorithm.cancel_reservation(old, now, cost, mark, ready_at);
     limiter.cell.store(new, Ordering::Release);
-    true
+    back
 }
 
 /// RACY: runs `f` (a loom model of a `Keyed` table with hot keys) with a demotion that reads the

@@ -106,7 +106,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// let later = limiter.reserve_n(5)?;
     /// assert_eq!(later.delay(), Duration::from_millis(500));
     /// assert!(!limiter.check().is_allowed()); // queued behind the reservation
-    /// assert!(later.cancel()); // not used: its 5 units come back
+    /// assert_eq!(later.cancel(), 5); // not used: its 5 units come back
     /// assert_eq!(limiter.check().retry_after(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -178,16 +178,26 @@ impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
         self.ready_at
     }
 
-    /// Says the reserved units will not be used and gives back what can be, as Go's `Cancel`:
-    /// nothing once their time has come (`now > ready_at`: they count as used), otherwise
-    /// `cost` minus the units reserved or checked after this reservation (whose times assumed
-    /// these units gone). Returns whether the reservation was still in the future (so
-    /// something may have come back).
-    pub fn cancel(self) -> bool {
+    /// Says the reserved units will not be used and gives back what can be (Go's `Cancel`):
+    /// nothing once their time has come (`now > ready_at`: they count as used), otherwise the
+    /// cost less the units granted after it that the state still holds, by the rule stated
+    /// once in [`WordAlgorithm::cancel_reservation`]. Returns the units given back.
+    ///
+    /// ```
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new())?;
+    /// let _now = limiter.reserve_n(1)?;
+    /// let second = limiter.reserve_n(1)?; // at 100 ms
+    /// let third = limiter.reserve_n(1)?; // at 200 ms, a time that assumed the second's unit gone
+    /// assert_eq!(second.cancel(), 0);
+    /// assert_eq!(third.cancel(), 1); // nothing came after the third
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cancel(self) -> u64 {
         let limiter = self.limiter;
         let (cost, ready_at, mark) = (self.cost, self.ready_at, self.reserved_word);
         if cost == 0 {
-            return limiter.clock.now_nanos() <= ready_at;
+            return 0;
         }
         update_word(&limiter.cell, &limiter.clock, |word, now| {
             cancel_step(&limiter.algorithm, word, now, cost, ready_at, mark)
@@ -234,7 +244,7 @@ pub(crate) fn reserve_step<W: WordAlgorithm>(
 }
 
 /// One step of a cancellation's CAS loop: nothing once the units were due (`now > ready_at`),
-/// otherwise Go's rule (`WordAlgorithm::cancel_reservation`). Returns whether it was in time.
+/// otherwise the rule of [`WordAlgorithm::cancel_reservation`]. Returns the units given back.
 pub(crate) fn cancel_step<W: WordAlgorithm>(
     algorithm: &W,
     word: u64,
@@ -242,9 +252,9 @@ pub(crate) fn cancel_step<W: WordAlgorithm>(
     cost: u64,
     ready_at: u64,
     mark: u64,
-) -> (bool, u64) {
+) -> (u64, u64) {
     if now > ready_at {
-        return (false, word);
+        return (0, word);
     }
-    (true, algorithm.cancel_reservation(word, now, cost, mark))
+    algorithm.cancel_reservation(word, now, cost, mark, ready_at)
 }

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 
 #[path = "support/bucket_bound.rs"]
 mod bucket_bound;
-use bucket_bound::{check_bucket_bound, kept_after_cancel};
+use bucket_bound::{check_bucket_bound, used_after_cancel};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -85,16 +85,16 @@ fn cancel_gives_back_to_its_key_only_what_later_units_did_not_build_on() {
     let third = table.reserve_key_n(&1, 1).unwrap();
     let other = table.peek(&2);
     let before = table.peek(&1);
-    assert!(second.cancel());
+    assert_eq!(second.cancel(), 0);
     assert_eq!(table.peek(&1), before);
-    assert!(third.cancel());
+    assert_eq!(third.cancel(), 1);
     assert_eq!(table.reserve_key_n(&1, 1).unwrap().delay(), 200 * MS);
     assert_eq!(table.peek(&2), other);
     clock.advance(201 * MS);
     let due = table.reserve_key_n(&1, 1).unwrap();
     clock.advance(100 * MS);
     let before = table.peek(&1);
-    assert!(!due.cancel());
+    assert_eq!(due.cancel(), 0);
     assert_eq!(table.peek(&1), before);
 }
 
@@ -134,7 +134,7 @@ fn cancel_after_the_key_was_forgotten_or_moved_gives_back_nothing() {
             assert!(table.check_n(&1, left).unwrap().is_allowed(), "{name}");
         }
         let before = table.peek(&1);
-        assert!(!later.cancel(), "{name}");
+        assert_eq!(later.cancel(), 0, "{name}");
         assert_eq!(table.peek(&1), before, "{name}");
     }
 }
@@ -145,7 +145,7 @@ fn cancel_of_a_key_no_longer_held_gives_back_nothing_and_inserts_nothing() {
     let table = table(quota(10, 10), &clock);
     let reservation = table.reserve_key_n(&1, 5).unwrap();
     assert!(table.remove(&1));
-    assert!(!reservation.cancel());
+    assert_eq!(reservation.cancel(), 0);
     assert!(table.is_empty());
 }
 
@@ -176,7 +176,7 @@ fn a_full_table_answers_by_its_policy() {
     let untracked = open.reserve_key_n(&2, 1).unwrap();
     assert_eq!(untracked.fallback(), Some(Fallback::TableFullUntracked));
     assert_eq!(untracked.delay(), Duration::ZERO);
-    assert!(!untracked.cancel());
+    assert_eq!(untracked.cancel(), 0);
     assert_eq!(open.len(), 1);
 }
 
@@ -196,7 +196,7 @@ fn algorithms_without_units_ahead_of_time_reserve_only_what_is_there() {
             W::NAME
         );
         assert_eq!(table.peek(&1), before, "{}", W::NAME);
-        assert!(all.cancel());
+        assert_eq!(all.cancel(), quota.limit());
         assert_eq!(table.peek(&1).remaining(), quota.limit(), "{}", W::NAME);
     }
     let quota = Quota::per_second(4).unwrap();
@@ -287,16 +287,19 @@ proptest! {
                     let key = *reservation.key();
                     let (at, cost) = (reservation.ready_at_nanos(), reservation.cost());
                     let before = table.peek(&key);
-                    let in_future = reservation.cancel();
+                    let in_time = clock.now_nanos() <= at;
+                    let units = reservation.cancel();
                     let after = table.peek(&key);
                     if era != current[key as usize] {
-                        prop_assert!(!in_future);
+                        prop_assert_eq!(units, 0);
                         prop_assert_eq!(after, before);
                     }
                     prop_assert!(before.remaining() <= after.remaining());
                     let interval = eras[era].interval;
                     let back = before.reset_after_nanos() - after.reset_after_nanos();
-                    let kept = kept_after_cancel(cost, in_future, back, interval);
+                    prop_assert!(units <= cost && back.div_ceil(interval) <= units);
+                    prop_assert!(in_time || units == 0);
+                    let kept = used_after_cancel(cost, in_time);
                     if kept > 0 {
                         eras[era].used.push((at, kept));
                     }

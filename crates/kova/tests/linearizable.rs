@@ -130,7 +130,7 @@ impl<W: WordAlgorithm> Subject for RateLimiter<W, ManualClock> {
                 held.push((id, r));
                 made
             })),
-            Op::Cancel(id) => Output::Bool(take(held, id).is_some_and(Reservation::cancel)),
+            Op::Cancel(id) => Output::Units(take(held, id).map_or(0, Reservation::cancel)),
             Op::Settle(estimated, actual) => Output::Settled(self.settle(estimated, actual)),
             Op::Charge(cost) => Output::Charged(self.charge(cost)),
         }
@@ -163,7 +163,7 @@ impl<W: WordAlgorithm> Subject for Keyed<u64, W, ManualClock> {
                 held.push((id, r));
                 made
             })),
-            Op::Cancel(id) => Output::Bool(take(held, id).is_some_and(KeyedReservation::cancel)),
+            Op::Cancel(id) => Output::Units(take(held, id).map_or(0, KeyedReservation::cancel)),
             Op::Settle(estimated, actual) => {
                 // Whether a refund was made says whether the key was held: not compared.
                 Output::Settled(Settlement { refunded: 0, ..self.settle(&key, estimated, actual) })

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 #[path = "support/bucket_bound.rs"]
 mod bucket_bound;
-use bucket_bound::{check_bucket_bound, kept_after_cancel};
+use bucket_bound::{check_bucket_bound, used_after_cancel};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -58,11 +58,58 @@ fn cancel_gives_back_only_what_no_later_reservation_built_on() {
     assert_eq!(third.delay(), 200 * MS);
     // The third's time assumed the second's unit gone: cancelling the second gives back nothing.
     let before = limiter.peek();
-    assert!(second.cancel());
+    assert_eq!(second.cancel(), 0);
     assert_eq!(limiter.peek(), before);
     // The last one gives back all of its unit: the next reservation takes its time.
-    assert!(third.cancel());
+    assert_eq!(third.cancel(), 1);
     assert_eq!(limiter.reserve_n(1).unwrap().delay(), 200 * MS);
+}
+
+/// Cancels out of order (the rule of `WordAlgorithm::cancel_reservation`): while a later grant
+/// is still counted, a cancel gives back nothing (Go's x/time/rate gives back 1 then 0 here);
+/// once the later ones are cancelled, last first, each gives back all of its units.
+#[test]
+fn cancels_out_of_order_give_back_nothing_and_last_first_everything() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 3, &clock);
+    let mut held = [3, 3, 1, 1].map(|cost| Some(limiter.reserve_n(cost).unwrap()));
+    let at: Vec<Duration> = held.iter().map(|r| r.as_ref().unwrap().delay()).collect();
+    assert_eq!(at, [Duration::ZERO, 300 * MS, 400 * MS, 500 * MS]);
+    // The third and fourth were granted after the second and the fourth after the third.
+    assert_eq!(held[1].take().unwrap().cancel(), 0);
+    assert_eq!(held[2].take().unwrap().cancel(), 0);
+    assert_eq!(limiter.reserve_n(3).unwrap().delay(), 800 * MS);
+    // Last first: the newest, then the fourth, give back all.
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 3, &clock);
+    let mut held = [3, 3, 1, 1].map(|cost| Some(limiter.reserve_n(cost).unwrap()));
+    assert_eq!(held[3].take().unwrap().cancel(), 1);
+    assert_eq!(held[2].take().unwrap().cancel(), 1);
+    assert_eq!(held[1].take().unwrap().cancel(), 3);
+    assert_eq!(limiter.reserve_n(3).unwrap().delay(), 300 * MS);
+}
+
+/// A check admitted after an immediate reservation, at the same reading, is counted: the
+/// cancel gives back nothing, for every algorithm alike; with nothing after it, everything.
+#[test]
+fn a_check_after_an_immediate_reservation_holds_back_its_units_for_every_algorithm() {
+    fn check<W: WordAlgorithm>(quota: Quota) {
+        let clock = ManualClock::new();
+        let limiter = RateLimiter::<W, _>::with_clock(quota, clock).unwrap();
+        let two = limiter.reserve_n(2).unwrap();
+        assert!(limiter.check().is_allowed(), "{}", W::NAME);
+        assert_eq!(two.cancel(), 0, "{}", W::NAME);
+        assert_eq!(limiter.peek().remaining(), 1, "{}", W::NAME);
+        let one = limiter.reserve_n(1).unwrap();
+        assert!(!limiter.check().is_allowed(), "{}", W::NAME); // a denial grants nothing
+        assert_eq!(one.cancel(), 1, "{}", W::NAME);
+        assert_eq!(limiter.peek().remaining(), 1, "{}", W::NAME);
+    }
+    let quota = Quota::per_second(4).unwrap();
+    check::<Gcra>(quota);
+    check::<TokenBucket>(quota);
+    check::<FixedWindow>(quota);
+    check::<SlidingWindowCounter>(quota);
 }
 
 #[test]
@@ -76,7 +123,7 @@ fn cancel_after_the_units_were_due_gives_back_nothing() {
     assert_eq!(later.delay_from_now(), 50 * MS);
     clock.advance(51 * MS);
     let before = limiter.peek();
-    assert!(!later.cancel());
+    assert_eq!(later.cancel(), 0);
     assert_eq!(limiter.peek(), before);
 }
 
@@ -97,7 +144,7 @@ fn algorithms_without_units_ahead_of_time_reserve_only_what_is_there() {
         );
         assert_eq!(limiter.peek(), before, "{}", W::NAME);
         // Cancelled at the instant it was made: its units come back.
-        assert!(all.cancel());
+        assert_eq!(all.cancel(), quota.limit());
         assert_eq!(limiter.peek().remaining(), quota.limit(), "{}", W::NAME);
     }
     let quota = Quota::per_second(4).unwrap();
@@ -119,9 +166,8 @@ enum Step {
 }
 
 proptest! {
-    /// Every unit that ends up used (an admitted check at its time, a reservation not cancelled
-    /// at its ready time, a cancelled one's units that later ones built on at its ready time)
-    /// keeps GCRA's bound: within any closed interval `[a, b]`, at most `burst + (b - a) / T`.
+    /// Every unit that may end up used (an admitted check at its time, a reservation held to the
+    /// end or cancelled only after its time had come, at its ready time) keeps GCRA's bound: within any closed interval `[a, b]`, at most `burst + (b - a) / T`.
     /// A refusal changes nothing.
     #[test]
     fn used_units_keep_the_bucket_bound(
@@ -160,11 +206,16 @@ proptest! {
                     let (at, cost) = (reservation.ready_at_nanos(), reservation.cost());
                     let before = limiter.peek().remaining();
                     let tat_before = limiter.peek().reset_after_nanos();
-                    let in_future = reservation.cancel();
+                    let in_time = clock.now_nanos() <= at;
+                    let units = reservation.cancel();
                     let tat_after = limiter.peek().reset_after_nanos();
                     prop_assert!(before <= limiter.peek().remaining());
-                    // Units not given back stay used at the reservation's time.
-                    let kept = kept_after_cancel(cost, in_future, tat_before - tat_after, 100_000_000);
+                    // What it says it gave back: nothing once due, never more than its cost,
+                    // and no less than the state shows.
+                    let back = tat_before - tat_after;
+                    prop_assert!(units <= cost && back.div_ceil(100_000_000) <= units);
+                    prop_assert!(in_time || units == 0);
+                    let kept = used_after_cancel(cost, in_time);
                     if kept > 0 {
                         used.push((at, kept));
                     }

@@ -149,11 +149,23 @@ impl WordAlgorithm for Gcra {
         Some((new_deficit.saturating_sub(self.capacity_nanos), new_tat))
     }
 
-    /// Go's rule: the intervals stored after ours (`tat - reserved_tat`, rounded up to whole
-    /// units) belong to later reservations or checks; the rest of `cost` comes back.
-    fn cancel_reservation(&self, tat: u64, now: u64, cost: u64, reserved_tat: u64) -> u64 {
-        let later = tat.saturating_sub(reserved_tat).div_ceil(self.interval);
-        self.refund(tat, now, cost.saturating_sub(later))
+    /// The rule of [`WordAlgorithm::cancel_reservation`]. A TAT short of the mark was moved
+    /// back by a refund since (the caller's or a composite's): the units it gave back count as
+    /// part of this reservation's, so only the rest comes back.
+    fn cancel_reservation(
+        &self,
+        tat: u64,
+        now: u64,
+        cost: u64,
+        reserved_tat: u64,
+        _ready_at: u64,
+    ) -> (u64, u64) {
+        if tat > reserved_tat {
+            return (0, tat);
+        }
+        let refunded = (reserved_tat - tat).div_ceil(self.interval);
+        let back = cost.saturating_sub(refunded);
+        (back, self.refund(tat, now, back))
     }
 
     /// Takes up to `cost` units while the deficit stays within `(burst + overdraft)` intervals.

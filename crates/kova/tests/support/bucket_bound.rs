@@ -25,12 +25,13 @@ pub fn check_bucket_bound(used: &mut [(u64, u64)], burst: u64, interval: u64) ->
     Ok(())
 }
 
-/// The units of a cancelled reservation of `cost` that stay used: all of them when it was no
-/// longer in the future (`in_future` false), else those the cancel did not give back (the
-/// deficit, in nanoseconds, fell by `back_nanos`; a partly given-back unit counts as given).
-pub fn kept_after_cancel(cost: u64, in_future: bool, back_nanos: u64, interval: u64) -> u64 {
-    if in_future {
-        cost.saturating_sub(back_nanos.div_ceil(interval))
+/// The units of a cancelled reservation of `cost` that may have been used, at its ready time:
+/// none when it was cancelled in time (`in_time`: its holder says it will not use them, and
+/// what the cancel did not give back is lost to everyone), all of them when it was cancelled
+/// after its time had come (they count as used).
+pub fn used_after_cancel(cost: u64, in_time: bool) -> u64 {
+    if in_time {
+        0
     } else {
         cost
     }

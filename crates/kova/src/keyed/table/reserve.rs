@@ -94,7 +94,7 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// assert_eq!(later.delay(), Duration::from_millis(500));
     /// assert!(!table.check(&"vendor-a").is_allowed()); // queued behind the reservation
     /// assert!(table.check(&"vendor-b").is_allowed()); // another key
-    /// assert!(later.cancel()); // its 5 units go back to vendor-a
+    /// assert_eq!(later.cancel(), 5); // its 5 units go back to vendor-a
     /// assert_eq!(table.check(&"vendor-a").retry_after(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -227,11 +227,12 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
 
     /// Says the reserved units will not be used and gives back what can be, to the same key:
     /// [`Reservation::cancel`](crate::Reservation::cancel)'s rule (nothing once their time has
-    /// come; otherwise `cost` minus the units reserved or checked on the key after this
-    /// reservation). Returns whether anything may have come back.
+    /// come; otherwise the cost less the units granted on the key after it that its state still
+    /// holds, as [`WordAlgorithm::cancel_reservation`](crate::WordAlgorithm::cancel_reservation)
+    /// states it). Returns the units given back.
     ///
     /// It never gives a key more than its quota: when the key's state may no longer hold this
-    /// reservation's units, nothing comes back (and it returns `false`), namely when
+    /// reservation's units, nothing comes back (and it returns 0), namely when
     /// - the key is no longer held (evicted or [removed](Keyed::remove)): it starts fresh;
     /// - the key is held under another quota than it was reserved under
     ///   ([`set_quota`](Keyed::set_quota), [`check_n_with_quota`](Keyed::check_n_with_quota)):
@@ -251,26 +252,23 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
     /// let later = table.reserve_key_n(&1, 10)?;
     /// table.remove(&1); // the key starts fresh: full
     /// assert_eq!(table.check_n(&1, 10)?.remaining(), 0);
-    /// assert!(!later.cancel()); // nothing goes back into the new state
+    /// assert_eq!(later.cancel(), 0); // nothing goes back into the new state
     /// assert_eq!(table.peek(&1).remaining(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn cancel(self) -> bool {
+    pub fn cancel(self) -> u64 {
         let table = self.table;
-        if self.fallback.is_some() {
-            return false;
-        }
-        if self.cost == 0 {
-            return table.clock.now_nanos() <= self.ready_at;
+        if self.fallback.is_some() || self.cost == 0 {
+            return 0;
         }
         let cancelled = table.with_held_cell(&self.key, |algorithm, cell, clock| {
             if table.forgets.read() != self.forgets || algorithm.quota() != self.quota {
-                return false;
+                return 0;
             }
             update_word(cell, clock, |word, now| {
                 cancel_step(algorithm, word, now, self.cost, self.ready_at, self.mark)
             })
         });
-        cancelled.unwrap_or(false)
+        cancelled.unwrap_or(0)
     }
 }

@@ -42,8 +42,10 @@ pub enum Op {
 pub enum Output {
     /// A check's or a peek's decision.
     Decided(Result<Decision, CheckError>),
-    /// What `refund` or `cancel` returned.
+    /// What `refund` returned.
     Bool(bool),
+    /// The units `cancel` gave back.
+    Units(u64),
     /// Nothing to compare (`reset`; a table's `refund` or `remove`, whose answer says whether
     /// the key was held, which the specification does not know).
     Done,
@@ -75,6 +77,7 @@ impl fmt::Debug for Output {
             ),
             Output::Decided(Err(e)) => write!(f, "error({e})"),
             Output::Bool(b) => write!(f, "{b}"),
+            Output::Units(n) => write!(f, "{n} back"),
             Output::Done => f.write_str("done"),
             Output::Reserved(Ok((delay, ready_at))) => {
                 write!(f, "reserved(delay {delay}, ready at {ready_at})")
@@ -184,15 +187,15 @@ impl<W: WordAlgorithm> Spec for WordApi<W> {
             Op::Cancel(id) => {
                 let Some(at) = state.reservations.iter().position(|r| r.0 == id) else {
                     // Refused: nothing was reserved.
-                    return Output::Bool(false);
+                    return Output::Units(0);
                 };
                 let (_, cost, ready_at, mark) = state.reservations.remove(at);
                 if cost == 0 {
-                    return Output::Bool(now <= ready_at);
+                    return Output::Units(0);
                 }
-                let (in_time, word) = cancel_step(algorithm, state.word, now, cost, ready_at, mark);
+                let (back, word) = cancel_step(algorithm, state.word, now, cost, ready_at, mark);
                 state.word = word;
-                Output::Bool(in_time)
+                Output::Units(back)
             }
             Op::Settle(estimated, actual) => {
                 let settlement = if actual <= estimated {

@@ -163,7 +163,7 @@ fn reservations_and_settled_costs_of_a_striped_key_use_its_real_state() {
     let reservation = keyed.reserve_key_n(&6, 10).unwrap();
     assert_eq!(keyed.hot_len(), 0);
     assert_eq!(keyed.peek(&6).remaining(), 40 - 2 - 10);
-    assert!(reservation.cancel());
+    assert!(reservation.cancel() > 0);
     assert_eq!(keyed.peek(&6).remaining(), 38);
     promote_eventually(&keyed, 6);
     keyed.check(&6);
