@@ -104,6 +104,13 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
         }
     }
 
+    /// The units `cell` counts as consumed at `now`, a debt run into by
+    /// [charges](Self::charge_cell) included (a quota change carries them over). By default
+    /// the capacity less what a peek reports remaining (an algorithm whose state holds no debt).
+    fn consumed_cell(&self, cell: &Self::Cell, now: u64) -> u64 {
+        self.capacity().saturating_sub(self.decide_cell(cell, &crate::clock::At(now), 0).remaining())
+    }
+
     /// The same algorithm for another quota (a keyed table's per-key quotas):
     /// [`from_quota`](Self::from_quota), unless the value says more than its type
     /// ([`AnyAlgorithm`] keeps its kind).
@@ -252,6 +259,13 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
             return (0, word);
         }
         (cost, self.refund(word, now, cost))
+    }
+
+    /// The units `word` counts as consumed at `now`, a debt included (see
+    /// [`Algorithm::consumed_cell`]). By default the capacity less what a peek reports
+    /// remaining.
+    fn consumed(&self, word: u64, now: u64) -> u64 {
+        self.capacity().saturating_sub(self.decide(word, now, 0).0.remaining())
     }
 
     /// Charges up to `cost` units whatever the state (the extra part of a settled cost):

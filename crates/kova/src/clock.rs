@@ -363,6 +363,15 @@ impl Clock for ManualClock {
     }
 }
 
+/// A clock stopped at one reading, to look at one or several cells at the same instant.
+pub(crate) struct At(pub(crate) u64);
+
+impl Clock for At {
+    fn now_nanos(&self) -> u64 {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -265,6 +265,11 @@ impl Algorithm for AnyAlgorithm {
         cell_dispatch!(self, cell, a, c => a.charge_cell(c, clock, cost), 0)
     }
 
+    /// A cell of the other kind counts as all consumed (it cannot be read).
+    fn consumed_cell(&self, cell: &AnyCell, now: u64) -> u64 {
+        cell_dispatch!(self, cell, a, c => a.consumed_cell(c, now), self.capacity())
+    }
+
     /// A cell of the other kind is left as it is.
     fn reset_cell(&self, cell: &AnyCell) {
         cell_dispatch!(self, cell, a, c => a.reset_cell(c), ())

@@ -168,6 +168,11 @@ impl WordAlgorithm for Gcra {
         (back, self.refund(tat, now, back))
     }
 
+    /// The deficit in whole units: past the burst, the debt charges ran into.
+    fn consumed(&self, tat: u64, now: u64) -> u64 {
+        tat.saturating_sub(now).div_ceil(self.interval)
+    }
+
     /// Takes up to `cost` units while the deficit stays within `(burst + overdraft)` intervals.
     fn charge(&self, tat: u64, now: u64, cost: u64) -> (u64, u64) {
         let deficit = tat.saturating_sub(now);

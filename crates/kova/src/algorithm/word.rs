@@ -54,6 +54,11 @@ impl<W: WordAlgorithm> Algorithm for W {
         )
     }
 
+    fn consumed_cell(&self, cell: &AtomicU64, now: u64) -> u64 {
+        // Acquire as in the CAS loop: the reading is no older than the writer's.
+        self.consumed(cell.load(Ordering::Acquire), now)
+    }
+
     fn reset_cell(&self, cell: &AtomicU64) {
         // Release: a reader that sees the fresh word also sees a clock no older than ours.
         cell.store(self.fresh_word(), Ordering::Release);

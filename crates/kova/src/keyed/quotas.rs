@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::loom::atomic::{AtomicU64, Ordering};
-use crate::{Algorithm, Clock, Quota, QuotaError};
+use crate::{Algorithm, Quota, QuotaError};
 
 /// A quota's id in its table; 0 is the table's default quota.
 pub(super) type QuotaId = u16;
@@ -121,25 +121,16 @@ impl<A: Algorithm> Quotas<A> {
     }
 }
 
-/// A clock stopped at one reading, to look at several cells at the same instant.
-pub(super) struct At(pub(super) u64);
+pub(super) use crate::clock::At;
 
-impl Clock for At {
-    fn now_nanos(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used (a
-/// key's quota change here, a direct limiter's in `quota_change.rs`).
+/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used, a
+/// debt included (a key's quota change here, a direct limiter's in `quota_change.rs`): charged,
+/// so a debt carries over as far as the new quota's overdraft holds it.
 pub(crate) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
-    let at = At(now);
-    let used = old.capacity().saturating_sub(old.decide_cell(cell, &at, 0).remaining());
+    let used = old.consumed_cell(cell, now);
     let fresh = new.new_cell();
-    let carried = used.min(new.capacity());
-    if carried > 0 {
-        // Allowed: a fresh state admits up to its capacity at once.
-        new.decide_cell(&fresh, &at, carried);
+    if used > 0 {
+        new.charge_cell(&fresh, &At(now), used);
     }
     fresh
 }
