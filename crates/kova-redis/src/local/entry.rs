@@ -202,8 +202,9 @@ mod tests {
         let (lagging, clock) = clock();
         // The coarse time is before 1,040, the precise time is not: the lease has ended.
         assert_eq!(Now::read(&clock).before(1_040), None);
+        assert_eq!(Now::read(&clock).before(1_050), None);
         assert_eq!(Now::read(&clock).before(1_051), Some(1_050));
-        assert_eq!(lagging.precise_reads.load(Ordering::Relaxed), 2);
+        assert_eq!(lagging.precise_reads.load(Ordering::Relaxed), 3);
     }
 
     #[test]
