@@ -18,12 +18,14 @@ pub(crate) struct Denial {
     pub(crate) reset_until: u64,
 }
 
+/// `repr(C)`: `until`, which every check reads, first (see `Entry`).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct CachedDenial {
-    /// Even: the fields hold one denial (or none); odd: a write is under way.
-    sequence: AtomicU64,
     /// 0: no denial.
     until: AtomicU64,
+    /// Even: the fields hold one denial (or none); odd: a write is under way.
+    sequence: AtomicU64,
     cost: AtomicU64,
     remaining: AtomicU64,
     reset_until: AtomicU64,

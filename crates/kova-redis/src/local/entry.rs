@@ -15,14 +15,18 @@ use crate::limit::Limit;
 /// refill (Release) and read first by a spend (Acquire), so a spend that sees a lease's units
 /// sees its expiry too. The denial is read with no lock either ([`CachedDenial`]); the lock
 /// guards only a refill's start and end.
+///
+/// Laid out in this order (`repr(C)`): what a local answer reads comes first, so that it
+/// touches as few cache lines as it can.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Entry {
-    pub(crate) limit: Limit,
-    pub(crate) last_seen: AtomicU64,
     pub(crate) lease_units: AtomicU64,
     pub(crate) lease_until: AtomicU64,
     pub(crate) lease_reset_until: AtomicU64,
+    pub(crate) last_seen: AtomicU64,
     pub(crate) denial: CachedDenial,
+    pub(crate) limit: Limit,
     /// The refill in flight, if any: checks that find a hot key with no units wait on it.
     refilling: Mutex<Option<Arc<Notify>>>,
 }
