@@ -3,13 +3,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_utils::CachePadded;
 use thread_local::ThreadLocal;
 
 /// A sum kept in one part per thread: each thread adds to its own part with a plain load and
-/// store (no other thread writes it), and a read adds the parts up.
+/// store (no other thread writes it), and a read adds the parts up. Each part on its own cache
+/// line: `ThreadLocal` lays the threads' values side by side, and two threads writing
+/// neighbouring values would pass one line back and forth.
 #[derive(Debug, Default)]
 pub(crate) struct PerThreadCounter {
-    parts: ThreadLocal<AtomicU64>,
+    parts: ThreadLocal<CachePadded<AtomicU64>>,
 }
 
 impl PerThreadCounter {
