@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use kova::AlgorithmKind;
 use redis::{RedisError, RedisResult};
 use tokio::sync::oneshot;
 
-use crate::scripts::{batch_script, batch_script_source, index, script};
-use crate::store::SingleNode;
+use crate::call::Call;
+use crate::node::SingleNode;
+use crate::scripts::{batch_script, batch_script_source, index};
 
 /// The most checks one batch script call decides.
 pub(crate) const MAX_BATCH: usize = 128;
@@ -50,30 +50,6 @@ impl BatchStats {
         } else {
             self.queued_nanos as f64 / self.batched_checks as f64
         }
-    }
-}
-
-/// One check for a script: its algorithm, key, time (`None`: Redis `TIME`) and `ARGV[2..]`.
-#[derive(Debug, Clone)]
-pub(crate) struct Call {
-    pub(crate) kind: AlgorithmKind,
-    pub(crate) key: Vec<u8>,
-    pub(crate) now: Option<u64>,
-    pub(crate) args: [u64; 5],
-}
-
-impl Call {
-    /// Its own algorithm's script, alone.
-    pub(crate) fn invocation(&self) -> redis::ScriptInvocation<'static> {
-        let mut invocation = script(self.kind).key(self.key.as_slice());
-        match self.now {
-            Some(micros) => invocation.arg(micros),
-            None => invocation.arg(""),
-        };
-        for arg in self.args {
-            invocation.arg(arg);
-        }
-        invocation
     }
 }
 
@@ -147,8 +123,25 @@ impl Batcher {
     }
 }
 
+/// One node's connection and the queue of checks waiting for a flight on it.
+pub(crate) struct BatchingNode {
+    pub(crate) node: SingleNode,
+    batcher: Batcher,
+}
+
+impl BatchingNode {
+    pub(crate) fn new(node: SingleNode, max_in_flight: usize) -> Self {
+        BatchingNode { node, batcher: Batcher::new(max_in_flight) }
+    }
+
+    /// What batching did so far.
+    pub(crate) fn stats(&self) -> BatchStats {
+        self.batcher.stats()
+    }
+}
+
 /// Runs `call` on `node`: alone when nothing is in flight, else in the next batch.
-pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<i64>> {
+pub(crate) async fn eval(node: &Arc<BatchingNode>, call: Call) -> RedisResult<Vec<i64>> {
     let waiting = node.batcher.enqueue_or_fly(call);
     match waiting {
         Ok(receiver) => receiver.await.unwrap_or_else(|_| Err(dropped())),
@@ -156,7 +149,7 @@ pub(crate) async fn eval(node: &Arc<SingleNode>, call: Call) -> RedisResult<Vec<
             // Ends the flight when this call ends, answered or cancelled.
             let _flight = Flight(Arc::clone(node));
             node.batcher.counters.single_calls.fetch_add(1, Ordering::Relaxed);
-            node.run(call.invocation()).await
+            node.node.run(call.invocation()).await
         }
     }
 }
@@ -233,7 +226,7 @@ fn dropped() -> RedisError {
 
 /// The right to have a script call in flight on the connection; dropping it hands the flight
 /// to a task that sends what waits (or ends the flight when nothing does).
-struct Flight(Arc<SingleNode>);
+struct Flight(Arc<BatchingNode>);
 
 impl Drop for Flight {
     fn drop(&mut self) {
@@ -266,15 +259,15 @@ fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
 }
 
 /// Sends batches until the queue is empty.
-async fn send_batches(node: Arc<SingleNode>, mut batch: Vec<Waiting>) {
+async fn send_batches(node: Arc<BatchingNode>, mut batch: Vec<Waiting>) {
     while !batch.is_empty() {
         send(&node, std::mem::take(&mut batch)).await;
         batch = take_batch(&mut node.batcher.lock());
     }
 }
 
-async fn send(node: &SingleNode, batch: Vec<Waiting>) {
-    let c = &node.batcher.counters;
+async fn send(batching: &BatchingNode, batch: Vec<Waiting>) {
+    let (node, c) = (&batching.node, &batching.batcher.counters);
     let sent = Instant::now();
     let n = batch.len() as u64;
     let queued: u64 = batch.iter().map(|w| sent.duration_since(w.since).as_nanos() as u64).sum();
@@ -331,6 +324,7 @@ async fn send(node: &SingleNode, batch: Vec<Waiting>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kova::AlgorithmKind;
 
     fn waiting(kind: AlgorithmKind, key: &str, now: Option<u64>, args: [u64; 5]) -> Waiting {
         let (reply, _) = oneshot::channel();

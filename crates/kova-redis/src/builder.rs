@@ -7,13 +7,30 @@ use std::time::Duration;
 use kova::Clock;
 use redis::cluster::ClusterClient;
 
-use crate::degrade::{Degraded, LocalClock};
+use crate::batch::BatchingNode;
+use crate::clock::LocalClock;
+use crate::degrade::Degraded;
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
+use crate::leasing::Leasing;
 use crate::limiter::{Counters, Inner, RedisLimiter};
-use crate::local::{Leasing, Local};
+use crate::local::Local;
+use crate::node::SingleNode;
 use crate::policy::FailurePolicy;
-use crate::store::{SingleNode, Store};
+use crate::store::Store;
+
+/// How a limiter is made: from a [`Builder`], or with the defaults.
+impl RedisLimiter {
+    /// A [`Builder`] with the defaults.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A limiter with the defaults on the Redis node at `url`, connected now.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Builder::new().connect(url).await
+    }
+}
 
 /// The default of [`Builder::max_in_flight`].
 const DEFAULT_MAX_IN_FLIGHT: usize = 2;
@@ -176,14 +193,17 @@ impl Builder {
     /// it can be built while Redis is down (the failure policy answers meanwhile).
     pub fn open(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
+        let node = BatchingNode::new(
+            SingleNode::new(client, self.timeout, self.reconnect_interval),
+            self.max_in_flight,
+        );
         self.finish(Store::Single(Arc::new(node)))
     }
 
     /// A limiter on the Redis node at `url`, connected now (an error if Redis is unreachable).
     pub async fn connect(self, url: &str) -> Result<RedisLimiter, Error> {
         let client = redis::Client::open(url)?;
-        let node = SingleNode::new(client, self.timeout, self.reconnect_interval, self.max_in_flight);
+        let node = SingleNode::new(client, self.timeout, self.reconnect_interval);
         let connect = node.connection();
         match tokio::time::timeout(self.timeout.max(Duration::from_secs(1)), connect).await {
             Ok(result) => {
@@ -191,7 +211,8 @@ impl Builder {
             }
             Err(_) => return Err(StoreError::Timeout(self.timeout.max(Duration::from_secs(1))).into()),
         }
-        self.finish(Store::Single(Arc::new(node)))
+        let max_in_flight = self.max_in_flight;
+        self.finish(Store::Single(Arc::new(BatchingNode::new(node, max_in_flight))))
     }
 
     /// A limiter on the Redis Cluster reachable through any of `nodes`, connected now. Every
@@ -214,15 +235,13 @@ impl Builder {
         });
         let margin_us =
             u64::try_from(margin.as_micros()).unwrap_or(u64::MAX).min(crate::limit::MAX_SPAN_MICROS);
-        let local = (self.cache_denials || self.leasing.is_some())
-            .then(|| Arc::new(Local::new(self.local_max_keys, self.cache_denials, self.leasing)));
+        let local_clock = LocalClock::new(self.clock.as_ref());
+        let local = (self.cache_denials || self.leasing.is_some()).then(|| {
+            Arc::new(Local::new(self.local_max_keys, self.cache_denials, self.leasing, local_clock.clone()))
+        });
         let degraded = match self.policy {
             FailurePolicy::Degrade { servers } => {
-                let clock = match &self.clock {
-                    Some(clock) => LocalClock::Client(Arc::clone(clock)),
-                    None => LocalClock::Precise(kova::PreciseClock::new()),
-                };
-                Some(Degraded::new(servers, clock, self.local_max_keys))
+                Some(Degraded::new(servers, local_clock, self.local_max_keys))
             }
             _ => None,
         };
@@ -236,7 +255,6 @@ impl Builder {
             margin_us,
             local,
             degraded,
-            local_clock: kova::PreciseClock::new(),
             counters: Counters::default(),
         }))
     }

@@ -6,31 +6,14 @@
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use kova::{
-    AlgorithmKind, CheckError, Clock, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedError,
-    PreciseClock, Quota, SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
+    AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedError, Quota,
+    SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
 };
 
+use crate::clock::LocalClock;
 use crate::limit::Limit;
-
-/// The local tables' clock: the limiter's client clock when it has one (so tests are
-/// deterministic), else a monotonic one (Redis `TIME` cannot be read while Redis is down).
-#[derive(Clone)]
-pub(crate) enum LocalClock {
-    Client(Arc<dyn Clock>),
-    Precise(PreciseClock),
-}
-
-impl Clock for LocalClock {
-    fn now_nanos(&self) -> u64 {
-        match self {
-            LocalClock::Client(clock) => clock.now_nanos(),
-            LocalClock::Precise(clock) => clock.now_nanos(),
-        }
-    }
-}
 
 /// One keyed table per algorithm, keyed by the Redis key (which names the algorithm too).
 pub(crate) struct Degraded {

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use kova::{CheckError, Clock, Decision, Fallback};
 
-use crate::batch::{BatchStats, Call};
-use crate::builder::Builder;
+use crate::batch::BatchStats;
+use crate::call::Call;
+use crate::counter::PerThreadCounter;
 use crate::degrade::Degraded;
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
@@ -32,7 +33,8 @@ pub struct Stats {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     round_trips: AtomicU64,
-    local_decisions: AtomicU64,
+    /// Per thread: local answers come from every core at once, and must not meet on one line.
+    local_decisions: PerThreadCounter,
     fallback_decisions: AtomicU64,
 }
 
@@ -71,7 +73,6 @@ pub(crate) struct Inner {
     pub(crate) margin_us: u64,
     pub(crate) local: Option<Arc<Local>>,
     pub(crate) degraded: Option<Degraded>,
-    pub(crate) local_clock: kova::PreciseClock,
     pub(crate) counters: Counters,
 }
 
@@ -100,16 +101,6 @@ impl RedisLimiter {
         RedisLimiter { inner: Arc::new(inner) }
     }
 
-    /// A [`Builder`] with the defaults.
-    pub fn builder() -> Builder {
-        Builder::new()
-    }
-
-    /// A limiter with the defaults on the Redis node at `url`, connected now.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
-        Builder::new().connect(url).await
-    }
-
     /// Checks one unit for `key` against `limit`.
     pub async fn check(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Result<Decision, Error> {
         self.check_n(key, limit, 1).await
@@ -118,23 +109,43 @@ impl RedisLimiter {
     /// Checks `cost` units for `key` against `limit`. A cost above
     /// [`limit.capacity()`](Limit::capacity) is [`Error::Cost`]; a cost of 0 is a peek.
     pub async fn check_n(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> Result<Decision, Error> {
+        let key = key.as_ref();
         let capacity = limit.capacity();
         if cost > capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
         let now = self.client_micros()?;
-        // Read from the clock only when the check waits or goes to Redis: a local answer needs
-        // no deadline.
+        if let (Some(local), true) = (&self.inner.local, cost > 0) {
+            // The local answer first, on this poll: no Redis key built, nothing allocated.
+            if let Some(decision) = local.answer(key, limit, cost) {
+                self.inner.counters.local_decisions.add(1);
+                return Ok(decision);
+            }
+        }
+        // Boxed: a check answered locally carries no room for the round trip's state.
+        Box::pin(self.check_remote(key, limit, cost, now)).await
+    }
+
+    /// A check the local layer did not answer at once: a refill of a lease (or a wait for
+    /// one), then Redis.
+    async fn check_remote(
+        &self,
+        user_key: &[u8],
+        limit: &Limit,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        // Read from the clock only when the check waits or goes to Redis.
         let mut deadline = None;
-        let key = self.inner.keys.key(key.as_ref(), limit.kind());
+        let key = self.inner.keys.key(user_key, limit.kind());
         let mut extra = 0;
         let mut _guard = None;
         if let (Some(local), true) = (&self.inner.local, cost > 0) {
             let mut waited = false;
             loop {
-                match local.before(&key, limit, cost, self.local_nanos()) {
+                match local.before(user_key, limit, cost) {
                     Before::Local(decision) => {
-                        self.inner.counters.local_decisions.fetch_add(1, Ordering::Relaxed);
+                        self.inner.counters.local_decisions.add(1);
                         return Ok(decision);
                     }
                     Before::Refill { extra: wanted, guard } => {
@@ -170,7 +181,7 @@ impl RedisLimiter {
         match self.eval(&key, limit, cost, extra, now, deadline).await {
             Ok(reply) => {
                 if let Some(local) = &self.inner.local {
-                    local.after(&key, limit, cost, &reply.decision, reply.granted, self.local_nanos());
+                    local.after(user_key, limit, cost, &reply.decision, reply.granted);
                 }
                 Ok(reply.decision)
             }
@@ -188,18 +199,10 @@ impl RedisLimiter {
     /// this limiter holds locally for it. A store failure is returned as [`Error::Store`]
     /// whatever the policy: a reset cannot be faked.
     pub async fn reset(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Result<(), Error> {
-        let key = self.inner.keys.key(key.as_ref(), limit.kind());
         if let Some(local) = &self.inner.local {
-            local.forget(&key);
+            local.forget(key.as_ref(), limit.kind());
         }
-        self.inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        match tokio::time::timeout(self.inner.timeout, self.inner.store.del(&key)).await {
-            Ok(result) => Ok(result?),
-            Err(_) => {
-                self.inner.store.timed_out(self.inner.timeout);
-                Err(StoreError::Timeout(self.inner.timeout).into())
-            }
-        }
+        self.delete_key(&self.inner.keys.key(key.as_ref(), limit.kind())).await
     }
 
     /// The Redis key holding `key`'s state for `limit` (for inspection and tests).
@@ -213,7 +216,7 @@ impl RedisLimiter {
         // Relaxed: independent counters, read for reporting.
         Stats {
             round_trips: c.round_trips.load(Ordering::Relaxed),
-            local_decisions: c.local_decisions.load(Ordering::Relaxed),
+            local_decisions: c.local_decisions.sum(),
             fallback_decisions: c.fallback_decisions.load(Ordering::Relaxed),
         }
     }
@@ -242,16 +245,6 @@ impl RedisLimiter {
             return Err(Error::TimeOutOfRange { micros, max: MAX_TIME_MICROS - 1 });
         }
         Ok(Some(micros))
-    }
-
-    /// The local layer's time: the client clock when there is one, else a monotonic clock
-    /// (quanta's: cheaper to read than the OS clock, which a local answer would otherwise
-    /// spend much of its time on).
-    fn local_nanos(&self) -> u64 {
-        match &self.inner.clock {
-            Some(clock) => clock.now_nanos(),
-            None => self.inner.local_clock.now_nanos(),
-        }
     }
 
     async fn eval(
@@ -374,11 +367,9 @@ impl RedisLimiter {
         }
     }
 
-    /// Deletes one Redis key (and what the local layer holds for it), as [`reset`](Self::reset).
+    /// Deletes one Redis key, as [`reset`](Self::reset) does (composites' keys hold no local
+    /// state).
     pub(crate) async fn delete_key(&self, key: &[u8]) -> Result<(), Error> {
-        if let Some(local) = &self.inner.local {
-            local.forget(key);
-        }
         self.inner.counters.round_trips.fetch_add(1, Ordering::Relaxed);
         match tokio::time::timeout(self.inner.timeout, self.inner.store.del(key)).await {
             Ok(result) => Ok(result?),

@@ -3,8 +3,6 @@
 use std::num::NonZeroU32;
 
 #[cfg(doc)]
-use crate::{Builder, Error, Limit};
-#[cfg(doc)]
 use kova::Fallback;
 
 /// What a call does when Redis cannot answer in time (down, restarting, slow, unreachable).
@@ -19,17 +17,17 @@ pub enum FailurePolicy {
     /// outage of the service.
     FailOpen,
     /// Deny the request: `remaining` 0, `retry_after` the builder's
-    /// [`unavailable_retry_after`](Builder::unavailable_retry_after), marked
+    /// [`unavailable_retry_after`](crate::Builder::unavailable_retry_after), marked
     /// [`Fallback::StoreUnavailableDenied`]. For limits that are a security control (login
     /// attempts, OTP checks).
     FailClosed,
-    /// Return [`Error::Store`] and let the caller decide.
+    /// Return [`Error::Store`](crate::Error::Store) and let the caller decide.
     ReturnError,
     /// Decide with a local in-memory kova limiter at this server's share of the limit:
-    /// [`Limit::local_quota`] when given, else the limit's quota divided by `servers` (rate and
+    /// [`Limit::local_quota`](crate::Limit::local_quota) when given, else the limit's quota divided by `servers` (rate and
     /// burst, or the window's limit; at least one unit). Allowed or denied, the decision is
     /// marked [`Fallback::StoreUnavailableLocal`]; a cost above the share is denied for
-    /// [`unavailable_retry_after`](Builder::unavailable_retry_after). So while Redis is down,
+    /// [`unavailable_retry_after`](crate::Builder::unavailable_retry_after). So while Redis is down,
     /// `servers` servers together admit at most the limit (at least one unit each).
     ///
     /// **The way back.** Every check still tries Redis first. When Redis answers again, the

@@ -1,7 +1,7 @@
 //! Throughput of the Redis backend against a local redis-server, beside plain `INCR`.
 //!
 //! ```text
-//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2 --no-pin]
+//! cargo run --release -p kova-redis --example bench [-- --secs 2 --reps 3 --url redis://host:port/ --in-flight 2 --no-pin --local-only]
 //! ```
 //!
 //! Starts its own redis-server on a free loopback port (unless `--url` is given), then for each
@@ -39,14 +39,20 @@ struct Args {
     in_flight: Option<usize>,
     /// Redis on a CPU of its own (see `cpus.rs`).
     pin: bool,
+    /// Only the local layer's rows (they need Redis for the leases' refills alone).
+    local_only: bool,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None, pin: true };
+    let mut args = Args { secs: 2.0, reps: 3, url: None, in_flight: None, pin: true, local_only: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--no-pin" {
             args.pin = false;
+            continue;
+        }
+        if flag == "--local-only" {
+            args.local_only = true;
             continue;
         }
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -55,7 +61,9 @@ fn parse_args() -> Args {
             "--reps" => args.reps = value.parse().expect("--reps N"),
             "--url" => args.url = Some(value),
             "--in-flight" => args.in_flight = Some(value.parse().expect("--in-flight CALLS")),
-            other => panic!("unknown flag {other} (expected --secs, --reps, --url, --in-flight, --no-pin)"),
+            other => panic!(
+                "unknown flag {other} (expected --secs, --reps, --url, --in-flight, --no-pin, --local-only)"
+            ),
         }
     }
     args
@@ -203,25 +211,27 @@ const LOCAL_ROWS: usize = 8;
 /// Keys per thread in the many-keys runs.
 const LOCAL_KEYS: usize = 1024;
 
-/// Decisions per second from `threads` OS threads for `secs`, each thread calling `op(thread, i)`.
-fn run_threads(threads: usize, secs: f64, op: impl Fn(usize, usize) + Sync) -> f64 {
+/// Checks per call of a [`run_threads`] block: a few checks per look at the stop flag, and, for
+/// the local layer, per entry into its runtime.
+const BLOCK: usize = 64;
+
+/// Decisions per second from `threads` OS threads for `secs`, each thread calling
+/// `block(thread, i)` for checks `i..i + BLOCK`.
+fn run_threads(threads: usize, secs: f64, block: impl Fn(usize, usize) + Sync) -> f64 {
     let stop = AtomicBool::new(false);
     let count = AtomicU64::new(0);
     let barrier = Barrier::new(threads + 1);
     let elapsed = std::thread::scope(|scope| {
         for t in 0..threads {
-            let (stop, count, barrier, op) = (&stop, &count, &barrier, &op);
+            let (stop, count, barrier, block) = (&stop, &count, &barrier, &block);
             scope.spawn(move || {
                 // These rows never wait on Redis: every CPU serves them.
                 cpus::run_anywhere();
                 barrier.wait();
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    // A few checks per look at the flag.
-                    for _ in 0..64 {
-                        op(t, i);
-                        i += 1;
-                    }
+                    block(t, i);
+                    i += BLOCK;
                 }
                 count.fetch_add(i as u64, Ordering::Relaxed);
             });
@@ -237,9 +247,11 @@ fn run_threads(threads: usize, secs: f64, op: impl Fn(usize, usize) + Sync) -> f
 
 /// The local layer alone: checks answered from leases (no round trip; a refill now and then),
 /// from 1 and 2 OS threads, on one hot key and on [`LOCAL_KEYS`] keys per thread; then the same
-/// runs through kova's in-memory keyed table. Each thread drives its checks on its own
-/// current-thread runtime (a local answer completes on the first poll). Returns decisions per
-/// second in [`LOCAL_ROWS`] order and the share of local answers among the leased checks.
+/// runs through kova's in-memory keyed table. Each thread awaits its checks in a task on its
+/// own current-thread runtime, [`BLOCK`] checks per entry into it, as a server's task awaits its
+/// checks (a local answer completes on the first poll); the table's checks run in the same
+/// blocks. Returns decisions per second in [`LOCAL_ROWS`] order and the share of local answers
+/// among the leased checks.
 fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
     // Far more units than the runs spend, so that every lease is granted in full.
     let quota = Quota::per_second(1_000_000).and_then(|q| q.with_burst(1 << 32)).expect("quota");
@@ -262,19 +274,26 @@ fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
                     tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime")
                 })
                 .collect();
-            let check = |t: usize, i: usize| {
-                let key = &keys[t][i % keys[t].len()];
-                let d = runtimes[t].block_on(leased.check(key, &limit)).expect("check");
-                assert!(d.is_allowed() && matches!(d.fallback(), None | Some(Fallback::LocalCache)), "{d:?}");
+            let checks = |t: usize, first: usize| {
+                runtimes[t].block_on(async {
+                    for i in first..first + BLOCK {
+                        let key = &keys[t][i % keys[t].len()];
+                        let d = leased.check(key, &limit).await.expect("check");
+                        assert!(
+                            d.is_allowed() && matches!(d.fallback(), None | Some(Fallback::LocalCache)),
+                            "{d:?}"
+                        );
+                    }
+                })
             };
             // Warm up: every key hot and holding a lease.
             for (t, own) in keys.iter().enumerate() {
-                for i in 0..own.len() * 3 {
-                    check(t, i);
+                for first in (0..own.len() * 3).step_by(BLOCK) {
+                    checks(t, first);
                 }
             }
             let before = leased.stats();
-            out[shape * 2 + threads - 1] = run_threads(threads, secs, check);
+            out[shape * 2 + threads - 1] = run_threads(threads, secs, checks);
             let after = leased.stats();
             local += after.local_decisions - before.local_decisions;
             trips += after.round_trips - before.round_trips;
@@ -285,8 +304,10 @@ fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
         for threads in [1, 2] {
             let keys = keys(shape, threads);
             let table = Keyed::<Vec<u8>, Gcra>::new(quota).expect("keyed");
-            out[4 + shape * 2 + threads - 1] = run_threads(threads, secs, |t, i| {
-                assert!(table.check(&keys[t][i % keys[t].len()]).is_allowed());
+            out[4 + shape * 2 + threads - 1] = run_threads(threads, secs, |t, first| {
+                for i in first..first + BLOCK {
+                    assert!(table.check(&keys[t][i % keys[t].len()]).is_allowed());
+                }
             });
         }
     }
@@ -361,6 +382,18 @@ async fn measure(args: Args, url: String, host: String, port: u16, placement: cp
     let mut lease_rate = Vec::new();
     let mut lease_trips = Vec::new();
     let mut hot_rate = Vec::new();
+    if args.local_only {
+        for rep in 0..args.reps {
+            eprintln!("repetition {}/{}", rep + 1, args.reps);
+            let (rows, share) = local_repetition(&url, args.secs / 2.0).await;
+            for (r, rate) in rows.into_iter().enumerate() {
+                local_rows[r].push(rate);
+            }
+            local_share.push(share);
+        }
+        print_local(&local_rows, local_share);
+        return;
+    }
     for rep in 0..args.reps {
         eprintln!("repetition {}/{}", rep + 1, args.reps);
         for (c, &tasks) in CONCURRENCY.iter().enumerate() {
@@ -450,16 +483,7 @@ async fn measure(args: Args, url: String, host: String, port: u16, placement: cp
         );
         let s = leased.stats();
         lease_trips.push(s.round_trips as f64 / (s.round_trips + s.local_decisions) as f64);
-        // The local layer alone, on a limiter of its own (a long lease ttl: every key stays hot).
-        let local = RedisLimiter::builder()
-            .timeout(Duration::from_secs(2))
-            .leasing(Leasing::new(100_000, Duration::from_secs(10)))
-            .connect(&url)
-            .await
-            .expect("connect");
-        let secs = args.secs / 2.0;
-        let (rows, share) =
-            tokio::task::spawn_blocking(move || local_layer(&local, secs)).await.expect("local layer");
+        let (rows, share) = local_repetition(&url, args.secs / 2.0).await;
         for (r, rate) in rows.into_iter().enumerate() {
             local_rows[r].push(rate);
         }
@@ -521,7 +545,26 @@ async fn measure(args: Args, url: String, host: String, port: u16, placement: cp
         median(lease_rate),
         1.0 / trips
     );
-    let l = med(&local_rows);
+    print_local(&local_rows, local_share);
+}
+
+/// One repetition of the local layer's rows, on a limiter of its own (a long lease ttl: every
+/// key stays hot; a large batch: the hot key's checks seldom wait for a refill's round trip).
+async fn local_repetition(url: &str, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
+    let local = RedisLimiter::builder()
+        .timeout(Duration::from_secs(2))
+        .leasing(Leasing::new(10_000_000, Duration::from_secs(10)))
+        .cache_denials(true)
+        .connect(url)
+        .await
+        .expect("connect");
+    tokio::task::spawn_blocking(move || local_layer(&local, secs)).await.expect("local layer")
+}
+
+/// The local layer's table, from every repetition's rows.
+fn print_local(local_rows: &[Vec<f64>], local_share: Vec<f64>) {
+    let med = |v: &[Vec<f64>]| -> Vec<f64> { v.iter().cloned().map(median).collect() };
+    let l = med(local_rows);
     println!(
         "\n## Local layer (leased GCRA decisions, no round trip; {:.4} of them answered locally) beside kova in memory\n",
         median(local_share)

@@ -13,6 +13,7 @@ mod faults;
 mod integers;
 mod integers_operations;
 mod local;
+mod local_answers;
 mod policies;
 mod settle_reserve;
 mod single;
