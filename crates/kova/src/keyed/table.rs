@@ -152,7 +152,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(quota: Quota) -> Result<Self, QuotaError> {
-        Self::builder(quota).build()
+        Self::builder(quota).build_checked()
     }
 
     /// A builder for a keyed limiter for `quota` (the default quota) on the coarse clock.
@@ -185,7 +185,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        KeyedBuilder::new(quota, clock).build()
+        KeyedBuilder::new(quota, clock).build_checked()
     }
 
     pub(super) fn from_parts(
