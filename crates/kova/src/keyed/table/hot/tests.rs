@@ -205,7 +205,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
     let hash = keyed.hash(&4);
     let contend = |now| {
         let guard = epoch::pin();
-        keyed.contended(hot, &keyed.shards[0], hash, &4, now, &guard);
+        keyed.contended(hot, hash, &4, now, &guard);
     };
     let window = crate::CONTENTION_WINDOW.as_nanos() as u64;
     // Two failures in one window, the third in the next: not enough.
