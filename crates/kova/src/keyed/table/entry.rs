@@ -47,9 +47,6 @@ pub(super) struct VacantEntry<'a, K, A: Algorithm, C: Clock> {
     locked: LineLocked<'a, K, A>,
     hash: u64,
     key: &'a K,
-    /// Whether an insert that finds no line free of its grace period gives up (the table-full
-    /// policy answers) rather than waiting.
-    last: bool,
 }
 
 /// Why a vacant entry inserted nothing.
@@ -74,7 +71,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let locked = self.shard(hash).lock(guard);
         match locked.find(hash, key) {
             Some(pos) => Entry::Held(HeldEntry { table: self, locked, hash, pos }),
-            None => Entry::Vacant(VacantEntry { table: self, locked, hash, key, last: true }),
+            None => Entry::Vacant(VacantEntry { table: self, locked, hash, key }),
         }
     }
 
@@ -85,7 +82,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         f(self.entry(hash, key, &guard))
     }
 
-    /// Runs `held` on `key`'s held entry, inserting the key first when it is not held: under
+    /// Runs `held` on `key`'s (hash `hash`) held entry, inserting the key first when it is not held: under
     /// `quota`, or the quota function's when `None` (asked outside the lock, and only once the
     /// key is found absent). `new`, given the vacant entry and the new key's algorithm, may
     /// answer instead of the insert. An insert that finds no line free of its grace period is
@@ -94,12 +91,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub(super) fn held_or_new<R>(
         &self,
         key: &K,
+        hash: u64,
         mut guard: Guard,
         quota: Option<QuotaId>,
         mut held: impl FnMut(HeldEntry<'_, K, A, C>) -> R,
         mut new: impl FnMut(&mut VacantEntry<'_, K, A, C>, &A) -> Option<R>,
     ) -> Result<R, TableFull<'_, A>> {
-        let hash = self.hash(key);
         let id = match quota {
             Some(id) => id,
             None => {
@@ -118,8 +115,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     if let Some(answer) = new(&mut entry, algorithm) {
                         return Ok(answer);
                     }
-                    entry.last = attempt == NO_SLOT_RETRIES;
-                    match entry.insert(id) {
+                    match entry.insert(id, attempt == NO_SLOT_RETRIES) {
                         Ok(entry) => return Ok(held(entry)),
                         Err(NoRoom::Full(retry)) => return Err(TableFull { algorithm, retry }),
                         Err(NoRoom::Waiting) => {}
@@ -338,8 +334,10 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> VacantEntry<'a, K, A, C> 
     }
 
     /// Inserts the key under quota `id`, its state fresh and charged the unit the door admitted
-    /// of it (taken from the door only now that the insert is sure), making room first.
-    pub(super) fn insert(mut self, id: QuotaId) -> Result<HeldEntry<'a, K, A, C>, NoRoom> {
+    /// of it (taken from the door only now that the insert is sure), making room first. When
+    /// every line is held or waiting for its grace period, the `last` try gives up (the table is
+    /// full) and any other waits.
+    pub(super) fn insert(mut self, id: QuotaId, last: bool) -> Result<HeldEntry<'a, K, A, C>, NoRoom> {
         let table = self.table;
         if table.door.is_some() {
             // Before the door is read, so that an admission without the lock is seen or undone.
@@ -347,7 +345,7 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> VacantEntry<'a, K, A, C> 
         }
         let hash_key = |k: &K| table.hash(k);
         if !self.locked.make_space(&hash_key) {
-            return Err(if self.last { NoRoom::Full(None) } else { NoRoom::Waiting });
+            return Err(if last { NoRoom::Full(None) } else { NoRoom::Waiting });
         }
         if self.locked.is_full() {
             table

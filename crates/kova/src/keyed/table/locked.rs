@@ -122,7 +122,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let charge = |entry: super::entry::HeldEntry<'_, K, A, C>| {
             entry.algorithm().charge_cell(entry.cell(), entry.clock(), cost)
         };
-        self.held_or_new(key, epoch::pin(), None, charge, |_, _| None).unwrap_or(0)
+        self.held_or_new(key, self.hash(key), epoch::pin(), None, charge, |_, _| None).unwrap_or(0)
     }
 
     /// Runs `f` on `key`'s algorithm, cell and the clock under its shard lock (checks of the key

@@ -20,17 +20,6 @@ use crate::{Algorithm, CheckError, Clock, Decision, Quota};
 /// What a check already did on a key's place before finding it unlinked.
 pub(super) type Prior = Option<(u64, Decision)>;
 
-/// A check that takes the slow path.
-pub(super) struct LockedCheck<'k, K> {
-    pub(super) hash: u64,
-    pub(super) key: &'k K,
-    pub(super) cost: u64,
-    /// The quota the key gets if it is inserted.
-    pub(super) quota: QuotaId,
-    /// Whether a held key moves to `quota` (a quota passed with the check).
-    pub(super) moves: bool,
-}
-
 /// Whether `cost` fits the algorithm's capacity, or the error.
 pub(super) fn check_cost<A: Algorithm>(algorithm: &A, cost: u64) -> Result<(), CheckError> {
     let capacity = algorithm.capacity();
@@ -164,7 +153,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 Err(error) => OnHit::Answer(Err(error)),
             },
             Ok,
-            |hash, prior, guard| self.check_n_slow(hash, key, cost, prior, guard),
+            |hash, prior, guard| self.check_slow(hash, key, cost, None, prior, guard),
         )
     }
 
@@ -200,8 +189,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             Ok,
             |hash, prior, guard| {
                 let id = self.quotas.intern(quota)?;
-                let check = LockedCheck { hash, key, cost, quota: id, moves: true };
-                Ok(self.check_locked(&check, prior, guard)?)
+                Ok(self.check_slow(hash, key, cost, Some(id), prior, guard)?)
             },
         )
     }
@@ -239,11 +227,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         )
     }
 
-    /// `check`'s slow path (see `check_n_slow`).
+    /// `check`'s slow path (see `check_slow`).
     #[cold]
     #[inline(never)]
     fn check_one_slow(&self, hash: u64, key: &K, prior: Prior, guard: Guard) -> Decision {
-        match self.check_n_slow(hash, key, 1, prior, guard) {
+        match self.check_slow(hash, key, 1, None, prior, guard) {
             Ok(decision) => decision,
             // Only an algorithm whose capacity is 0 gets here (kova's are all at least 1): one
             // unit can never be admitted.
@@ -255,33 +243,25 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// `check_n` for a key not found without the lock, or found unlinked after the write: kept
-    /// out of line so that the hit path stays small.
+    /// The slow path of a check of `cost` units of `key`, for a key not found without the lock,
+    /// or found unlinked after the write (kept out of line so that the hit path stays small): a
+    /// new key's first check admitted at the door without the lock, or else the check under the
+    /// lock, on the key's entry. If `prior` says the check already updated the place the key
+    /// still has, that decision stands; otherwise the check is decided there, after moving the
+    /// key to `moved_to` (a quota passed with the check) or inserting it under that quota (else
+    /// the quota function's).
     #[cold]
     #[inline(never)]
-    fn check_n_slow(
+    pub(super) fn check_slow(
         &self,
         hash: u64,
         key: &K,
         cost: u64,
+        moved_to: Option<QuotaId>,
         prior: Prior,
         guard: Guard,
     ) -> Result<Decision, CheckError> {
-        let quota = self.quota_for_new(key);
-        self.check_locked(&LockedCheck { hash, key, cost, quota, moves: false }, prior, guard)
-    }
-
-    /// The slow path: a new key's first check admitted at the door without the lock, or else
-    /// the check under the lock, on the key's entry. If `prior` says the check already updated
-    /// the place the key still has, that decision stands; otherwise the check is decided there,
-    /// after moving the key to the check's quota (`moves`) or inserting it.
-    pub(super) fn check_locked(
-        &self,
-        check: &LockedCheck<'_, K>,
-        prior: Prior,
-        guard: Guard,
-    ) -> Result<Decision, CheckError> {
-        let LockedCheck { hash, key, cost, quota, moves } = *check;
+        let quota = moved_to.unwrap_or_else(|| self.quota_for_new(key));
         let door_may_admit = cost == 1 && quota == DEFAULT_ID;
         if door_may_admit && prior.is_none() {
             if let Some(decision) = self.admit_at_door(hash, key, &guard) {
@@ -297,7 +277,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     return Ok(decision);
                 }
             }
-            if moves && entry.quota_id() != quota {
+            if moved_to.is_some() && entry.quota_id() != quota {
                 entry.move_to(quota);
             }
             check_cost(entry.algorithm(), cost)?;
@@ -314,7 +294,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
             door_may_admit.then(|| entry.admit()).flatten().map(Ok)
         };
-        self.held_or_new(key, guard, Some(quota), on_held, on_new)
+        self.held_or_new(key, hash, guard, Some(quota), on_held, on_new)
             .unwrap_or_else(|full| Ok(self.table_full(full.algorithm, cost, full.retry)))
     }
 

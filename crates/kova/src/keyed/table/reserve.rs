@@ -147,7 +147,7 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             let capacity = algorithm.capacity();
             (cost > capacity).then_some(Err(ReserveError::CostExceedsCapacity { cost, capacity }))
         };
-        self.held_or_new(key, epoch::pin(), None, reserve, fits).unwrap_or_else(|full| {
+        self.held_or_new(key, self.hash(key), epoch::pin(), None, reserve, fits).unwrap_or_else(|full| {
             let decision = self.table_full(full.algorithm, cost, full.retry);
             match decision.fallback() {
                 Some(Fallback::TableFullUntracked) => Ok(self.untracked(key, cost, full.algorithm.quota())),

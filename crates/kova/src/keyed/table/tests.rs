@@ -4,10 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::evict::RECLAIM_BATCH;
-use super::lookup::LockedCheck;
 use super::*;
 use crate::keyed::epoch;
-use crate::keyed::quotas::DEFAULT_ID;
 use crate::keyed::word;
 use crate::keyed::word::WordFreezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
@@ -103,15 +101,14 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
     }
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh cell.
-    let slow = LockedCheck { hash, key: &7, cost: 1, quota: DEFAULT_ID, moves: false };
-    let redone = keyed.check_locked(&slow, Some((hit.place(), decision)), epoch::pin());
+    let redone = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
     assert_eq!(redone.unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
     // A prior decision on the cell the key still has is kept.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
-    let kept = keyed.check_locked(&slow, Some((hit.place(), decision)), epoch::pin());
+    let kept = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
     assert_eq!(kept, Ok(decision));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
@@ -123,7 +120,7 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
         keyed.check(&key);
     }
     assert!(!shard.still_linked(&hit));
-    let kept = keyed.check_locked(&slow, Some((hit.place(), decision)), epoch::pin());
+    let kept = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
     assert_eq!(kept, Ok(decision));
     assert_eq!(keyed.peek(&7).remaining(), 2);
 }
