@@ -14,8 +14,8 @@
 //!   holder's side of its protocol (inserts, removals, looks before an unlink, rehashes);
 //!   `scan_order.rs`, the order in which the reclamation scan visits the lines.
 //! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
-//!   ([`Algorithm::CELL_IS_WORD`](crate::Algorithm::CELL_IS_WORD): every
-//!   [`WordAlgorithm`](crate::WordAlgorithm)'s), boxed for any other (the sliding log's,
+//!   ([`InlineWord`](crate::InlineWord), the sealed [`CellStorage`](crate::CellStorage) of every
+//!   [`WordAlgorithm`](crate::WordAlgorithm)), boxed for any other (the sliding log's,
 //!   [`AnyAlgorithm`](crate::AnyAlgorithm)'s), and how a boxed cell's line is hidden.
 //! - `word.rs`: the CAS loop on a word cell, which stops at a word the lock holder froze, and
 //!   the freeze itself: how an eviction or a quota change looks at a cell without losing a

@@ -35,7 +35,7 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::Mutex;
 use crate::striped::lease::{Central, Stripes};
 use crate::striped::{StripeShape, DEFAULT_LEASE};
-use crate::{Algorithm, Clock, Decision, StripedError};
+use crate::{Algorithm, CellStorage, Clock, Decision, StripedError};
 
 /// The most hot slots a table may have: as many values just below the table's own markers
 /// mark a striped key's line.
@@ -188,7 +188,7 @@ impl<A: Algorithm, C: Clock + ?Sized> Central for SlotCentral<'_, A, C> {
     #[inline]
     fn decide(&self, cost: u64) -> Option<Decision> {
         // `word.rs`'s loop, which stops at `FROZEN`: the slot is closing.
-        let cell = A::inline_cell(self.word)?;
+        let cell = A::Storage::inline_cell(self.word)?;
         word::decide(self.algorithm, cell, self.clock, cost)
     }
 

@@ -16,7 +16,7 @@ use super::super::quotas::{carry_over, At, QuotaId, DEFAULT_ID};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
 use crate::loom::atomic::Ordering;
-use crate::{Algorithm, Clock, Decision};
+use crate::{Algorithm, CellStorage, Clock, Decision};
 
 /// How often a new key waits, unpinned, for a place to leave its grace period before the
 /// table-full policy answers: `NO_SLOT_YIELDS` yields, then sleeps of `NO_SLOT_SLEEP` (about
@@ -146,10 +146,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// and for the log built directly (reset: one period).
     pub(super) fn fresh_decision(&self, algorithm: &A, cost: u64, now: u64) -> Decision {
         let cell = algorithm.new_cell();
-        if let Some(word) = algorithm.cell_word(&cell) {
+        if let Some(word) = A::Storage::cell_word(algorithm, &cell) {
             // Relaxed: the cell is this function's own.
             let fresh = word.load(Ordering::Relaxed);
-            if let Some((decision, _)) = algorithm.decide_word(fresh, now, cost) {
+            if let Some((decision, _)) = A::Storage::decide_word(algorithm, fresh, now, cost) {
                 return decision;
             }
         }
@@ -243,7 +243,7 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
         if self.slot().is_some() {
             return true;
         }
-        let Some(word) = A::inline_word(self.locked.cell(self.pos)) else { return false };
+        let Some(word) = A::Storage::inline_word(self.locked.cell(self.pos)) else { return false };
         hot.promote(word, self.hash, self.locked.guard()).is_some()
     }
 

@@ -12,7 +12,7 @@ use super::entry::Entry;
 use super::Keyed;
 use crate::loom::atomic::Ordering;
 use crate::striped::lease::Central;
-use crate::{Algorithm, Clock, Decision};
+use crate::{Algorithm, CellStorage, Clock, Decision};
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// The hit path's cold branch, for a word the CAS loop stopped at: a hot marker of this key
@@ -32,7 +32,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ) -> Option<Decision> {
         // Acquire: pairs with the promotion's Release store of the marker, so the slot's hash
         // and state are seen.
-        let value = A::inline_word(hit.cell())?.load(Ordering::Acquire);
+        let value = A::Storage::inline_word(hit.cell())?.load(Ordering::Acquire);
         let slot = hot.owned(value, hash)?;
         let leased = hot.decide(slot, algorithm, &self.clock, cost);
         if leased.stranded > 0 {
@@ -89,7 +89,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub(super) fn hot_slot(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) -> Option<usize> {
         let hot = self.hot.as_ref()?;
         // Relaxed: under the lock, the marker was written by a lock holder.
-        let value = A::inline_word(locked.cell(pos))?.load(Ordering::Relaxed);
+        let value = A::Storage::inline_word(locked.cell(pos))?.load(Ordering::Relaxed);
         hot.owned(value, hash)
     }
 
@@ -97,7 +97,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// which have no hash at hand, leave such keys alone (a striped key is not idle).
     pub(super) fn maybe_hot(&self, locked: &LineLocked<'_, K, A>, pos: usize) -> bool {
         self.hot.is_some()
-            && A::inline_word(locked.cell(pos))
+            && A::Storage::inline_word(locked.cell(pos))
                 // Relaxed: as in `hot_slot`.
                 .is_some_and(|word| hot::slot_of(word.load(Ordering::Relaxed)).is_some())
     }
@@ -107,7 +107,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// first, `table/entry.rs`).
     pub(super) fn cool(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) {
         let (Some(slot), Some(hot)) = (self.hot_slot(locked, pos, hash), self.hot.as_ref()) else { return };
-        let Some(word) = A::inline_word(locked.cell(pos)) else { return };
+        let Some(word) = A::Storage::inline_word(locked.cell(pos)) else { return };
         hot.demote(slot, word, self.quotas.get(locked.quota(pos)), &self.clock, locked.guard());
     }
 
