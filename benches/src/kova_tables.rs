@@ -14,7 +14,7 @@ pub(crate) fn kova_table<A: Algorithm>(quota: Quota, keys: usize) -> KovaKeyed<A
     let table = if keys >= LARGE_KEYS {
         Keyed::<u64, A>::builder(quota).max_keys(2 * keys).build()
     } else {
-        Keyed::<u64, A>::new(quota)
+        Keyed::<u64, A>::builder(quota).build()
     };
     KovaKeyed(table.expect("quota representable"))
 }

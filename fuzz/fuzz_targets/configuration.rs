@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use kova::{
-    AlgorithmKind, AnyAlgorithm, CheckError, Decision, KeyedBuilder, ManualClock, Quota, QuotaError,
-    RateLimiter, TableFullPolicy,
+    AlgorithmKind, AnyAlgorithm, CheckError, Decision, KeyedBuilder, KeyedError, ManualClock, Quota,
+    QuotaError, RateLimiter, TableFullPolicy,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -186,12 +186,25 @@ fuzz_target!(|input: Input| {
             .reclaim_scan(usize::from(input.scan))
             .table_full(TableFullPolicy::DenyNew)
             .build();
-    if let Ok(keyed) = keyed {
-        assert!(keyed.max_keys() >= 1 && keyed.shard_count().is_power_of_two());
-        for key in 0..4u32 {
-            let _ = keyed.check_n(&key, u64::from(input.small_costs[0]));
+    match keyed {
+        Ok(keyed) => {
+            assert!(keyed.max_keys() >= 1 && keyed.shard_count().is_power_of_two());
+            for key in 0..4u32 {
+                let _ = keyed.check_n(&key, u64::from(input.small_costs[0]));
+            }
+            assert!(keyed.len() <= keyed.max_keys().min(4));
+            assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes(), "{keyed:?}");
         }
-        assert!(keyed.len() <= keyed.max_keys().min(4));
-        assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes(), "{keyed:?}");
+        // Only a zero is out of these options' ranges (their types keep them below the most).
+        Err(error) => assert!(
+            matches!(
+                error,
+                KeyedError::Quota(_)
+                    | KeyedError::Shards { shards: 0, .. }
+                    | KeyedError::MaxKeys { max_keys: 0, .. }
+                    | KeyedError::ReclaimScan { entries: 0, .. }
+            ),
+            "{input:?}: {error:?}"
+        ),
     }
 });

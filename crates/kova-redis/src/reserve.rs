@@ -70,18 +70,17 @@ impl Reservation {
         self.fallback
     }
 
-    /// Says the reserved units will not be used and gives back what can be, as Go's `Cancel`
-    /// and kova's [`Reservation::cancel`](kova::Reservation::cancel): nothing once their time
-    /// has come (they count as used), otherwise `cost` minus the units reserved or checked
-    /// after this reservation (GCRA; the other algorithms' reservations are immediate, so only
-    /// a cancel in the microsecond they were made gives anything back). Returns whether the
-    /// reservation was still in the future.
+    /// Says the reserved units will not be used and gives back what can be, by kova's rule
+    /// ([`WordAlgorithm::cancel_reservation`](kova::WordAlgorithm::cancel_reservation), as
+    /// [`Reservation::cancel`](kova::Reservation::cancel)): nothing once their time has come
+    /// (they count as used); otherwise the whole cost when nothing granted after it is still
+    /// counted in Redis, and nothing when something is. Returns the units given back.
     ///
-    /// A reservation made by the failure policy took nothing: `Ok(false)` without a call. When
+    /// A reservation made by the failure policy took nothing: `Ok(0)` without a call. When
     /// Redis cannot answer, [`Error::Store`] whatever the policy: nothing was given back.
-    pub async fn cancel(self) -> Result<bool, Error> {
+    pub async fn cancel(self) -> Result<u64, Error> {
         if self.fallback.is_some() {
-            return Ok(false);
+            return Ok(0);
         }
         let limiter = &self.limiter;
         let now = limiter.now_micros()?;
@@ -99,8 +98,7 @@ impl Reservation {
             .arg(self.mark);
         let reply = limiter.invoke(invocation, limiter.deadline()).await?;
         match reply.as_slice() {
-            [1] => Ok(true),
-            [0] => Ok(false),
+            [back] if *back >= 0 => Ok(*back as u64),
             _ => Err(StoreError::Reply(format!("{reply:?}")).into()),
         }
     }

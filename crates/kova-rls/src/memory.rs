@@ -40,16 +40,16 @@ impl MemoryBackend<CoarseClock> {
     ///
     /// ```
     /// let backend = kova_rls::MemoryBackend::new(kova_rls::MemoryOptions::default())?;
-    /// # Ok::<(), kova::QuotaError>(())
+    /// # Ok::<(), kova::KeyedError>(())
     /// ```
-    pub fn new(options: MemoryOptions) -> Result<Self, kova::QuotaError> {
+    pub fn new(options: MemoryOptions) -> Result<Self, kova::KeyedError> {
         MemoryBackend::with_clock(options, CoarseClock::new())
     }
 }
 
 impl<C: Clock + Clone> MemoryBackend<C> {
     /// Tables reading `clock` (a [`kova::ManualClock`] in tests).
-    pub fn with_clock(options: MemoryOptions, clock: C) -> Result<Self, kova::QuotaError> {
+    pub fn with_clock(options: MemoryOptions, clock: C) -> Result<Self, kova::KeyedError> {
         // A table's default quota is never used: every check carries its rule's.
         let placeholder = Quota::per_second(1)?;
         let tables = AlgorithmKind::ALL

@@ -19,36 +19,104 @@ pub use gcra::Gcra;
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
+pub use word::InlineWord;
 
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
-/// How a keyed table holds a cell that is not one word ([`Algorithm::CELL_HOLDER`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CellHolder {
-    self_addressed: bool,
-}
+/// How a keyed table stores an algorithm's cells: inline, the cell being the key's word (every
+/// [`WordAlgorithm`]'s, through its blanket [`Algorithm`] impl), or boxed, the key's word holding
+/// the cell's address ([`BoxedCell`], the storage of any other algorithm outside kova). Sealed:
+/// only kova's own storages exist, each implemented for the cells it fits, so an algorithm
+/// cannot claim a storage its cell does not have.
+///
+/// ```
+/// fn stored<A: kova::Algorithm, S: kova::CellStorage<A>>() {}
+/// stored::<kova::Gcra, kova::InlineWord>(); // a word algorithm's cell is its word
+/// stored::<kova::SlidingWindowLog, kova::BoxedCell>(); // any algorithm's cell may be boxed
+/// ```
+///
+/// The log's cell is not one word, so it cannot be stored as one:
+///
+/// ```compile_fail,E0277
+/// fn stored<A: kova::Algorithm, S: kova::CellStorage<A>>() {}
+/// stored::<kova::SlidingWindowLog, kova::InlineWord>();
+/// ```
+///
+/// and no storage but kova's exists:
+///
+/// ```compile_fail,E0277
+/// enum Mine {}
+/// unsafe impl<A: kova::Algorithm> kova::CellStorage<A> for Mine {}
+/// ```
+///
+/// # Safety
+/// An implementation's items agree with each other and with `A::Cell` (`INLINE` exactly when
+/// `inline_cell` and `inline_word` are `Some`, and `A::Cell` is then the word itself;
+/// `SELF_ADDRESSED` only for a cell that is `repr(transparent)` over a pointer to an allocation it
+/// owns, whose first bytes hold that same pointer for as long as it lives, never written); the
+/// keyed table relies on it in its unsafe code (`keyed/line_cell.rs`).
+pub unsafe trait CellStorage<A: Algorithm>: sealed::Sealed + 'static {
+    /// Whether the cell is one word, kept inline as its key's word.
+    #[doc(hidden)]
+    const INLINE: bool = false;
 
-impl CellHolder {
-    /// The table boxes the cell; its line's word holds the box's address.
-    pub const BOXED: CellHolder = CellHolder { self_addressed: false };
+    /// Whether a cell that is not one word is its own address: the key's word holds the cell's
+    /// pointer itself, and no box is needed (the sliding log's).
+    #[doc(hidden)]
+    const SELF_ADDRESSED: bool = false;
 
-    /// The cell's own pointer is the line's word: no box.
-    ///
-    /// # Safety
-    /// The cell type is `repr(transparent)` over a pointer to an allocation that the cell owns
-    /// (frees when dropped), whose first bytes hold that same pointer for as long as it lives,
-    /// never written: the allocation's address is then a valid reference to a cell, and a
-    /// copy read from it owns the allocation.
-    pub(crate) const unsafe fn self_addressed() -> CellHolder {
-        CellHolder { self_addressed: true }
+    /// A bare word viewed as the cell, when the cell is one word.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn inline_cell(word: &AtomicU64) -> Option<&A::Cell> {
+        let _ = word;
+        None
     }
 
-    /// Whether the cell is its own address ([`self_addressed`](Self::self_addressed)).
-    pub(crate) const fn is_self_addressed(self) -> bool {
-        self.self_addressed
+    /// The reverse of [`inline_cell`](Self::inline_cell).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn inline_word(cell: &A::Cell) -> Option<&AtomicU64> {
+        let _ = cell;
+        None
+    }
+
+    /// The word that holds `cell`'s whole state, when `algorithm` decides it with
+    /// [`decide_word`](Self::decide_word): a keyed table then runs its own CAS loop on it (one
+    /// that a lock holder can freeze). By default the [`inline_word`](Self::inline_word);
+    /// [`AnyAlgorithm`] answers per value.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn cell_word<'c>(algorithm: &A, cell: &'c A::Cell) -> Option<&'c AtomicU64> {
+        let _ = algorithm;
+        Self::inline_word(cell)
+    }
+
+    /// [`WordAlgorithm::decide`], for an algorithm whose [`cell_word`](Self::cell_word) is
+    /// `Some`; `None` (the default) when it does not decide single words.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn decide_word(algorithm: &A, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        let _ = (algorithm, word, now, cost);
+        None
     }
 }
+
+/// Keeps [`CellStorage`] kova's own.
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The storage of an algorithm outside kova that is not a [`WordAlgorithm`]
+/// ([`Algorithm::Storage`]): a keyed table boxes its cells.
+#[derive(Debug)]
+pub enum BoxedCell {}
+
+impl sealed::Sealed for BoxedCell {}
+
+// SAFETY: every item is the default: a boxed cell, not inline, not its own address.
+unsafe impl<A: Algorithm> CellStorage<A> for BoxedCell {}
 
 /// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against
 /// per-key state kept in a [`Cell`](Algorithm::Cell).
@@ -57,6 +125,10 @@ impl CellHolder {
 pub trait Algorithm: Send + Sync + Sized + 'static {
     /// Per-key state: one `AtomicU64` for the single-word algorithms.
     type Cell: Send + Sync;
+
+    /// How a keyed table stores the cells ([`CellStorage`]): an algorithm written outside kova
+    /// names [`BoxedCell`]; every [`WordAlgorithm`] keeps its word inline, beside its key.
+    type Storage: CellStorage<Self>;
 
     /// A short name for reports and errors ("token_bucket", "gcra", ...).
     fn name(&self) -> &'static str;
@@ -116,51 +188,6 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// ([`AnyAlgorithm`] keeps its kind).
     fn with_quota(&self, quota: Quota) -> Result<Self, QuotaError> {
         Self::from_quota(quota)
-    }
-
-    /// How a keyed table holds a cell that is not one word: boxed (the default), or, for a cell
-    /// that is itself one owning pointer to an allocation beginning with that pointer (the
-    /// sliding log's), as that address alone.
-    #[doc(hidden)]
-    const CELL_HOLDER: CellHolder = CellHolder::BOXED;
-
-    /// Whether the cell type is one word, which [`inline_cell`](Self::inline_cell) and
-    /// [`inline_word`](Self::inline_word) then convert: a keyed table keeps such a cell inline,
-    /// as its key's word, and any other cell boxed, the word holding its address. `true` for
-    /// every [`WordAlgorithm`].
-    const CELL_IS_WORD: bool = false;
-
-    /// A bare word viewed as this algorithm's cell, when the cell type is one word: a keyed
-    /// table then keeps each cell inline beside its key. `Some` for every [`WordAlgorithm`],
-    /// `None` (the default) for any other cell type.
-    #[inline(always)]
-    fn inline_cell(word: &AtomicU64) -> Option<&Self::Cell> {
-        let _ = word;
-        None
-    }
-
-    /// The reverse of [`inline_cell`](Self::inline_cell): the word a cell is, when it is one.
-    #[inline(always)]
-    fn inline_word(cell: &Self::Cell) -> Option<&AtomicU64> {
-        let _ = cell;
-        None
-    }
-
-    /// The word that holds `cell`'s whole state, when this algorithm decides it with
-    /// [`decide_word`](Self::decide_word): a keyed table then runs its own CAS loop on it (one
-    /// that a lock holder can freeze). By default the [`inline_word`](Self::inline_word);
-    /// [`AnyAlgorithm`] answers per value.
-    #[inline(always)]
-    fn cell_word<'c>(&self, cell: &'c Self::Cell) -> Option<&'c AtomicU64> {
-        Self::inline_word(cell)
-    }
-
-    /// [`WordAlgorithm::decide`], for an algorithm whose [`cell_word`](Self::cell_word) is
-    /// `Some`; `None` (the default) when it does not decide single words.
-    #[inline(always)]
-    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
-        let _ = (word, now, cost);
-        None
     }
 
     /// Checks `cost` units: an error (not a denial) when `cost` exceeds the capacity.

@@ -2,16 +2,20 @@
 //! table whose lookups take no lock ([`Keyed`]). A map of the files; each one's own docs give
 //! its protocol and why it holds.
 //!
-//! - `table.rs`: [`Keyed`], its shards (a power of two, picked by the low bits of the key's
-//!   seeded `ahash`) and the one hit path every lock-free operation shares; `table/slow.rs`, a
-//!   check under the shard's lock (a new key's insert); `table/evict.rs`, room for new keys (idle
-//!   keys reclaimed, [`TableFullPolicy`]); `table/set_quota.rs`, moving a key to another quota.
+//! - `table.rs`: [`Keyed`] and its shards (a power of two, picked by the low bits of the key's
+//!   seeded `ahash`); `table/lookup.rs`, the one hit path every lock-free operation shares and
+//!   the operations on it (checks, peeks, the doorkeeper's admission without the lock);
+//!   `table/entry.rs`, the one locked entry into a key's place (the door and hot keys handled
+//!   there, a new key's insert with its exact charge), and `table/locked.rs` and
+//!   `table/reserve.rs`, the operations written on it; `table/evict.rs`, room for new keys
+//!   (idle keys reclaimed, [`TableFullPolicy`]).
 //! - `line_shard.rs`: a shard, whose keys sit beside their words in the probed array
-//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `scan_order.rs`, the order
-//!   in which the reclamation scan visits the lines.
+//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `line_locked.rs`, the lock
+//!   holder's side of its protocol (inserts, removals, looks before an unlink, rehashes);
+//!   `scan_order.rs`, the order in which the reclamation scan visits the lines.
 //! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
-//!   ([`Algorithm::CELL_IS_WORD`](crate::Algorithm::CELL_IS_WORD): every
-//!   [`WordAlgorithm`](crate::WordAlgorithm)'s), boxed for any other (the sliding log's,
+//!   ([`InlineWord`](crate::InlineWord), the sealed [`CellStorage`](crate::CellStorage) of every
+//!   [`WordAlgorithm`](crate::WordAlgorithm)), boxed for any other (the sliding log's,
 //!   [`AnyAlgorithm`](crate::AnyAlgorithm)'s), and how a boxed cell's line is hidden.
 //! - `word.rs`: the CAS loop on a word cell, which stops at a word the lock holder froze, and
 //!   the freeze itself: how an eviction or a quota change looks at a cell without losing a
@@ -32,8 +36,10 @@
 //!
 //! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
 //! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other
-//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks), the loom models (`loom-tests/`, through `crate::loom`, whose should-fail
-//! switches are `loom/faults.rs`) and the `keyed_table` fuzz target.
+//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks) and
+//! `tests/linearizable.rs` (random concurrent histories), the loom models (`loom-tests/`,
+//! through `crate::loom`, whose should-fail switches are `loom/faults.rs`) and the
+//! `keyed_table` and `whole_api` fuzz targets.
 
 mod builder;
 mod door;

@@ -90,8 +90,8 @@ mod wait;
 struct ReadmeDoctests;
 
 pub use algorithm::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, AnyCell, FixedWindow, Gcra, LogCell, ParseAlgorithmKindError,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,
+    Algorithm, AlgorithmKind, AnyAlgorithm, AnyCell, BoxedCell, CellStorage, FixedWindow, Gcra, InlineWord,
+    LogCell, ParseAlgorithmKindError, SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,
 };
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};

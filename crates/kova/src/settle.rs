@@ -103,28 +103,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn settle(&self, key: &K, estimated: u64, actual: u64) -> Settlement {
         settle_with(estimated, actual, |back| self.refund(key, back), |extra| self.charge(key, extra))
     }
-
-    /// [`RateLimiter::charge`] for `key`: up to `cost` units, never denied, down to the key's
-    /// overdraft. A key not held is first checked in (its fresh state takes up to its capacity).
-    pub fn charge(&self, key: &K, cost: u64) -> u64 {
-        let charge_held = |cost: u64| {
-            self.with_held_cell(key, |algorithm, cell, clock| algorithm.charge_cell(cell, clock, cost))
-        };
-        if cost == 0 {
-            return 0;
-        }
-        if let Some(charged) = charge_held(cost) {
-            return charged;
-        }
-        // Not held: its state is fresh. Check in what a fresh state admits, then charge the rest.
-        let Ok(capacity) = self.check_n(key, 0).map(|peek| peek.remaining()) else { return 0 };
-        let first = cost.min(capacity);
-        // Past the doorkeeper: the rest is charged on the held state.
-        match self.check_in(key, first) {
-            Ok(decision) if decision.is_allowed() => first + charge_held(cost - first).unwrap_or(0),
-            _ => charge_held(cost).unwrap_or(0),
-        }
-    }
 }
 
 #[cfg(test)]

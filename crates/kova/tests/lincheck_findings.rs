@@ -50,10 +50,10 @@ fn a_door_admission_is_decided_at_its_entry_time() {
 /// Found as `Keyed<gcra> door on`: `peek -> remaining 1`, `check(1) -> allowed (remaining 0)`,
 /// `charge(2) -> 0` on a quota with an overdraft of 2: a key whose only check the door admitted
 /// is not held, so `charge` found nothing to charge, where a table without a door charges the
-/// overdraft. Not fixed yet (`Keyed::charge` of a key not held checks it in first, and a key the
-/// door has seen is checked in for what a peek reports left: nothing).
+/// overdraft: `Keyed::charge` of a key not held checked it in first, for what a peek reported
+/// left (nothing). A charge now inserts the key, charged the door's unit, and charges it in the
+/// same locked step.
 #[test]
-#[ignore = "known: Keyed::charge of a key only the door has seen charges no overdraft"]
 fn charge_of_a_key_the_door_admitted_runs_into_the_overdraft() {
     let quota = Quota::per_second(2).unwrap().with_burst(1).unwrap().with_overdraft(2);
     let charged = |door: bool| {

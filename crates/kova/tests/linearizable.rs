@@ -53,10 +53,7 @@ struct Mix {
     /// reset, a table-wide count: the two do not mix in one keyed history).
     reservations: bool,
     resets: bool,
-    /// Charges and settlements of a higher cost than estimated. A table's charge and
-    /// reservation of a key it does not hold take two steps (check the key in, then charge or
-    /// reserve on it): a concurrent call can see the first step alone, so with a table they
-    /// run only in the ignored `keyed_charges_and_reservations` (a known bug).
+    /// Charges and settlements of a higher cost than estimated.
     charges: bool,
 }
 
@@ -306,22 +303,14 @@ fn direct<W: WordAlgorithm + Clone>(salt: u64) {
     );
 }
 
-/// The keyed mixes the suite runs (without the known bug's two-step calls).
-const KEYED: [(Mix, &str); 1] =
-    [(Mix { keys: 2, reservations: false, resets: true, charges: false }, "resets")];
-
-/// Every keyed mix, for `keyed_charges_and_reservations`.
-const KEYED_ALL: [(Mix, &str); 2] = [
+/// The keyed mixes: every call, reservations apart from resets and removals.
+const KEYED: [(Mix, &str); 2] = [
     (Mix { keys: 2, reservations: false, resets: true, charges: true }, "resets and charges"),
     (Mix { keys: 2, reservations: true, resets: false, charges: true }, "reservations and charges"),
 ];
 
 fn keyed<W: WordAlgorithm + Clone>(salt: u64, door: bool) {
-    keyed_mixes::<W>(salt, door, &KEYED);
-}
-
-fn keyed_mixes<W: WordAlgorithm + Clone>(salt: u64, door: bool, mixes: &[(Mix, &str)]) {
-    for &(mix, name) in mixes {
+    for (mix, name) in KEYED {
         run::<W, _>(
             &format!("Keyed<{}> door {}, {name}", W::NAME, if door { "on" } else { "off" }),
             salt ^ u64::from(door) << 40 ^ u64::from(mix.reservations) << 41,
@@ -380,23 +369,6 @@ fn keyed_fixed_window() {
 fn keyed_sliding_window_counter() {
     keyed::<SlidingWindowCounter>(8, true);
     keyed::<SlidingWindowCounter>(8, false);
-}
-
-/// The known bug: a table's `charge`, `settle` beyond the estimate and `reserve_key_n` of a key
-/// it does not hold (checked in first, then charged or reserved) are not one step. Histories
-/// it produced: `charge(2) -> 2` alone on a fresh token bucket of burst 1 while the clock moved
-/// (checked in at one time, charged the rest at a later one); `check(1) -> remaining 1`,
-/// `reserve(0)` still running, `check_n(2) -> denied (remaining 0)` on a sliding window counter
-/// of 2 (the reservation's check-in unit, given back after).
-#[test]
-#[ignore = "known: Keyed::charge and Keyed::reserve_key_n of a key not held take two steps"]
-fn keyed_charges_and_reservations() {
-    for door in [true, false] {
-        keyed_mixes::<Gcra>(9, door, &KEYED_ALL);
-        keyed_mixes::<TokenBucket>(10, door, &KEYED_ALL);
-        keyed_mixes::<FixedWindow>(11, door, &KEYED_ALL);
-        keyed_mixes::<SlidingWindowCounter>(12, door, &KEYED_ALL);
-    }
 }
 
 /// The checker can fail: real histories of a direct limiter, checked against a specification

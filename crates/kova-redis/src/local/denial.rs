@@ -109,6 +109,9 @@ mod tests {
         let cached = CachedDenial::default();
         let stop = AtomicBool::new(false);
         let denial = |i: u64| Denial { cost: i, until: i + 1, remaining: i + 2, reset_until: i + 3 };
+        // How many readers have seen a denial: the writer goes on until both have (a busy
+        // machine may not schedule a reader during the first writes), for at most 10 s.
+        let readers_seeing = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             let readers: Vec<_> = (0..2)
                 .map(|_| {
@@ -117,6 +120,9 @@ mod tests {
                         while !stop.load(Ordering::Relaxed) {
                             if let Some(d) = cached.get() {
                                 assert_eq!(d, denial(d.cost), "a torn read");
+                                if seen == 0 {
+                                    readers_seeing.fetch_add(1, Ordering::Relaxed);
+                                }
                                 seen += 1;
                             }
                         }
@@ -124,8 +130,13 @@ mod tests {
                     })
                 })
                 .collect();
-            for i in 1..200_000u64 {
+            let start = std::time::Instant::now();
+            let mut i = 1u64;
+            while i < 200_000
+                || (readers_seeing.load(Ordering::Relaxed) < 2 && start.elapsed().as_secs() < 10)
+            {
                 cached.set(Some(denial(i * 10)));
+                i += 1;
             }
             stop.store(true, Ordering::Relaxed);
             for r in readers {

@@ -41,7 +41,7 @@ async fn fail_open_marks_what_it_allows_and_records_no_settlement() {
     // A reservation is made, marked, and took nothing anywhere: its cancel has nothing to give.
     let r = limiter.reserve_n("k", &gcra(), 4).await.unwrap();
     assert_eq!((r.delay(), r.fallback()), (Duration::ZERO, Some(Fallback::StoreUnavailableAllowed)));
-    assert!(!r.cancel().await.unwrap());
+    assert_eq!(r.cancel().await.unwrap(), 0);
     // A settlement cannot be made up: the caller learns the real cost was not recorded.
     assert!(matches!(limiter.settle("k", &gcra(), 2, 9).await, Err(Error::Store(_))));
     assert!(matches!(limiter.settle("k", &gcra(), 9, 2).await, Err(Error::Store(_))));

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{Algorithm, FixedWindow, Gcra, LogCell, SlidingWindowCounter, SlidingWindowLog, TokenBucket};
+use super::{
+    sealed, Algorithm, CellStorage, FixedWindow, Gcra, LogCell, SlidingWindowCounter, SlidingWindowLog,
+    TokenBucket,
+};
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 
@@ -198,6 +201,7 @@ impl AnyAlgorithm {
 
 impl Algorithm for AnyAlgorithm {
     type Cell = AnyCell;
+    type Storage = AnyStorage;
 
     fn name(&self) -> &'static str {
         self.kind().as_str()
@@ -280,32 +284,42 @@ impl Algorithm for AnyAlgorithm {
         cell_dispatch!(self, cell, a, c => a.is_idle(c, now), false)
     }
 
-    /// The word algorithms' words; `None` for the log, and for a cell of the other kind.
-    #[inline(always)]
-    fn cell_word<'c>(&self, cell: &'c AnyCell) -> Option<&'c AtomicU64> {
-        match (self, &cell.0) {
-            (AnyAlgorithm::SlidingWindowLog(_), _) | (_, Shape::Log(_)) => None,
-            (_, Shape::Word(word)) => Some(word),
-        }
-    }
-
-    #[inline(always)]
-    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
-        match self {
-            AnyAlgorithm::TokenBucket(a) => a.decide_word(word, now, cost),
-            AnyAlgorithm::Gcra(a) => a.decide_word(word, now, cost),
-            AnyAlgorithm::FixedWindow(a) => a.decide_word(word, now, cost),
-            AnyAlgorithm::SlidingWindowCounter(a) => a.decide_word(word, now, cost),
-            AnyAlgorithm::SlidingWindowLog(a) => a.decide_word(word, now, cost),
-        }
-    }
-
     fn cell_bytes(&self) -> usize {
         std::mem::size_of::<AnyCell>() + dispatch!(self, a => a.cell_bytes())
             - match self {
                 AnyAlgorithm::SlidingWindowLog(_) => std::mem::size_of::<LogCell>(),
                 _ => std::mem::size_of::<AtomicU64>(),
             }
+    }
+}
+
+/// The storage of [`AnyAlgorithm`]'s cells ([`Algorithm::Storage`]): boxed, and a word kind's
+/// cell decided on its word, which a keyed table can freeze.
+#[derive(Debug)]
+pub enum AnyStorage {}
+
+impl sealed::Sealed for AnyStorage {}
+
+// SAFETY: a boxed cell (every item but the two below is the default), not its own address.
+unsafe impl CellStorage<AnyAlgorithm> for AnyStorage {
+    /// The word algorithms' words; `None` for the log, and for a cell of the other kind.
+    #[inline(always)]
+    fn cell_word<'c>(algorithm: &AnyAlgorithm, cell: &'c AnyCell) -> Option<&'c AtomicU64> {
+        match (algorithm, &cell.0) {
+            (AnyAlgorithm::SlidingWindowLog(_), _) | (_, Shape::Log(_)) => None,
+            (_, Shape::Word(word)) => Some(word),
+        }
+    }
+
+    #[inline(always)]
+    fn decide_word(algorithm: &AnyAlgorithm, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        match algorithm {
+            AnyAlgorithm::TokenBucket(a) => Some(super::WordAlgorithm::decide(a, word, now, cost)),
+            AnyAlgorithm::Gcra(a) => Some(super::WordAlgorithm::decide(a, word, now, cost)),
+            AnyAlgorithm::FixedWindow(a) => Some(super::WordAlgorithm::decide(a, word, now, cost)),
+            AnyAlgorithm::SlidingWindowCounter(a) => Some(super::WordAlgorithm::decide(a, word, now, cost)),
+            AnyAlgorithm::SlidingWindowLog(_) => None,
+        }
     }
 }
 
@@ -332,7 +346,7 @@ mod tests {
             assert!(!algorithm.refund_cell(&cell, &clock, 1));
             assert!(!algorithm.is_idle(&cell, clock.now_nanos()));
             algorithm.reset_cell(&cell);
-            assert!(algorithm.cell_word(&cell).is_none());
+            assert!(AnyStorage::cell_word(&algorithm, &cell).is_none());
             // Untouched: the kind that made it still sees a fresh cell.
             assert_eq!(other.check_cell(&cell, &clock, 0).unwrap().remaining(), 3);
             assert!(algorithm.check_cell(&algorithm.new_cell(), &clock, 1).unwrap().is_allowed());

@@ -3,7 +3,7 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
-use super::{Algorithm, CellHolder};
+use super::{sealed, Algorithm, CellStorage};
 use crate::cas::{is_near_miss, Precise};
 use crate::loom::atomic::{fence, AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
@@ -96,7 +96,7 @@ fn ring_layout(len: usize) -> Layout {
 /// floor and the ring, owned through one pointer.
 ///
 /// The allocation begins with its own address, so a keyed table keeps the cell as that address
-/// alone ([`CellHolder::self_addressed`]): a check reaches the ring in one hop.
+/// alone ([`CellStorage::SELF_ADDRESSED`]): a check reaches the ring in one hop.
 #[repr(transparent)]
 pub struct LogCell {
     header: NonNull<Header>,
@@ -385,12 +385,22 @@ impl SlidingWindowLog {
     }
 }
 
+/// The storage of the log's cells ([`Algorithm::Storage`]): each cell is its own address, so
+/// a keyed table keeps it without a box.
+#[derive(Debug)]
+pub enum LogStorage {}
+
+impl sealed::Sealed for LogStorage {}
+
+// SAFETY: `LogCell` is `repr(transparent)` over the pointer to the allocation it owns, and the
+// allocation begins with that pointer (`Header::this`, never written after `new`); not inline.
+unsafe impl CellStorage<SlidingWindowLog> for LogStorage {
+    const SELF_ADDRESSED: bool = true;
+}
+
 impl Algorithm for SlidingWindowLog {
     type Cell = LogCell;
-
-    // SAFETY: `LogCell` is `repr(transparent)` over the pointer to the allocation it owns, and
-    // the allocation begins with that pointer (`Header::this`, never written after `new`).
-    const CELL_HOLDER: CellHolder = unsafe { CellHolder::self_addressed() };
+    type Storage = LogStorage;
 
     fn name(&self) -> &'static str {
         "sliding_window_log"

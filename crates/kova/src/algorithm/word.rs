@@ -1,12 +1,13 @@
 //! The hot path of every single-word algorithm: the one CAS loop (`cas.rs`) over one `AtomicU64`.
 
-use super::{Algorithm, WordAlgorithm};
+use super::{sealed, Algorithm, CellStorage, WordAlgorithm};
 use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
 impl<W: WordAlgorithm> Algorithm for W {
     type Cell = AtomicU64;
+    type Storage = InlineWord;
 
     fn name(&self) -> &'static str {
         W::NAME
@@ -71,8 +72,18 @@ impl<W: WordAlgorithm> Algorithm for W {
     fn cell_bytes(&self) -> usize {
         std::mem::size_of::<AtomicU64>()
     }
+}
 
-    const CELL_IS_WORD: bool = true;
+/// The storage of every [`WordAlgorithm`] ([`Algorithm::Storage`]): its cell is one word, kept
+/// inline in a keyed table as its key's word.
+#[derive(Debug)]
+pub enum InlineWord {}
+
+impl sealed::Sealed for InlineWord {}
+
+// SAFETY: the cell is the word itself (`W::Cell` is `AtomicU64`): inline, both views `Some`.
+unsafe impl<W: WordAlgorithm> CellStorage<W> for InlineWord {
+    const INLINE: bool = true;
 
     #[inline(always)]
     fn inline_cell(word: &AtomicU64) -> Option<&AtomicU64> {
@@ -85,7 +96,7 @@ impl<W: WordAlgorithm> Algorithm for W {
     }
 
     #[inline(always)]
-    fn decide_word(&self, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
-        Some(self.decide(word, now, cost))
+    fn decide_word(algorithm: &W, word: u64, now: u64, cost: u64) -> Option<(Decision, u64)> {
+        Some(algorithm.decide(word, now, cost))
     }
 }

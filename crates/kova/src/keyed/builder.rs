@@ -6,7 +6,7 @@ use std::hash::Hash;
 use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line_shard::MAX_KEYS;
 use super::policy::TableFullPolicy;
-use super::Keyed;
+use super::{Keyed, KeyedError};
 use crate::striped::StripeShape;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, StripedError, WordAlgorithm};
 
@@ -68,6 +68,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub const DEFAULT_RECLAIM_SCAN: usize = 16;
     /// The most shards a table has.
     pub const MAX_SHARDS: usize = 1 << 16;
+    /// The most keys a table holds: [`MAX_SHARDS`](Self::MAX_SHARDS) shards of at most 2^24
+    /// keys each (one shard's rehash, which holds its lock while it moves every key, stays short).
+    pub const MAX_KEYS: usize = Self::MAX_SHARDS * MAX_KEYS;
+    /// The most entries one insert into a full shard examines: as many as a shard holds.
+    pub const MAX_RECLAIM_SCAN: usize = MAX_KEYS;
+    /// The most words of a [`doorkeeper`](Self::doorkeeper) (128 MiB): far more than a flood of
+    /// one-off keys needs for the time a unit takes to become idle.
+    pub const MAX_DOOR_WORDS: usize = 1 << 24;
     /// The fewest words of the default [`doorkeeper`](Self::doorkeeper) (8 KiB).
     pub const MIN_DEFAULT_DOOR_WORDS: usize = 1 << 10;
     /// The most words of the default [`doorkeeper`](Self::doorkeeper) (512 KiB): enough for
@@ -138,22 +146,24 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         }
     }
 
-    /// Number of shards, rounded up to a power of two (default: 4 per available core, rounded up
-    /// to a power of two). Kept between 1 and [`MAX_SHARDS`](Self::MAX_SHARDS), at most
-    /// `max_keys` (so that every shard holds a key), and at least what `max_keys` needs (one
-    /// shard holds at most about 16.7 million keys). One shard makes a small model for tests.
+    /// Number of shards, from 1 to [`MAX_SHARDS`](Self::MAX_SHARDS) ([`KeyedError::Shards`]
+    /// otherwise), rounded up to a power of two (default: 4 per available core, rounded up to a
+    /// power of two). Then kept at most `max_keys` (so that every shard holds a key), and at
+    /// least what `max_keys` needs (one shard holds at most about 16.7 million keys). One shard
+    /// makes a small model for tests.
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
         self
     }
 
-    /// The most keys the table holds (at least 1; default
-    /// [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS)). They are split evenly over the shards, so
+    /// The most keys the table holds, from 1 to [`MAX_KEYS`](Self::MAX_KEYS)
+    /// ([`KeyedError::MaxKeys`] otherwise; default [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS)).
+    /// They are split evenly over the shards, so
     /// a shard may fill a little before the table does; when a new key finds its shard full, the
     /// insert reclaims idle keys or applies the [`TableFullPolicy`]. Memory is allocated as keys
     /// arrive, up to [`Keyed::memory_bound_bytes`].
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
+        self.max_keys = max_keys;
         self
     }
 
@@ -165,15 +175,17 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     }
 
     /// How many entries an insert into a full shard examines, from the shard's sweep cursor, to
-    /// reclaim idle keys and to choose an eviction victim (at least 1; default
-    /// [`DEFAULT_RECLAIM_SCAN`](Self::DEFAULT_RECLAIM_SCAN)). More finds idle keys sooner and
+    /// reclaim idle keys and to choose an eviction victim, from 1 to
+    /// [`MAX_RECLAIM_SCAN`](Self::MAX_RECLAIM_SCAN) ([`KeyedError::ReclaimScan`] otherwise;
+    /// default [`DEFAULT_RECLAIM_SCAN`](Self::DEFAULT_RECLAIM_SCAN)). More finds idle keys sooner and
     /// better victims, at more work per insert into a full shard.
     pub fn reclaim_scan(mut self, entries: usize) -> Self {
-        self.scan = entries.max(1);
+        self.scan = entries;
         self
     }
 
-    /// The doorkeeper's size, in words of 8 bytes (rounded up to a power of two; 0 for none).
+    /// The doorkeeper's size, in words of 8 bytes (rounded up to a power of two; 0 for none), at
+    /// most [`MAX_DOOR_WORDS`](Self::MAX_DOOR_WORDS) ([`KeyedError::Doorkeeper`] otherwise).
     /// By default a table has one of `max_keys` words (rounded up to a power of two), kept
     /// between [`MIN_DEFAULT_DOOR_WORDS`](Self::MIN_DEFAULT_DOOR_WORDS) and
     /// [`MAX_DEFAULT_DOOR_WORDS`](Self::MAX_DEFAULT_DOOR_WORDS): the pages of its array are
@@ -232,12 +244,47 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
 }
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
-    /// Builds the table; an error when the default quota cannot be represented by the algorithm.
-    pub fn build(self) -> Result<Keyed<K, A, C>, QuotaError> {
+    /// Builds the table; an error when the default quota cannot be represented by the algorithm
+    /// ([`KeyedError::Quota`]) or an option is out of its range (the error names it).
+    ///
+    /// ```
+    /// use kova::{Gcra, Keyed, KeyedError, Quota};
+    /// let no_keys = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).max_keys(0).build();
+    /// assert_eq!(no_keys.unwrap_err(), KeyedError::MaxKeys { max_keys: 0, max: 1 << 40 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build(self) -> Result<Keyed<K, A, C>, KeyedError> {
+        if let Err(error) = &self.algorithm {
+            return Err(KeyedError::Quota(*error));
+        }
+        self.check_options()?;
+        Ok(self.build_checked()?)
+    }
+
+    /// Every option within its range, or the error naming the first one that is not.
+    fn check_options(&self) -> Result<(), KeyedError> {
+        if let Some(shards) = self.shards.filter(|&s| s == 0 || s > Self::MAX_SHARDS) {
+            return Err(KeyedError::Shards { shards, max: Self::MAX_SHARDS });
+        }
+        if self.max_keys == 0 || self.max_keys > Self::MAX_KEYS {
+            return Err(KeyedError::MaxKeys { max_keys: self.max_keys, max: Self::MAX_KEYS });
+        }
+        if self.scan == 0 || self.scan > Self::MAX_RECLAIM_SCAN {
+            return Err(KeyedError::ReclaimScan { entries: self.scan, max: Self::MAX_RECLAIM_SCAN });
+        }
+        if let Some(words) = self.door_words.filter(|&w| w > Self::MAX_DOOR_WORDS) {
+            return Err(KeyedError::Doorkeeper { words, max: Self::MAX_DOOR_WORDS });
+        }
+        Ok(())
+    }
+
+    /// Builds the table from options in range (the defaults, or checked by `check_options`).
+    pub(super) fn build_checked(self) -> Result<Keyed<K, A, C>, QuotaError> {
+        debug_assert_eq!(self.check_options(), Ok(()));
         let algorithm = self.algorithm?;
         let mut shards =
             self.shards.unwrap_or_else(default_shards).clamp(1, Self::MAX_SHARDS).next_power_of_two();
-        let max_keys = self.max_keys.min(Self::MAX_SHARDS * MAX_KEYS);
+        let max_keys = self.max_keys;
         while shards > 1 && shards > max_keys {
             shards /= 2;
         }

@@ -16,7 +16,7 @@
 //!   sooner), and each entry once.
 //! - An insert of a key sees the entry of every admission of it that stands. Inserts run under
 //!   the shard's lock and announce themselves first (`lock.rs`'s insert count, odd while one is
-//!   under way). An admission is made without the lock (`table/door_keys.rs`): it reads the
+//!   under way). An admission is made without the lock (`table/lookup.rs`): it reads the
 //!   count (even), probes the table (the key absent), claims the word, and reads the count again
 //!   after a `SeqCst` fence. Unchanged, the admission stands: any insert of the key announced
 //!   after that fence reads the door after its own and finds the entry. Changed, the claim is
@@ -179,7 +179,7 @@ impl Door {
 
     /// Takes the word of `hash` for its key's first check at `now`: the claim, or what the door
     /// says instead (never `Admitted`). Made under the key's shard lock ([`admit`](Self::admit)),
-    /// or without it by `table/door_keys.rs`, which confirms or undoes it.
+    /// or without it by `table/lookup.rs`, which confirms or undoes it.
     pub(super) fn claim(&self, hash: u64, now: u64) -> Result<Claim<'_>, Admission> {
         let (word, fingerprint) = self.place(hash);
         let entry = fingerprint << TIME_BITS | (self.units(now) & TIME_MASK);

@@ -1,10 +1,11 @@
-//! The error of a check that carries its own quota.
+//! The keyed table's errors: an option out of its range, and a check that carries its own quota.
 
 use std::fmt;
 
 use crate::{CheckError, QuotaError};
 
-/// Why [`Keyed::check_n_with_quota`](crate::Keyed::check_n_with_quota) gave no decision.
+/// Why a [`KeyedBuilder`](crate::KeyedBuilder) built no table, or
+/// [`Keyed::check_n_with_quota`](crate::Keyed::check_n_with_quota) gave no decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyedError {
@@ -13,6 +14,36 @@ pub enum KeyedError {
     Quota(QuotaError),
     /// The cost exceeds what the key's quota can ever admit at once.
     Check(CheckError),
+    /// [`max_keys`](crate::KeyedBuilder::max_keys) is 0 or above `max`.
+    MaxKeys {
+        /// The keys asked for.
+        max_keys: usize,
+        /// The most accepted ([`KeyedBuilder::MAX_KEYS`](crate::KeyedBuilder::MAX_KEYS)).
+        max: usize,
+    },
+    /// [`shards`](crate::KeyedBuilder::shards) is 0 or above `max`.
+    Shards {
+        /// The shards asked for.
+        shards: usize,
+        /// The most accepted ([`KeyedBuilder::MAX_SHARDS`](crate::KeyedBuilder::MAX_SHARDS)).
+        max: usize,
+    },
+    /// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) is 0 or above `max`.
+    ReclaimScan {
+        /// The entries asked for.
+        entries: usize,
+        /// The most accepted
+        /// ([`KeyedBuilder::MAX_RECLAIM_SCAN`](crate::KeyedBuilder::MAX_RECLAIM_SCAN)).
+        max: usize,
+    },
+    /// [`doorkeeper`](crate::KeyedBuilder::doorkeeper) asks for more than `max` words.
+    Doorkeeper {
+        /// The words asked for.
+        words: usize,
+        /// The most accepted
+        /// ([`KeyedBuilder::MAX_DOOR_WORDS`](crate::KeyedBuilder::MAX_DOOR_WORDS)).
+        max: usize,
+    },
 }
 
 impl fmt::Display for KeyedError {
@@ -20,6 +51,18 @@ impl fmt::Display for KeyedError {
         match self {
             KeyedError::Quota(e) => write!(f, "per-key quota rejected: {e}"),
             KeyedError::Check(e) => e.fmt(f),
+            KeyedError::MaxKeys { max_keys, max } => {
+                write!(f, "keyed table: max_keys {max_keys}; must be from 1 to {max}")
+            }
+            KeyedError::Shards { shards, max } => {
+                write!(f, "keyed table: {shards} shards; must be from 1 to {max}")
+            }
+            KeyedError::ReclaimScan { entries, max } => {
+                write!(f, "keyed table: a reclaim scan of {entries} entries; must be from 1 to {max}")
+            }
+            KeyedError::Doorkeeper { words, max } => {
+                write!(f, "keyed table: a doorkeeper of {words} words; must be at most {max} (0 for none)")
+            }
         }
     }
 }
@@ -29,6 +72,7 @@ impl std::error::Error for KeyedError {
         match self {
             KeyedError::Quota(e) => Some(e),
             KeyedError::Check(e) => Some(e),
+            _ => None,
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::Mutex;
 use crate::striped::lease::{Central, Stripes};
 use crate::striped::{StripeShape, DEFAULT_LEASE};
-use crate::{Algorithm, Clock, Decision, StripedError};
+use crate::{Algorithm, CellStorage, Clock, Decision, StripedError};
 
 /// The most hot slots a table may have: as many values just below the table's own markers
 /// mark a striped key's line.
@@ -110,10 +110,11 @@ impl HotKeys {
     }
 
     /// A key is striped once checks of it see `failures` compare-exchanges of its word fail
-    /// (another check wrote it first) within one [`CONTENTION_WINDOW`] (at least 1; default
-    /// [`DEFAULT_PROMOTE_AFTER`]). Keys whose hashes share a counter add up.
+    /// (another check wrote it first) within one [`CONTENTION_WINDOW`] (at least 1, else
+    /// [`StripedError::PromoteAfter`]; default [`DEFAULT_PROMOTE_AFTER`]). Keys whose hashes share
+    /// a counter add up.
     pub fn promote_after(self, failures: u32) -> Self {
-        HotKeys { promote_after: failures.max(1), ..self }
+        HotKeys { promote_after: failures, ..self }
     }
 
     /// The most keys striped at once.
@@ -125,6 +126,9 @@ impl HotKeys {
     pub(super) fn checked(&self, capacity: u64) -> Result<(HotKeys, StripeShape), StripedError> {
         if self.max_hot == 0 || self.max_hot > MAX_HOT_KEYS {
             return Err(StripedError::HotSlots { max_hot: self.max_hot, max: MAX_HOT_KEYS });
+        }
+        if self.promote_after == 0 {
+            return Err(StripedError::PromoteAfter { failures: 0 });
         }
         Ok((*self, StripeShape::checked(capacity, self.stripes, self.batch, self.lease)?))
     }
@@ -184,7 +188,7 @@ impl<A: Algorithm, C: Clock + ?Sized> Central for SlotCentral<'_, A, C> {
     #[inline]
     fn decide(&self, cost: u64) -> Option<Decision> {
         // `word.rs`'s loop, which stops at `FROZEN`: the slot is closing.
-        let cell = A::inline_cell(self.word)?;
+        let cell = A::Storage::inline_cell(self.word)?;
         word::decide(self.algorithm, cell, self.clock, cost)
     }
 

@@ -1,12 +1,12 @@
 //! How a line's word holds its key's cell.
 //!
-//! - **Inline**: an algorithm whose cell is one word ([`Algorithm::CELL_IS_WORD`]: every
-//!   [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
+//! - **Inline**: an algorithm whose cell is one word (its [`Algorithm::Storage`] is
+//!   [`InlineWord`](crate::InlineWord): every [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
 //!   of a held key touches one cache line. The lock holder stops checks from writing it by
 //!   freezing the word itself (`word.rs`).
 //! - **Boxed**: any other cell ([`AnyAlgorithm`](crate::AnyAlgorithm)'s enum) lives on the
 //!   heap, and the line's word holds its address. A cell that is itself one owning pointer to
-//!   an allocation beginning with that pointer (the sliding log's, [`Algorithm::CELL_HOLDER`])
+//!   an allocation beginning with that pointer (the sliding log's, [`CellStorage::SELF_ADDRESSED`])
 //!   needs no box: the word holds the allocation's address, which is a reference to the cell,
 //!   so a check reaches the state in one hop. Either way the address never equals a marker
 //!   (`word.rs`: markers are the top three values, an address is aligned and below them).
@@ -25,20 +25,20 @@
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults;
-use crate::Algorithm;
+use crate::{Algorithm, CellStorage};
 
 /// Whether a table of `A` keeps its cells boxed (module docs). Under loom,
 /// `loom_racy::boxed_cells` and
 /// `loom_racy::hiding_entries` box word cells too.
 #[inline(always)]
 pub(super) fn boxed<A: Algorithm>() -> bool {
-    !A::CELL_IS_WORD || faults::cells_boxed()
+    !A::Storage::INLINE || faults::cells_boxed()
 }
 
 /// Whether a boxed cell of `A` is its own allocation's address (module docs).
 #[inline(always)]
 fn self_addressed<A: Algorithm>() -> bool {
-    A::CELL_HOLDER.is_self_addressed()
+    A::Storage::SELF_ADDRESSED
 }
 
 /// Bytes a line's cell owning `heap` heap bytes takes besides the line: none inline, the
@@ -59,7 +59,7 @@ pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
     if self_addressed::<A>() {
         assert_eq!(std::mem::size_of::<A::Cell>(), std::mem::size_of::<*const u8>());
         let cell = std::mem::ManuallyDrop::new(cell);
-        // SAFETY: the cell is one pointer (`CellHolder::self_addressed`'s contract, its size
+        // SAFETY: the cell is one pointer (`CellStorage::SELF_ADDRESSED`'s contract, its size
         // checked above); it is read out, and `cell` never dropped: the allocation's own copy
         // of the pointer owns it from now on.
         let address = unsafe { std::ptr::read((&raw const *cell).cast::<*const u8>()) };
@@ -104,22 +104,22 @@ pub(super) unsafe fn drop_cell<A: Algorithm>(value: u64) {
     }
 }
 
-/// The word as the table's cell, for an inline cell ([`Algorithm::CELL_IS_WORD`], which says
-/// that `inline_cell` is `Some`).
+/// The word as the table's cell, for an inline cell ([`CellStorage::INLINE`], which kova's own
+/// storages, the only ones, keep with `inline_cell` `Some`: sealed, so this cannot fail).
 #[inline(always)]
 fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
-    match A::inline_cell(word) {
+    match A::Storage::inline_cell(word) {
         Some(cell) => cell,
-        None => unreachable!("CELL_IS_WORD without inline_cell"),
+        None => unreachable!("an inline storage without inline_cell"),
     }
 }
 
 /// The table's cell as the word it is (see [`as_cell`]).
 #[inline(always)]
 fn as_word<A: Algorithm>(cell: &A::Cell) -> &AtomicU64 {
-    match A::inline_word(cell) {
+    match A::Storage::inline_word(cell) {
         Some(word) => word,
-        None => unreachable!("CELL_IS_WORD without inline_word"),
+        None => unreachable!("an inline storage without inline_word"),
     }
 }
 
@@ -143,7 +143,7 @@ mod tests {
     fn a_log_cell_is_held_as_its_own_address() {
         let log = <SlidingWindowLog as Algorithm>::from_quota(Quota::per_second(3).unwrap()).unwrap();
         let value = into_word::<SlidingWindowLog>(log.new_cell());
-        // SAFETY: the allocation `into_word` kept begins with a pointer (`CellHolder`'s contract).
+        // SAFETY: the allocation `into_word` kept begins with a pointer (`CellStorage::SELF_ADDRESSED`'s contract).
         let first = unsafe { std::ptr::with_exposed_provenance::<usize>(value as usize).read() };
         assert_eq!(first as u64, value);
         let handle = std::mem::size_of::<crate::LogCell>();

@@ -14,7 +14,7 @@ use crate::loom::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
 /// The part of a shard only inserts and removals touch: the lock around its writer, mirrors of
 /// the writer's figures so that `len` and `memory_bytes` need no lock, and the count of inserts
-/// that a doorkeeper's admission without the lock checks (`table/door_keys.rs`).
+/// that a doorkeeper's admission without the lock checks (`table/lookup.rs`).
 pub(super) struct Cold<W> {
     writer: Mutex<W>,
     len: AtomicUsize,

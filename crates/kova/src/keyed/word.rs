@@ -1,6 +1,6 @@
 //! The hot path for a cell that is one word, and how the shard's lock holder freezes it.
 //!
-//! A cell is one word when the algorithm says so ([`Algorithm::cell_word`]: every
+//! A cell is one word when its storage says so ([`CellStorage::cell_word`]: every
 //! [`WordAlgorithm`](crate::WordAlgorithm)'s, and [`AnyAlgorithm`](crate::AnyAlgorithm)'s of a
 //! word kind). The lock holder can freeze it: before it looks at a cell to decide whether to
 //! unlink or replace its key, it swaps [`FROZEN`] in ([`Freezer`]). A check that finds the cell
@@ -12,7 +12,7 @@
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults::{self, Look};
-use crate::{Algorithm, Clock, Decision};
+use crate::{Algorithm, CellStorage, Clock, Decision};
 
 /// What a word cell holds while the lock holder looks at it. A real state can equal it too: such
 /// a key is then checked under the lock every time (where nothing is frozen), which is slower
@@ -28,13 +28,13 @@ pub(super) const VACANT: u64 = u64::MAX - 2;
 pub(super) const MARKERS: u64 = super::hot::HOT_BASE;
 
 /// Whether the lock holder freezes `cell` before it looks at it, so that a check that wrote it
-/// needs no second look at its line: the cell is one word ([`Algorithm::cell_word`]).
+/// needs no second look at its line: the cell is one word ([`CellStorage::cell_word`]).
 #[inline(always)]
 pub(super) fn freezes<A: Algorithm>(algorithm: &A, cell: &A::Cell) -> bool {
     if faults::look() == Look::HideEntry {
         return false;
     }
-    algorithm.cell_word(cell).is_some()
+    A::Storage::cell_word(algorithm, cell).is_some()
 }
 
 /// How the lock holder stops checks from writing a cell before it looks at the cell to decide on
@@ -71,7 +71,7 @@ pub(super) fn decide_noting<A: Algorithm, C: Clock + ?Sized>(
     cost: u64,
     contended: impl FnMut(u64),
 ) -> Option<Decision> {
-    match algorithm.cell_word(cell) {
+    match A::Storage::cell_word(algorithm, cell) {
         Some(word) => cas(algorithm, word, clock, cost, contended),
         None => Some(algorithm.decide_cell(cell, clock, cost)),
     }
@@ -95,7 +95,7 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         clock,
         // `None` from `decide_word` only for an algorithm that gave a word it does not decide:
         // the lock holder's `decide_cell` answers instead.
-        |word, now| if word >= MARKERS { None } else { algorithm.decide_word(word, now, cost) },
+        |word, now| if word >= MARKERS { None } else { A::Storage::decide_word(algorithm, word, now, cost) },
         contended,
     )
 }
@@ -109,11 +109,11 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
         if !freezes(self.0, cell) {
             return None;
         }
-        let word = self.0.cell_word(cell)?;
+        let word = A::Storage::cell_word(self.0, cell)?;
         if faults::look() == Look::LoadOnly {
             let copy = self.0.new_cell();
             // Acquire: as the swap below; the bug is the missing exchange, not the ordering.
-            self.0.cell_word(&copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
+            A::Storage::cell_word(self.0, &copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
             return Some(copy);
         }
         // AcqRel: Acquire, to see what the CAS that wrote the value saw (as a check's load does);
@@ -121,7 +121,7 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
         // plain exchange of ownership. Racing checks: see `cas`.
         let value = word.swap(FROZEN, Ordering::AcqRel);
         let copy = self.0.new_cell();
-        self.0.cell_word(&copy)?.store(value, Ordering::Relaxed);
+        A::Storage::cell_word(self.0, &copy)?.store(value, Ordering::Relaxed);
         Some(copy)
     }
 
@@ -129,7 +129,9 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
         if faults::look() == Look::LoadOnly {
             return;
         }
-        if let (Some(word), Some(value)) = (self.0.cell_word(cell), self.0.cell_word(copy)) {
+        if let (Some(word), Some(value)) =
+            (A::Storage::cell_word(self.0, cell), A::Storage::cell_word(self.0, copy))
+        {
             // Release: a check that loads the restored value (Acquire) sees what the value's
             // writer saw, as if the freeze had not happened.
             word.store(value.load(Ordering::Relaxed), Ordering::Release);

@@ -49,6 +49,12 @@ pub enum StripedError {
         /// The most slots accepted.
         max: usize,
     },
+    /// The keyed table's [`HotKeys::promote_after`](crate::HotKeys::promote_after) is 0: a key
+    /// would be promoted before any contention.
+    PromoteAfter {
+        /// The failures asked for.
+        failures: u32,
+    },
 }
 
 impl fmt::Display for StripedError {
@@ -69,6 +75,9 @@ impl fmt::Display for StripedError {
             }
             StripedError::HotSlots { max_hot, max } => {
                 write!(f, "keyed table: {max_hot} hot slots; must be from 1 to {max}")
+            }
+            StripedError::PromoteAfter { failures } => {
+                write!(f, "keyed table: promoting hot keys after {failures} failed compare-exchanges; must be at least 1")
             }
         }
     }

@@ -45,20 +45,26 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     // looked at as any other (`table/hot.rs`).
                     let striped =
                         locked.is_held(pos) && self.maybe_hot(&locked, pos) && self.sweep_hot(&locked, pos);
-                    if locked.is_held(pos) && !striped {
-                        let algorithm = self.quotas.get(locked.quota(pos));
-                        let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
-                        if algorithm.is_idle(locked.cell(pos), now)
-                            && locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm))
-                        {
-                            self.forgets.note();
-                            reclaimed += 1;
-                            continue;
-                        }
+                    if locked.is_held(pos) && !striped && self.reclaim_if_idle(&mut locked, pos, now) {
+                        reclaimed += 1;
+                        continue;
                     }
                     pos += 1;
                 }
             }
+        }
+        reclaimed
+    }
+
+    /// Reclaims the held line `pos` if its key is idle at `now`, unless a racing check uses it
+    /// while the lock holder looks. Whether it was reclaimed.
+    fn reclaim_if_idle(&self, locked: &mut LineLocked<'_, K, A>, pos: usize, now: u64) -> bool {
+        let algorithm = self.quotas.get(locked.quota(pos));
+        let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
+        let reclaimed = algorithm.is_idle(locked.cell(pos), now)
+            && locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm));
+        if reclaimed {
+            self.forgets.note();
         }
         reclaimed
     }
@@ -106,20 +112,16 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 continue;
             }
             examined += 1;
-            let algorithm = self.quotas.get(locked.quota(pos));
-            if algorithm.is_idle(locked.cell(pos), now) {
-                let keep = |cell: &A::Cell| !algorithm.is_idle(cell, now);
-                if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
-                    self.forgets.note();
-                    reclaimed += 1;
-                    pos = order.next(pos);
-                    steps += 1;
-                    continue;
-                }
-                // Kept: a racing check used it after it looked idle. It is an active key now,
-                // and a candidate for eviction like the others.
+            if self.reclaim_if_idle(locked, pos, now) {
+                reclaimed += 1;
+                pos = order.next(pos);
+                steps += 1;
+                continue;
             }
+            // Not idle, or kept: a racing check used it after it looked idle. An active key, a
+            // candidate for eviction.
             {
+                let algorithm = self.quotas.get(locked.quota(pos));
                 let peek = algorithm.decide_cell(locked.cell(pos), &at, 0);
                 let reset = peek.reset_after_nanos();
                 soonest = soonest.min(reset);

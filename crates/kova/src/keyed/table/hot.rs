@@ -4,20 +4,15 @@
 
 use std::hash::Hash;
 
-use super::super::epoch::{self, Guard};
+use super::super::epoch::Guard;
 use super::super::hot::{self, HotSlots};
 use super::super::line_locked::LineLocked;
-use super::super::line_shard::{LineHit, LineShard};
+use super::super::line_shard::LineHit;
+use super::entry::Entry;
 use super::Keyed;
-use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::atomic::Ordering;
 use crate::striped::lease::Central;
-use crate::{Algorithm, Clock, Decision};
-
-/// A held line's inline word (the hot marker, or the state); `None` for a boxed cell, which is
-/// never hot (hot keys need [`Algorithm::CELL_IS_WORD`]).
-fn line_word<A: Algorithm>(cell: &A::Cell) -> Option<&AtomicU64> {
-    A::inline_word(cell)
-}
+use crate::{Algorithm, CellStorage, Clock, Decision};
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// The hit path's cold branch, for a word the CAS loop stopped at: a hot marker of this key
@@ -28,7 +23,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub(super) fn hot_hit(
         &self,
         hot: &HotSlots<A>,
-        shard: &LineShard<K, A>,
         hash: u64,
         key: &K,
         hit: &LineHit<'_, A>,
@@ -38,11 +32,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ) -> Option<Decision> {
         // Acquire: pairs with the promotion's Release store of the marker, so the slot's hash
         // and state are seen.
-        let value = line_word::<A>(hit.cell())?.load(Ordering::Acquire);
+        let value = A::Storage::inline_word(hit.cell())?.load(Ordering::Acquire);
         let slot = hot.owned(value, hash)?;
         let leased = hot.decide(slot, algorithm, &self.clock, cost);
         if leased.stranded > 0 {
-            self.hand_in(shard, hash, key, leased.stranded, guard);
+            self.hand_in(hash, key, leased.stranded, guard);
         }
         leased.decision
     }
@@ -53,25 +47,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// goes to the slot).
     #[cold]
     #[inline(never)]
-    pub(super) fn contended(
-        &self,
-        hot: &HotSlots<A>,
-        shard: &LineShard<K, A>,
-        hash: u64,
-        key: &K,
-        now: u64,
-        guard: &Guard,
-    ) {
-        if !hot.note(hash, now) {
-            return;
-        }
-        let locked = shard.lock(guard);
-        let Some(pos) = locked.find(hash, key) else { return };
-        if self.hot_slot(&locked, pos, hash).is_some() {
-            return;
-        }
-        if let Some(word) = line_word::<A>(locked.cell(pos)) {
-            hot.promote(word, hash, guard);
+    pub(super) fn contended(&self, hot: &HotSlots<A>, hash: u64, key: &K, now: u64, guard: &Guard) {
+        if hot.note(hash, now) {
+            if let Entry::Held(entry) = self.entry(hash, key, guard) {
+                entry.promote();
+            }
         }
     }
 
@@ -93,24 +73,23 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// go back to it: to the key's state wherever it is now (a slot again, or its line). A key
     /// no longer held starts fresh: nothing to give back to.
     #[cold]
-    fn hand_in(&self, shard: &LineShard<K, A>, hash: u64, key: &K, units: u64, guard: &Guard) {
-        let locked = shard.lock(guard);
-        let Some(pos) = locked.find(hash, key) else { return };
-        let algorithm = self.quotas.get(locked.quota(pos));
-        if let Some(slot) = self.hot_slot(&locked, pos, hash) {
-            if let Some(hot) = &self.hot {
-                hot.central(slot, algorithm, &self.clock).give_back(units);
+    fn hand_in(&self, hash: u64, key: &K, units: u64, guard: &Guard) {
+        let Entry::Held(entry) = self.entry(hash, key, guard) else { return };
+        match (entry.slot(), &self.hot) {
+            (Some(slot), Some(hot)) => {
+                hot.central(slot, entry.algorithm(), &self.clock).give_back(units);
             }
-            return;
+            _ => {
+                entry.algorithm().refund_cell(entry.cell(), &self.clock, units);
+            }
         }
-        algorithm.refund_cell(locked.cell(pos), &self.clock, units);
     }
 
     /// The slot the held line `pos` (of the key of `hash`) is striped in, if any.
     pub(super) fn hot_slot(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) -> Option<usize> {
         let hot = self.hot.as_ref()?;
         // Relaxed: under the lock, the marker was written by a lock holder.
-        let value = line_word::<A>(locked.cell(pos))?.load(Ordering::Relaxed);
+        let value = A::Storage::inline_word(locked.cell(pos))?.load(Ordering::Relaxed);
         hot.owned(value, hash)
     }
 
@@ -118,34 +97,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// which have no hash at hand, leave such keys alone (a striped key is not idle).
     pub(super) fn maybe_hot(&self, locked: &LineLocked<'_, K, A>, pos: usize) -> bool {
         self.hot.is_some()
-            && line_word::<A>(locked.cell(pos))
+            && A::Storage::inline_word(locked.cell(pos))
                 // Relaxed: as in `hot_slot`.
                 .is_some_and(|word| hot::slot_of(word.load(Ordering::Relaxed)).is_some())
     }
 
-    /// Under the lock: `cost` units for the held hot line `pos` decided on its slot. `None`
-    /// when the key is not striped.
-    pub(super) fn hot_decide_locked(
-        &self,
-        locked: &LineLocked<'_, K, A>,
-        pos: usize,
-        hash: u64,
-        cost: u64,
-    ) -> Option<Decision> {
-        let slot = self.hot_slot(locked, pos, hash)?;
-        let hot = self.hot.as_ref()?;
-        // No slot closes while we hold the lock: nothing is stranded, and `None` only for a
-        // state that looks like a marker, which the caller then decides on the line.
-        let leased = hot.decide(slot, self.quotas.get(locked.quota(pos)), &self.clock, cost);
-        debug_assert_eq!(leased.stranded, 0);
-        leased.decision
-    }
-
     /// Demotes the held line `pos` (of the key of `hash`) if it is striped, so that the lock
-    /// holder reads and writes the key's real state in its line.
+    /// holder reads and writes the key's real state in its line (a held entry's cell does this
+    /// first, `table/entry.rs`).
     pub(super) fn cool(&self, locked: &LineLocked<'_, K, A>, pos: usize, hash: u64) {
         let (Some(slot), Some(hot)) = (self.hot_slot(locked, pos, hash), self.hot.as_ref()) else { return };
-        let Some(word) = line_word::<A>(locked.cell(pos)) else { return };
+        let Some(word) = A::Storage::inline_word(locked.cell(pos)) else { return };
         hot.demote(slot, word, self.quotas.get(locked.quota(pos)), &self.clock, locked.guard());
     }
 
@@ -157,30 +119,24 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ///
     /// [`KeyedBuilder::hot_keys`]: super::super::KeyedBuilder::hot_keys
     pub fn promote(&self, key: &K) -> bool {
-        let Some(hot) = &self.hot else { return false };
-        let hash = self.hash(key);
-        let guard = epoch::pin();
-        let shard = &self.shards[hash as usize & self.shard_mask];
-        let locked = shard.lock(&guard);
-        let Some(pos) = locked.find(hash, key) else { return false };
-        if self.hot_slot(&locked, pos, hash).is_some() {
-            return true;
+        if self.hot.is_none() {
+            return false;
         }
-        let Some(word) = line_word::<A>(locked.cell(pos)) else { return false };
-        hot.promote(word, hash, &guard).is_some()
+        self.with_entry(key, |entry| match entry {
+            Entry::Held(entry) => entry.promote(),
+            Entry::Vacant(_) => false,
+        })
     }
 
     /// Puts a striped `key` back into its line, its stripes' unspent units given back; returns
     /// whether it was striped.
     pub fn demote(&self, key: &K) -> bool {
-        let hash = self.hash(key);
-        let guard = epoch::pin();
-        let shard = &self.shards[hash as usize & self.shard_mask];
-        let locked = shard.lock(&guard);
-        let Some(pos) = locked.find(hash, key) else { return false };
-        let striped = self.hot_slot(&locked, pos, hash).is_some();
-        self.cool(&locked, pos, hash);
-        striped
+        self.with_entry(key, |entry| {
+            let Entry::Held(entry) = entry else { return false };
+            let striped = entry.slot().is_some();
+            entry.cool();
+            striped
+        })
     }
 
     /// The table with hot slots (`keyed/hot.rs`).

@@ -6,15 +6,13 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
+use super::super::epoch;
+use super::entry::{Entry, HeldEntry, VacantEntry};
 use super::Keyed;
 use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
 use crate::{Clock, Fallback, Quota, ReserveError, WordAlgorithm};
-
-/// How many times a reservation checks in a key it does not find before giving up (another
-/// thread's full-shard insert can evict a key that is fresh again between the two steps).
-const CHECK_IN_TRIES: usize = 8;
 
 /// Counts the table's resets, removals, reclamations, evictions and quota moves of any key: a
 /// reservation made before one cannot tell its key's state from a new one, so its cancel gives
@@ -79,8 +77,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// ([`ReserveError::NotAvailableNow`] otherwise).
     ///
     /// The reservation takes the key's shard lock, as [`refund`](Self::refund) does, so that
-    /// no eviction or quota change can lose it. A key not held is first checked in (for an
-    /// instant it holds one unit fewer). A full table answers by its policy: under
+    /// no eviction or quota change can lose it. A key not held is inserted first, its state
+    /// fresh (charged what the doorkeeper admitted of it), and reserved on in the same locked
+    /// step. A full table answers by its policy: under
     /// [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy::AllowUntracked) the
     /// reservation is granted at once, holds nothing and says so in
     /// [`fallback`](KeyedReservation::fallback); a denial is [`ReserveError::TableFull`].
@@ -122,57 +121,39 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
         max_delay: Duration,
     ) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
         let max_nanos = max_delay_nanos(max_delay);
-        for _ in 0..CHECK_IN_TRIES {
-            let held = self.with_held_cell(key, |algorithm, cell, clock| {
-                let capacity = algorithm.capacity();
-                if cost > capacity {
-                    return Err(ReserveError::CostExceedsCapacity { cost, capacity });
-                }
-                let made = update_word(cell, clock, |word, now| {
-                    reserve_step(algorithm, word, now, cost, max_nanos, max_delay)
-                })?;
-                Ok((made, algorithm.quota(), self.forgets.read()))
-            });
-            if let Some(made) = held {
-                let ((made_at, wait, mark), quota, forgets) = made?;
-                let ready_at = made_at.saturating_add(wait);
-                let key = key.clone();
-                return Ok(KeyedReservation {
-                    table: self,
-                    key,
-                    cost,
-                    made_at,
-                    ready_at,
-                    mark,
-                    quota,
-                    forgets,
-                    fallback: None,
-                });
-            }
-            // Not held: its state is fresh. Refuse a cost its quota can never take before
-            // inserting it, then check it in and give the unit back.
-            let fresh = self.quotas.get(self.quota_for_new(key));
-            let capacity = fresh.capacity();
+        let reserve = |entry: HeldEntry<'_, K, W, C>| {
+            let algorithm = entry.algorithm();
+            let capacity = algorithm.capacity();
             if cost > capacity {
                 return Err(ReserveError::CostExceedsCapacity { cost, capacity });
             }
-            // Cost 1 fits every quota: the check cannot fail. Past the doorkeeper: the key must
-            // be held to reserve on it.
-            let Ok(check_in) = self.check_in(key, 1) else { continue };
-            match check_in.fallback() {
-                Some(Fallback::TableFullUntracked) => {
-                    return Ok(self.untracked(key, cost, fresh.quota()));
-                }
-                Some(_) => return Err(ReserveError::TableFull { retry_after: check_in.retry_after() }),
-                None if check_in.is_allowed() => {
-                    self.refund(key, 1);
-                }
-                // Held now, and limited by other threads' checks: reserve on it.
-                None => {}
+            let (made_at, wait, mark) = update_word(entry.cell(), entry.clock(), |word, now| {
+                reserve_step(algorithm, word, now, cost, max_nanos, max_delay)
+            })?;
+            Ok(KeyedReservation {
+                table: self,
+                key: key.clone(),
+                cost,
+                made_at,
+                ready_at: made_at.saturating_add(wait),
+                mark,
+                quota: algorithm.quota(),
+                forgets: self.forgets.read(),
+                fallback: None,
+            })
+        };
+        // Refuse a cost the new key's quota can never take before inserting it.
+        let fits = |_: &mut VacantEntry<'_, K, W, C>, algorithm: &W| {
+            let capacity = algorithm.capacity();
+            (cost > capacity).then_some(Err(ReserveError::CostExceedsCapacity { cost, capacity }))
+        };
+        self.held_or_new(key, self.hash(key), epoch::pin(), None, reserve, fits).unwrap_or_else(|full| {
+            let decision = self.table_full(full.algorithm, cost, full.retry);
+            match decision.fallback() {
+                Some(Fallback::TableFullUntracked) => Ok(self.untracked(key, cost, full.algorithm.quota())),
+                _ => Err(ReserveError::TableFull { retry_after: decision.retry_after() }),
             }
-        }
-        // Inserted and evicted again each time: the shard churns as a full one does.
-        Err(ReserveError::TableFull { retry_after: Duration::ZERO })
+        })
     }
 
     /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy):
@@ -261,14 +242,15 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
         if self.fallback.is_some() || self.cost == 0 {
             return 0;
         }
-        let cancelled = table.with_held_cell(&self.key, |algorithm, cell, clock| {
+        table.with_entry(&self.key, |entry| {
+            let Entry::Held(entry) = entry else { return 0 };
+            let algorithm = entry.algorithm();
             if table.forgets.read() != self.forgets || algorithm.quota() != self.quota {
                 return 0;
             }
-            update_word(cell, clock, |word, now| {
+            update_word(entry.cell(), entry.clock(), |word, now| {
                 cancel_step(algorithm, word, now, self.cost, self.ready_at, self.mark)
             })
-        });
-        cancelled.unwrap_or(0)
+        })
     }
 }

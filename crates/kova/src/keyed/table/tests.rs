@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use super::evict::RECLAIM_BATCH;
 use super::*;
-use crate::keyed::quotas::DEFAULT_ID;
+use crate::keyed::epoch;
+use crate::keyed::word;
 use crate::keyed::word::WordFreezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
-use crate::Fallback;
 use crate::{AnyAlgorithm, ManualClock, SlidingWindowLog};
+use crate::{Decision, Fallback};
 
 /// A table of `u64` keys on a manual clock, with no doorkeeper: these tests are of the table
 /// itself, where a key's first check inserts it.
@@ -100,16 +101,15 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
     }
     assert!(!shard.still_linked(&hit));
     // The slow path finds the key gone and redoes the check on a fresh cell.
-    let slow = Slow { hash, key: &7, cost: 1, new_quota: DEFAULT_ID, force: None, at_door: true };
-    let redone = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
-    assert_eq!(redone.unwrap().unwrap().remaining(), 4);
+    let redone = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
+    assert_eq!(redone.unwrap().remaining(), 4);
     assert_eq!(keyed.len(), 1);
 
     // A prior decision on the cell the key still has is kept.
     let hit = shard.find(hash, &7, &guard).unwrap();
     let decision = keyed.algorithm().decide_cell(hit.cell(), keyed.clock(), 1);
-    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
-    assert_eq!(kept, Ok(Some(decision)));
+    let kept = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
+    assert_eq!(kept, Ok(decision));
     assert_eq!(keyed.peek(&7).remaining(), 3);
 
     // Growing the array also sends the check to the slow path, which keeps its decision: the
@@ -120,8 +120,8 @@ fn a_write_to_a_hidden_line_is_detected_and_redone() {
         keyed.check(&key);
     }
     assert!(!shard.still_linked(&hit));
-    let kept = keyed.check_locked(shard, &slow, Some((hit.place(), decision)), &guard, true);
-    assert_eq!(kept, Ok(Some(decision)));
+    let kept = keyed.check_slow(hash, &7, 1, None, Some((hit.place(), decision)), epoch::pin());
+    assert_eq!(kept, Ok(decision));
     assert_eq!(keyed.peek(&7).remaining(), 2);
 }
 

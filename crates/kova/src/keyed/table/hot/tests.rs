@@ -8,7 +8,7 @@ use super::super::super::hot::{slot_of, HotKeys};
 use super::super::super::{epoch, word};
 use super::*;
 use crate::loom::atomic::Ordering;
-use crate::{Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, StripedError};
+use crate::{CellStorage, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, StripedError};
 
 fn hot_table<A: crate::WordAlgorithm>(
     quota: Quota,
@@ -31,7 +31,7 @@ fn line_word<A: Algorithm>(keyed: &Keyed<u64, A, ManualClock>, key: u64) -> u64 
     let hash = keyed.hash(&key);
     let guard = epoch::pin();
     let hit = keyed.shards[0].find(hash, &key, &guard).expect("held");
-    A::inline_word(hit.cell()).expect("inline").load(Ordering::Relaxed)
+    A::Storage::inline_word(hit.cell()).expect("inline").load(Ordering::Relaxed)
 }
 
 /// Runs `f` on `threads` threads one after another (each has its own stripe), summing what
@@ -205,7 +205,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
     let hash = keyed.hash(&4);
     let contend = |now| {
         let guard = epoch::pin();
-        keyed.contended(hot, &keyed.shards[0], hash, &4, now, &guard);
+        keyed.contended(hot, hash, &4, now, &guard);
     };
     let window = crate::CONTENTION_WINDOW.as_nanos() as u64;
     // Two failures in one window, the third in the next: not enough.
@@ -225,7 +225,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
     let hit = keyed.shards[0].find(hash, &4, &guard).unwrap();
     let algorithm = keyed.algorithm();
     let mut failures = 0;
-    let word = <Gcra as Algorithm>::inline_word(hit.cell()).unwrap();
+    let word = <crate::InlineWord as CellStorage<Gcra>>::inline_word(hit.cell()).unwrap();
     // A check that loaded the word, then lost it to another write: the callback runs once.
     let decision = word::decide_noting(
         algorithm,
