@@ -103,7 +103,7 @@ pub use keyed::{
 pub use limiter::RateLimiter;
 pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
-pub use reservation::{Reservation, ReserveError};
+pub use reservation::{OwnedReservation, Reservation, ReservationOf, ReserveError};
 pub use settle::Settlement;
 pub use striped::{StripedBuilder, StripedError, StripedLimiter, DEFAULT_LEASE, MAX_STRIPES};
 #[cfg(feature = "tokio")]

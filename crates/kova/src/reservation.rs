@@ -2,18 +2,40 @@
 //! (Go's `x/time/rate` `Reserve` / `Cancel`).
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cas::update_word;
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
-/// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](Self::delay).
+/// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](ReservationOf::delay); it
+/// borrows its limiter, so it cannot outlive it. [`OwnedReservation`] holds the limiter instead.
+pub type Reservation<'a, W, C> = ReservationOf<&'a RateLimiter<W, C>>;
+
+/// A reservation that holds an [`Arc`] of its limiter ([`RateLimiter::reserve_n_owned`]): it can
+/// be stored in a struct or moved into a task or thread, and outlive the caller's borrow.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kova::{Gcra, ManualClock, OwnedReservation, Quota, RateLimiter};
+/// let limiter = Arc::new(RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?);
+/// let _now = limiter.reserve_n(10)?;
+/// let later: OwnedReservation<Gcra, ManualClock> = limiter.reserve_n_owned(5)?;
+/// let back = std::thread::spawn(move || later.cancel()).join().unwrap();
+/// assert_eq!(back, 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type OwnedReservation<W, C> = ReservationOf<Arc<RateLimiter<W, C>>>;
+
+/// Units taken ahead, reached through `L` (a reference to the limiter, or an [`Arc`] of it):
+/// [`Reservation`] and [`OwnedReservation`].
 ///
 /// Dropping it keeps the units taken (they count as used); [`cancel`](Self::cancel) gives back
-/// what it can. A reservation borrows its limiter, so it cannot outlive it.
+/// what it can.
 #[must_use = "a reservation holds units: wait for its delay, or cancel it"]
-pub struct Reservation<'a, W: WordAlgorithm, C: Clock> {
-    pub(crate) limiter: &'a RateLimiter<W, C>,
+pub struct ReservationOf<L> {
+    pub(crate) limiter: L,
     pub(crate) cost: u64,
     made_at: u64,
     pub(crate) ready_at: u64,
@@ -21,7 +43,7 @@ pub struct Reservation<'a, W: WordAlgorithm, C: Clock> {
     pub(crate) reserved_word: u64,
 }
 
-impl<W: WordAlgorithm, C: Clock> fmt::Debug for Reservation<'_, W, C> {
+impl<L> fmt::Debug for ReservationOf<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reservation")
             .field("cost", &self.cost)
@@ -147,7 +169,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             |word, now| reserve_step(&self.algorithm, word, now, cost, max_nanos, max_delay),
         );
         let (made_at, wait, reserved_word) = made?;
-        Ok(Reservation {
+        Ok(ReservationOf {
             limiter: self,
             cost,
             made_at,
@@ -155,9 +177,30 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             reserved_word,
         })
     }
+
+    /// [`reserve_n`](Self::reserve_n), as an [`OwnedReservation`] that holds the limiter.
+    pub fn reserve_n_owned(self: &Arc<Self>, cost: u64) -> Result<OwnedReservation<W, C>, ReserveError> {
+        self.reserve_n_within_owned(cost, Duration::MAX)
+    }
+
+    /// [`reserve_n_within`](Self::reserve_n_within), as an [`OwnedReservation`].
+    pub fn reserve_n_within_owned(
+        self: &Arc<Self>,
+        cost: u64,
+        max_delay: Duration,
+    ) -> Result<OwnedReservation<W, C>, ReserveError> {
+        let ReservationOf { cost, made_at, ready_at, reserved_word, .. } =
+            self.reserve_n_within(cost, max_delay)?;
+        Ok(ReservationOf { limiter: Arc::clone(self), cost, made_at, ready_at, reserved_word })
+    }
 }
 
-impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
+impl<L, W, C> ReservationOf<L>
+where
+    L: Deref<Target = RateLimiter<W, C>>,
+    W: WordAlgorithm,
+    C: Clock,
+{
     /// How long after it was made the reserved units may be used (zero: at once).
     pub fn delay(&self) -> Duration {
         Duration::from_nanos(self.ready_at - self.made_at)
@@ -178,10 +221,11 @@ impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
         self.ready_at
     }
 
-    /// Says the reserved units will not be used and gives back what can be (Go's `Cancel`):
-    /// nothing once their time has come (`now > ready_at`: they count as used), otherwise the
-    /// cost less the units granted after it that the state still holds, by the rule stated
-    /// once in [`WordAlgorithm::cancel_reservation`]. Returns the units given back.
+    /// Says the reserved units will not be used and gives back what can be (Go's `Cancel`), by
+    /// the rule stated once in [`WordAlgorithm::cancel_reservation`]: nothing once their time
+    /// has come (`now > ready_at`: they count as used); otherwise the whole cost when nothing
+    /// granted after it is still counted, and nothing when something is. Returns the units
+    /// given back.
     ///
     /// ```
     /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
@@ -194,7 +238,7 @@ impl<W: WordAlgorithm, C: Clock> Reservation<'_, W, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn cancel(self) -> u64 {
-        let limiter = self.limiter;
+        let limiter = &*self.limiter;
         let (cost, ready_at, mark) = (self.cost, self.ready_at, self.reserved_word);
         if cost == 0 {
             return 0;

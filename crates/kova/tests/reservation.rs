@@ -229,3 +229,23 @@ proptest! {
         check_bucket_bound(&mut used, burst, 100_000_000)?;
     }
 }
+
+/// An owned reservation holds its limiter: stored in a struct, moved to another thread, it
+/// follows the same rule as a borrowed one.
+#[test]
+fn an_owned_reservation_outlives_the_borrow_and_follows_the_rule() {
+    struct Pending {
+        units: kova::OwnedReservation<Gcra, ManualClock>,
+    }
+    let clock = ManualClock::new();
+    let limiter = std::sync::Arc::new(gcra(10, 1, &clock));
+    let _now = limiter.reserve_n(1).unwrap();
+    let held = Pending { units: limiter.reserve_n_owned(1).unwrap() };
+    assert_eq!(held.units.delay(), 100 * MS);
+    let later = limiter.reserve_n_within_owned(1, 200 * MS).unwrap();
+    // Out of order: nothing back while the later one is counted; then last first.
+    let back = std::thread::spawn(move || held.units.cancel()).join().unwrap();
+    assert_eq!(back, 0);
+    assert_eq!(later.cancel(), 1);
+    assert!(limiter.reserve_n_within_owned(2, Duration::MAX).is_err(), "cost above the capacity");
+}

@@ -208,9 +208,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
 
     /// Says the reserved units will not be used and gives back what can be, to the same key:
     /// [`Reservation::cancel`](crate::Reservation::cancel)'s rule (nothing once their time has
-    /// come; otherwise the cost less the units granted on the key after it that its state still
-    /// holds, as [`WordAlgorithm::cancel_reservation`](crate::WordAlgorithm::cancel_reservation)
-    /// states it). Returns the units given back.
+    /// come; otherwise the whole cost when nothing granted on the key after it is still counted,
+    /// and nothing when something is, as
+    /// [`WordAlgorithm::cancel_reservation`](crate::WordAlgorithm::cancel_reservation) states it).
+    /// Returns the units given back.
     ///
     /// It never gives a key more than its quota: when the key's state may no longer hold this
     /// reservation's units, nothing comes back (and it returns 0), namely when
