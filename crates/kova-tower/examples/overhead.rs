@@ -62,12 +62,24 @@ const WRK_CONNECTIONS: usize = 64;
 enum Subject {
     Bare,
     Kova,
+    KovaAround,
     Governor,
     GovernorHeaders,
     Tower,
 }
 
-const SUBJECTS: [Subject; 5] =
+const SUBJECTS: [Subject; 6] = [
+    Subject::Bare,
+    Subject::Kova,
+    Subject::KovaAround,
+    Subject::Governor,
+    Subject::GovernorHeaders,
+    Subject::Tower,
+];
+
+/// What is loaded over HTTP: every subject but kova-tower around the router (the same layer as
+/// `Kova`; wrapping the router only changes what the in-process rows compare).
+const HTTP_SUBJECTS: [Subject; 5] =
     [Subject::Bare, Subject::Kova, Subject::Governor, Subject::GovernorHeaders, Subject::Tower];
 
 /// What wrk loads: the limiters keyed per client IP.
@@ -79,6 +91,7 @@ impl Subject {
         match self {
             Subject::Bare => "without layer",
             Subject::Kova => "kova-tower",
+            Subject::KovaAround => "kova around",
             Subject::Governor => "tower_governor",
             Subject::GovernorHeaders => "governor+headers",
             Subject::Tower => "tower RateLimit",
@@ -91,6 +104,8 @@ fn tower_limit() -> tower::limit::RateLimitLayer {
     tower::limit::RateLimitLayer::new(1_000_000_000, Duration::from_secs(1))
 }
 
+/// The router of `subject`, with its layer added by `Router::layer` (for `KovaAround`, the bare
+/// router that layer then wraps).
 fn router(subject: Subject) -> Router {
     let app =
         Router::new().route("/", get(|| async { "hello\n" })).route("/search", get(|| async { "results\n" }));
@@ -110,19 +125,23 @@ fn router(subject: Subject) -> Router {
         Subject::GovernorHeaders => {
             app.layer(GovernorLayer::new(governor.use_headers().finish().expect("governor config")))
         }
-        Subject::Kova => {
-            // A quota no client reaches: every request takes the allowed path.
-            let quota = Quota::per_second(1_000_000_000).expect("quota");
-            let per_ip = Limit::in_memory("ip", quota, Key::peer_ip()).expect("limit").cost_fn(|parts| {
-                if parts.uri.path() == "/search" {
-                    5
-                } else {
-                    1
-                }
-            });
-            app.layer(RateLimitLayer::new(per_ip))
-        }
+        Subject::Kova => app.layer(kova_layer()),
+        // Wrapped by the caller, around the whole router.
+        Subject::KovaAround => app,
     }
+}
+
+fn kova_layer() -> RateLimitLayer {
+    // A quota no client reaches: every request takes the allowed path.
+    let quota = Quota::per_second(1_000_000_000).expect("quota");
+    let per_ip = Limit::in_memory("ip", quota, Key::peer_ip()).expect("limit").cost_fn(|parts| {
+        if parts.uri.path() == "/search" {
+            5
+        } else {
+            1
+        }
+    });
+    RateLimitLayer::new(per_ip)
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -140,17 +159,19 @@ struct Round {
     per_sec: f64,
 }
 
-/// Calls the router directly (tower's limit: wrapping it, unbuffered), one request at a time.
+/// Calls the router directly (tower's limit, and kova-tower's "around" row: wrapping it,
+/// unbuffered, rather than through `Router::layer`), one request at a time.
 async fn in_process_round(subject: Subject) -> Round {
     match subject {
         Subject::Tower => calls_round(tower_limit().layer(router(Subject::Bare))).await,
+        Subject::KovaAround => calls_round(kova_layer().layer(router(subject))).await,
         _ => calls_round(router(subject)).await,
     }
 }
 
-async fn calls_round<S>(mut app: S) -> Round
+async fn calls_round<S, B>(mut app: S) -> Round
 where
-    S: Service<Request<Body>, Response = Response<Body>>,
+    S: Service<Request<Body>, Response = Response<B>>,
     S::Error: std::fmt::Debug,
 {
     let peers: Vec<ConnectInfo<SocketAddr>> = (0..4096u32)
@@ -299,9 +320,9 @@ fn over_http() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         for connections in [1, CONNECTIONS] {
-            let mut rounds: Vec<Vec<Round>> = SUBJECTS.iter().map(|_| Vec::new()).collect();
+            let mut rounds: Vec<Vec<Round>> = HTTP_SUBJECTS.iter().map(|_| Vec::new()).collect();
             for _ in 0..ROUNDS {
-                for (n, subject) in SUBJECTS.into_iter().enumerate() {
+                for (n, subject) in HTTP_SUBJECTS.into_iter().enumerate() {
                     rounds[n].push(http_round(subject, connections).await);
                 }
             }
@@ -310,7 +331,7 @@ fn over_http() {
                     "over HTTP/1 on loopback, {connections} connection(s), {HTTP_SECS_PER_ROUND} s per round \
                      (tower RateLimit behind Buffer)"
                 ),
-                &SUBJECTS,
+                &HTTP_SUBJECTS,
                 &rounds,
             );
         }
