@@ -138,7 +138,7 @@ impl Run {
                 report(config, limit.name(), &key, &decision, started.elapsed());
                 let headers = (!config.shadow).then(|| RateLimitHeaders {
                     policy: config.all_policies.clone(),
-                    state: headers::state_value([(limit.name(), &decision, None)]),
+                    state: headers::state_value_of(limit.name(), &decision),
                     legacy: config.legacy_headers.then(|| headers::legacy_values(&decision)),
                 });
                 Progress::Done(Verdict::Pass(Pass::Now(headers)))

@@ -26,6 +26,7 @@
 //! `RateLimit-Policy: "ip";q=60;w=60, "user";q=1000;w=3600`.
 
 use base64::Engine as _;
+use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue};
 use kova::{Decision, Fallback, Quota};
@@ -186,12 +187,17 @@ pub fn write_state_item(out: &mut String, name: &str, decision: &Decision) {
 }
 
 fn state_item(out: &mut impl Text, name: &str, decision: &Decision) {
-    out.put("\"");
-    out.put(name);
-    out.put("\";r=");
-    out.put(itoa::Buffer::new().format(decision.remaining()));
-    out.put(";t=");
-    out.put(itoa::Buffer::new().format(reset_secs(decision)));
+    let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let pieces =
+        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    for piece in pieces {
+        out.put(piece);
+    }
+}
+
+/// The pieces of one `RateLimit` member, `"name";r=R;t=T`, in order.
+fn state_pieces<'a>(name: &'a str, remaining: &'a str, reset: &'a str) -> [&'a str; 6] {
+    ["\"", name, "\";r=", remaining, ";t=", reset]
 }
 
 /// Appends a `pk` parameter: `;pk=:BASE64:` (a structured-field byte sequence).
@@ -319,6 +325,20 @@ pub(crate) fn state_value<'a>(
         }
     }
     text.into_value()
+}
+
+/// `RateLimit` of one limit: written straight into a buffer of its exact size, which becomes
+/// the value without another copy.
+pub(crate) fn state_value_of(name: &str, decision: &Decision) -> Option<HeaderValue> {
+    let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let pieces =
+        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let mut text = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    for piece in pieces {
+        text.extend_from_slice(piece.as_bytes());
+    }
+    // Length and capacity are equal, so the bytes take the buffer as it is.
+    HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
 }
 
 /// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` values of `decision` (boxed: an
