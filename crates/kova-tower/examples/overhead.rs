@@ -1,27 +1,37 @@
-//! What the rate-limit layer adds to a request, measured two ways in one run, each alternating
-//! rounds without and with the layer and quoting medians:
+//! What the rate-limit layer adds to a request, measured three ways, each alternating rounds
+//! without and with each layer and quoting medians:
 //!
 //! 1. **In process**: the axum router is called directly (`Service::call`), without and with
 //!    each layer: the added latency per request at p50 and p99, and calls per second on one
-//!    thread. Requests come from 4096 client addresses (a realistic table, not one hot key).
+//!    thread. Requests come from 4096 client addresses (a realistic table, not one hot key),
+//!    carried as axum's `ConnectInfo<SocketAddr>`, as `axum::serve` sets it.
 //! 2. **Over HTTP**: the same router served on a loopback port and loaded by an in-process
 //!    HTTP/1 client: the round-trip latency on one keep-alive connection (requests one after
 //!    the other: p50, p99), and requests per second over 16 connections. Client and server
 //!    share the machine, so these carry the machine's noise.
+//! 3. **Under wrk** (`wrk` on the PATH): each router served by its own one-thread runtime on a
+//!    loopback port, loaded in turn by `wrk -t1 -c64` (one client IP, 127.0.0.1): requests per
+//!    second and wrk's latency percentiles, rounds interleaved. Run only when asked for.
 //!
-//! The limit is one per-IP GCRA limit with a quota no client reaches (every request is allowed
-//! and gets its `RateLimit-Policy` and `RateLimit` headers: the common path).
+//! The limit is one per-IP limit with a quota no client reaches (every request is allowed: the
+//! common path). kova-tower's responses carry its `RateLimit-Policy` and `RateLimit` headers.
+//! Beside it, the same router with tower_governor's layer (per peer IP, a quota no run
+//! reaches), as its docs build it: once as it comes (no headers on allowed responses) and once
+//! with `use_headers` (`x-ratelimit-limit` and `x-ratelimit-remaining`). Both are added with
+//! `Router::layer`, so both pay what axum adds for a route layer (a boxed service and future
+//! per route, the response body boxed again).
 //!
-//! Beside it, tower's own `tower::limit::RateLimit`, also with a rate no run reaches: one rate
-//! for the whole service (no keys, no headers, no 429: it makes callers wait). In process it
-//! wraps the router directly; over HTTP it sits behind `tower::buffer::Buffer`, because its
-//! service cannot be cloned and axum needs one per connection (the setup axum's docs show), so
-//! that row measures the buffer's channel too.
+//! Also beside it (in process and over HTTP), tower's own `tower::limit::RateLimit`, with a rate
+//! no run reaches: one rate for the whole service (no keys, no headers, no 429: it makes callers
+//! wait). In process it wraps the router directly; over HTTP it sits behind
+//! `tower::buffer::Buffer`, because its service cannot be cloned and axum needs one per
+//! connection (the setup axum's docs show), so that row measures the buffer's channel too.
 //!
 //! ```text
-//! cargo run --release -p kova-tower --example overhead            # both
+//! cargo run --release -p kova-tower --example overhead            # in process and over HTTP
 //! cargo run --release -p kova-tower --example overhead -- in-process
 //! cargo run --release -p kova-tower --example overhead -- http
+//! cargo run --release -p kova-tower --example overhead -- wrk     # ROUNDS=5 WRK_SECS=5
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -29,35 +39,61 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::error_handling::HandleErrorLayer;
+use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use kova::Quota;
-use kova_tower::{Key, Limit, PeerAddr, RateLimitLayer};
+use kova_tower::{Key, Limit, RateLimitLayer};
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::GovernorLayer;
 
 const ROUNDS: usize = 5;
 const CALLS_PER_ROUND: usize = 200_000;
 const HTTP_SECS_PER_ROUND: f64 = 1.5;
 const CONNECTIONS: usize = 16;
+const WRK_CONNECTIONS: usize = 64;
 
 /// What wraps the router.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Subject {
     Bare,
     Kova,
+    KovaAround,
+    Governor,
+    GovernorHeaders,
     Tower,
 }
 
-const SUBJECTS: [Subject; 3] = [Subject::Bare, Subject::Kova, Subject::Tower];
+const SUBJECTS: [Subject; 6] = [
+    Subject::Bare,
+    Subject::Kova,
+    Subject::KovaAround,
+    Subject::Governor,
+    Subject::GovernorHeaders,
+    Subject::Tower,
+];
+
+/// What is loaded over HTTP: every subject but kova-tower around the router (the same layer as
+/// `Kova`; wrapping the router only changes what the in-process rows compare).
+const HTTP_SUBJECTS: [Subject; 5] =
+    [Subject::Bare, Subject::Kova, Subject::Governor, Subject::GovernorHeaders, Subject::Tower];
+
+/// What wrk loads: the limiters keyed per client IP.
+const WRK_SUBJECTS: [Subject; 4] =
+    [Subject::Bare, Subject::Kova, Subject::Governor, Subject::GovernorHeaders];
 
 impl Subject {
     fn label(self) -> &'static str {
         match self {
             Subject::Bare => "without layer",
             Subject::Kova => "kova-tower",
+            Subject::KovaAround => "kova around",
+            Subject::Governor => "tower_governor",
+            Subject::GovernorHeaders => "governor+headers",
             Subject::Tower => "tower RateLimit",
         }
     }
@@ -68,20 +104,34 @@ fn tower_limit() -> tower::limit::RateLimitLayer {
     tower::limit::RateLimitLayer::new(1_000_000_000, Duration::from_secs(1))
 }
 
+/// The router of `subject`, with its layer added by `Router::layer` (for `KovaAround`, the bare
+/// router that layer then wraps).
 fn router(subject: Subject) -> Router {
     let app =
         Router::new().route("/", get(|| async { "hello\n" })).route("/search", get(|| async { "results\n" }));
+    // tower_governor: one element back every nanosecond (10^9 a second), bursts of a million.
+    let mut governor = GovernorConfigBuilder::default();
+    governor.per_nanosecond(1).burst_size(1_000_000);
     match subject {
-        Subject::Bare => return app,
+        Subject::Bare => app,
         Subject::Tower => {
             let buffered = ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(|_: BoxError| async { StatusCode::SERVICE_UNAVAILABLE }))
                 .layer(tower::buffer::BufferLayer::new(1024))
                 .layer(tower_limit());
-            return app.layer(buffered);
+            app.layer(buffered)
         }
-        Subject::Kova => {}
+        Subject::Governor => app.layer(GovernorLayer::new(governor.finish().expect("governor config"))),
+        Subject::GovernorHeaders => {
+            app.layer(GovernorLayer::new(governor.use_headers().finish().expect("governor config")))
+        }
+        Subject::Kova => app.layer(kova_layer()),
+        // Wrapped by the caller, around the whole router.
+        Subject::KovaAround => app,
     }
+}
+
+fn kova_layer() -> RateLimitLayer {
     // A quota no client reaches: every request takes the allowed path.
     let quota = Quota::per_second(1_000_000_000).expect("quota");
     let per_ip = Limit::in_memory("ip", quota, Key::peer_ip()).expect("limit").cost_fn(|parts| {
@@ -91,7 +141,7 @@ fn router(subject: Subject) -> Router {
             1
         }
     });
-    app.layer(RateLimitLayer::new(per_ip))
+    RateLimitLayer::new(per_ip)
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -109,21 +159,23 @@ struct Round {
     per_sec: f64,
 }
 
-/// Calls the router directly (tower's limit: wrapping it, unbuffered), one request at a time.
+/// Calls the router directly (tower's limit, and kova-tower's "around" row: wrapping it,
+/// unbuffered, rather than through `Router::layer`), one request at a time.
 async fn in_process_round(subject: Subject) -> Round {
     match subject {
         Subject::Tower => calls_round(tower_limit().layer(router(Subject::Bare))).await,
+        Subject::KovaAround => calls_round(kova_layer().layer(router(subject))).await,
         _ => calls_round(router(subject)).await,
     }
 }
 
-async fn calls_round<S>(mut app: S) -> Round
+async fn calls_round<S, B>(mut app: S) -> Round
 where
-    S: Service<Request<Body>, Response = Response<Body>>,
+    S: Service<Request<Body>, Response = Response<B>>,
     S::Error: std::fmt::Debug,
 {
-    let peers: Vec<PeerAddr> = (0..4096u32)
-        .map(|i| PeerAddr(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
+    let peers: Vec<ConnectInfo<SocketAddr>> = (0..4096u32)
+        .map(|i| ConnectInfo(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
         .collect();
     let mut latencies = Vec::with_capacity(CALLS_PER_ROUND);
     let started = Instant::now();
@@ -146,14 +198,17 @@ where
     }
 }
 
+/// Serves `subject`'s router on `listener` until the task is dropped, with connection info (the
+/// peer address every per-IP limiter reads).
+async fn serve(listener: tokio::net::TcpListener, subject: Subject) {
+    let _ = axum::serve(listener, router(subject).into_make_service_with_connect_info::<SocketAddr>()).await;
+}
+
 /// Serves the router on a loopback port and loads it over keep-alive connections.
 async fn http_round(subject: Subject, connections: usize) -> Round {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(async move {
-        let _ =
-            axum::serve(listener, router(subject).into_make_service_with_connect_info::<SocketAddr>()).await;
-    });
+    let server = tokio::spawn(serve(listener, subject));
     let deadline = Instant::now() + Duration::from_secs_f64(HTTP_SECS_PER_ROUND);
     let mut workers = Vec::new();
     for _ in 0..connections {
@@ -193,7 +248,7 @@ async fn http_round(subject: Subject, connections: usize) -> Round {
 }
 
 /// Prints each subject's medians, and what each layer adds to the bare router's.
-fn report(title: &str, rounds: &[Vec<Round>; 3]) {
+fn report(title: &str, subjects: &[Subject], rounds: &[Vec<Round>]) {
     let summarize = |rounds: &[Round]| {
         (
             median(rounds.iter().map(|r| r.p50_ns).collect()),
@@ -201,10 +256,10 @@ fn report(title: &str, rounds: &[Vec<Round>; 3]) {
             median(rounds.iter().map(|r| r.per_sec).collect()),
         )
     };
-    println!("{title} (median of {ROUNDS} rounds)");
+    println!("{title} (median of {} rounds)", rounds[0].len());
     println!("  {:<16} {:>12} {:>12} {:>14} {:>14}", "", "p50", "p99", "requests/s", "added at p50");
     let (bare_p50, _, bare_rate) = summarize(&rounds[0]);
-    for (subject, rounds) in SUBJECTS.iter().zip(rounds) {
+    for (subject, rounds) in subjects.iter().zip(rounds) {
         let (p50, p99, rate) = summarize(rounds);
         let added = if *subject == Subject::Bare {
             String::new()
@@ -218,6 +273,10 @@ fn report(title: &str, rounds: &[Vec<Round>; 3]) {
             p99 / 1e3,
             rate
         );
+    }
+    let rates = |rounds: &[Round]| rounds.iter().map(|r| format!("{:.0}", r.per_sec)).collect::<Vec<_>>();
+    for (subject, rounds) in subjects.iter().zip(rounds) {
+        println!("  {:<16} requests/s by round: {}", subject.label(), rates(rounds).join(" "));
     }
 }
 
@@ -235,6 +294,9 @@ fn main() {
     if run("http") {
         over_http();
     }
+    if only.as_deref() == Some("wrk") {
+        under_wrk();
+    }
 }
 
 fn in_process() {
@@ -244,13 +306,13 @@ fn in_process() {
         for subject in SUBJECTS {
             in_process_round(subject).await;
         }
-        let mut rounds: [Vec<Round>; 3] = Default::default();
+        let mut rounds: Vec<Vec<Round>> = SUBJECTS.iter().map(|_| Vec::new()).collect();
         for _ in 0..ROUNDS {
             for (n, subject) in SUBJECTS.into_iter().enumerate() {
                 rounds[n].push(in_process_round(subject).await);
             }
         }
-        report(&format!("in process, {CALLS_PER_ROUND} calls per round, one thread"), &rounds);
+        report(&format!("in process, {CALLS_PER_ROUND} calls per round, one thread"), &SUBJECTS, &rounds);
     });
 }
 
@@ -258,9 +320,9 @@ fn over_http() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         for connections in [1, CONNECTIONS] {
-            let mut rounds: [Vec<Round>; 3] = Default::default();
+            let mut rounds: Vec<Vec<Round>> = HTTP_SUBJECTS.iter().map(|_| Vec::new()).collect();
             for _ in 0..ROUNDS {
-                for (n, subject) in SUBJECTS.into_iter().enumerate() {
+                for (n, subject) in HTTP_SUBJECTS.into_iter().enumerate() {
                     rounds[n].push(http_round(subject, connections).await);
                 }
             }
@@ -269,8 +331,84 @@ fn over_http() {
                     "over HTTP/1 on loopback, {connections} connection(s), {HTTP_SECS_PER_ROUND} s per round \
                      (tower RateLimit behind Buffer)"
                 ),
+                &HTTP_SUBJECTS,
                 &rounds,
             );
         }
     });
+}
+
+/// Serves `subject` on a loopback port from a thread of its own running a one-thread runtime
+/// (the server's only worker), for as long as the process runs.
+fn spawn_server(subject: Subject) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            serve(listener, subject).await;
+        });
+    });
+    addr
+}
+
+/// One wrk run against `addr`: requests per second and the p50 and p99 latency it reports.
+fn wrk_round(addr: SocketAddr, secs: u64) -> Round {
+    let output = std::process::Command::new("wrk")
+        .args(["-t1", &format!("-c{WRK_CONNECTIONS}"), &format!("-d{secs}s"), "--latency"])
+        .arg(format!("http://{addr}/"))
+        .output()
+        .expect("wrk runs (apt-get install wrk)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!text.contains("Non-2xx"), "every request must be allowed:\n{text}");
+    let field = |label: &str| -> f64 {
+        let line = text.lines().find(|l| l.trim_start().starts_with(label));
+        let value =
+            line.and_then(|l| l.split_whitespace().nth(1)).unwrap_or_else(|| panic!("{label}: {text}"));
+        parse_wrk_number(value)
+    };
+    Round { p50_ns: field("50%"), p99_ns: field("99%"), per_sec: field("Requests/sec:") }
+}
+
+/// wrk's numbers: a plain rate, or a latency with its unit (`us`, `ms`, `s`), in nanoseconds.
+fn parse_wrk_number(value: &str) -> f64 {
+    let (number, scale) = if let Some(n) = value.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = value.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = value.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        (value, 1.0)
+    };
+    number.parse::<f64>().unwrap_or_else(|_| panic!("wrk printed {value:?}")) * scale
+}
+
+fn under_wrk() {
+    let env =
+        |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (rounds_wanted, secs) = (env("ROUNDS", ROUNDS as u64) as usize, env("WRK_SECS", 5));
+    let addrs: Vec<SocketAddr> = WRK_SUBJECTS.iter().map(|&s| spawn_server(s)).collect();
+    // Warm up each server (its table, its allocator).
+    for &addr in &addrs {
+        wrk_round(addr, 1);
+    }
+    let mut rounds: Vec<Vec<Round>> = WRK_SUBJECTS.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds_wanted {
+        // Rotate the order each round, so no subject always runs right after another.
+        for k in 0..WRK_SUBJECTS.len() {
+            let n = (round + k) % WRK_SUBJECTS.len();
+            rounds[n].push(wrk_round(addrs[n], secs));
+        }
+    }
+    report(
+        &format!(
+            "under wrk -t1 -c{WRK_CONNECTIONS} -d{secs}s on loopback, one server worker thread, one client IP \
+             (p50/p99 from wrk --latency)"
+        ),
+        &WRK_SUBJECTS,
+        &rounds,
+    );
 }

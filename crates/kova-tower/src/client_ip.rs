@@ -43,10 +43,7 @@ use ipnet::IpNet;
 
 mod trusted;
 
-pub use trusted::{ForwardedHeader, TrustedProxies, TrustedProxiesError};
-
-/// `X-Forwarded-For` (not in `http::header`).
-pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub use trusted::{ForwardedHeader, TrustedProxies, TrustedProxiesError, X_FORWARDED_FOR};
 
 /// Why the client address could not be told.
 #[derive(Debug, Clone, PartialEq, Eq)]

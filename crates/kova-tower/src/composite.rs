@@ -1,140 +1,20 @@
 //! CompositeLimit: several limits on one key (10 a second AND 1,000 an hour AND 10,000 a day per
 //! API key), decided all or nothing in one step by a composite limiter: kova's [`KeyedLimits`]
-//! in memory, or a backend's own through [`CompositeLimiter`].
+//! in memory, or a backend's own through [`CompositeLimiter`]. Each member is a [`Limit`] that
+//! knows its place in the composite (`Member`, in `limit.rs`).
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use http::request::Parts;
 use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Quota, WordAlgorithm};
 
 use crate::headers::QuotaUnit;
-use crate::limit::Cost;
-use crate::ready::ReadyOr;
+use crate::limit::{Cost, Filter, Group, Member};
 use crate::{
-    CheckFuture, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError, OnMissingKey, SettleError,
-    SettleFuture, Settled,
+    CheckFuture, CompositeLimiter, ConfigError, Key, KeyedLimiter, Limit, LimitKey, OnMissingKey,
+    SettleError, SettleFuture, Settled,
 };
-
-/// A limiter that decides several quotas of one key together: a check is admitted only if every
-/// quota admits it, and a denial takes nothing from any (kova's [`KeyedLimits`], or a shared
-/// store's composite script). The hook a backend implements to be used by [`CompositeLimit`];
-/// a backend without one is given its limits one by one ([`Limit`]s sharing a key), which the
-/// layer checks in order and refunds on a later denial.
-pub trait CompositeLimiter: Send + Sync + 'static {
-    /// Checks `cost` units of `key` against every quota, all or nothing (0 is a peek). The
-    /// answer carries every quota's decision, in the order the composite was built with.
-    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture;
-
-    /// Gives back `cost` units an admitted check took from every quota (a later limit of the
-    /// layer denied the request). Returns whether it could; the default cannot.
-    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
-        let _ = (key, cost);
-        false
-    }
-
-    /// Settles an admitted check of `estimated` units whose real cost was `actual`, for every
-    /// quota (see [`KeyedLimiter::settle`]): one [`Settled`] per quota, in order. The default
-    /// cannot: [`SettleError::Unsupported`], and the estimate stands.
-    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
-        let _ = (key, estimated, actual);
-        SettleFuture::ready(Err(SettleError::Unsupported))
-    }
-}
-
-impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<LimitKey, W, C> {
-    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
-        CompositeCheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
-    }
-
-    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
-        KeyedLimits::refund(self, key, cost);
-        true
-    }
-
-    /// Each quota's table settles on its own (a settle is never denied, so there is nothing to
-    /// decide all or nothing), into its own overdraft.
-    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
-        let each = self.tables().iter().map(|table| {
-            let settlement = table.settle(key, estimated, actual);
-            Settled::new(settlement, Some(table.peek(key)))
-        });
-        SettleFuture::ready(Ok(each.collect()))
-    }
-}
-
-/// The future of one [`CompositeLimiter::check`]: already complete for in-memory composites,
-/// boxed for those that wait on I/O.
-#[must_use = "a check does nothing unless awaited or inspected"]
-pub struct CompositeCheckFuture(ReadyOr<Result<LimitsDecision, LimiterError>>);
-
-impl CompositeCheckFuture {
-    /// A check that is already complete.
-    pub fn ready(result: Result<LimitsDecision, LimiterError>) -> Self {
-        CompositeCheckFuture(ReadyOr::Ready(Some(result)))
-    }
-
-    /// A check that completes when `future` does.
-    pub fn new<F>(future: F) -> Self
-    where
-        F: Future<Output = Result<LimitsDecision, LimiterError>> + Send + 'static,
-    {
-        CompositeCheckFuture(ReadyOr::boxed(future))
-    }
-
-    /// The result if the check is already complete, else the future back.
-    // The Err is this future handed back (moved once, on the path that then awaits a store).
-    #[allow(clippy::result_large_err)]
-    pub fn into_ready(self) -> Result<Result<LimitsDecision, LimiterError>, Self> {
-        self.0.into_ready().map_err(CompositeCheckFuture)
-    }
-}
-
-impl fmt::Debug for CompositeCheckFuture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state =
-            if self.0.is_ready() { "CompositeCheckFuture::Ready" } else { "CompositeCheckFuture::Pending" };
-        f.write_str(state)
-    }
-}
-
-impl Future for CompositeCheckFuture {
-    type Output = Result<LimitsDecision, LimiterError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut()
-            .0
-            .poll_with(cx, || Err(LimiterError::backend("rate-limit check polled after it completed")))
-    }
-}
-
-/// The composite a limit belongs to, shared by its members.
-pub(crate) struct Group {
-    pub(crate) limiter: Arc<dyn CompositeLimiter>,
-    pub(crate) len: usize,
-}
-
-/// One limit's place in its composite.
-#[derive(Clone)]
-pub(crate) struct Member {
-    pub(crate) group: Arc<Group>,
-    pub(crate) position: usize,
-}
-
-impl Member {
-    /// Whether `limits` (the layer's, from this member on) hold the whole composite in order:
-    /// then the layer decides it in one step.
-    pub(crate) fn heads_whole_group(&self, limits: &[Limit]) -> bool {
-        self.position == 0
-            && limits.len() >= self.group.len
-            && limits[..self.group.len].iter().enumerate().all(|(offset, limit)| {
-                limit.member().is_some_and(|m| Arc::ptr_eq(&m.group, &self.group) && m.position == offset)
-            })
-    }
-}
 
 /// A member limit used on its own (cloned out of its composite into another layer): it checks
 /// and refunds the whole composite, and answers with its own quota's decision.
@@ -303,7 +183,7 @@ impl CompositeLimit {
 
     /// The limits apply only to requests for which `f` is true.
     pub fn when(self, f: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
-        let filter: Arc<crate::limit::Filter> = Arc::new(f);
+        let filter: Arc<Filter> = Arc::new(f);
         self.map(|limit| limit.with_filter(Some(filter.clone())))
     }
 

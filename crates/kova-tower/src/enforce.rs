@@ -6,29 +6,23 @@
 //! The members of a [`CompositeLimit`](crate::CompositeLimit) are decided in one step; every
 //! other limit on its own, with what earlier limits took given back when a later one rejects.
 
+mod checked;
+mod settling;
+
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Response};
+use http::Response;
 use kova::{Decision, Fallback, MAX_LIMITS};
 
-use crate::headers::{
-    self, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
-};
-use crate::layer::Config;
-use crate::partition::PARTITION_KEY_LEN;
+use self::checked::{Checked, Entry, ToSettle};
+pub(crate) use self::settling::Settling;
+use crate::config::Config;
+use crate::headers::{self, RateLimitHeaders};
 pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
-use crate::settle::Settling;
 use crate::stopwatch::Stopwatch;
-use crate::{Event, EventKind, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
-
-/// One limit checked: its index in the layer, its decision, and its `pk` when the layer
-/// publishes partition keys.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) index: usize,
-    pub(crate) decision: Decision,
-    partition_key: Option<[u8; PARTITION_KEY_LEN]>,
-}
+use crate::{EventKind, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
 
 /// What an allowed check took, while a later limit could still reject the request.
 #[derive(Debug)]
@@ -40,27 +34,15 @@ struct Charge {
     composite: bool,
 }
 
-/// An allowed check to settle from the response.
-#[derive(Debug)]
-pub(crate) struct ToSettle {
-    pub(crate) index: usize,
-    pub(crate) key: LimitKey,
-    pub(crate) estimated: u64,
-    /// Settled by the composite the limit at `index` heads, for all its limits.
-    pub(crate) composite: bool,
-}
-
 /// The checks of one request so far.
 #[derive(Debug, Default)]
 pub(crate) struct Run {
     /// The next limit to look at.
     next: usize,
-    /// Every limit checked, in order.
-    pub(crate) entries: Vec<Entry>,
+    /// Every limit checked, and what to settle.
+    checked: Checked,
     /// Given back if a later limit rejects, so that a rejected request consumes no quota.
     charged: Vec<Charge>,
-    /// Allowed checks of limits that settle from the response.
-    pub(crate) to_settle: Vec<ToSettle>,
 }
 
 pub(crate) enum Progress {
@@ -83,33 +65,15 @@ pub(crate) enum Pass {
     AfterResponse(Box<Settling>),
 }
 
-/// The headers an allowed response gets.
-#[derive(Debug)]
-pub(crate) struct RateLimitHeaders {
-    policy: HeaderValue,
-    state: Option<HeaderValue>,
-    legacy: Option<[HeaderValue; 3]>,
-}
-
-impl RateLimitHeaders {
-    /// Appends the headers (appends, so that an outer layer's members are kept).
-    pub(crate) fn apply(self, headers: &mut HeaderMap) {
-        headers.append(RATELIMIT_POLICY, self.policy);
-        if let Some(state) = self.state {
-            headers.append(RATELIMIT, state);
-        }
-        if let Some([limit, remaining, reset]) = self.legacy {
-            headers.insert(X_RATELIMIT_LIMIT, limit);
-            headers.insert(X_RATELIMIT_REMAINING, remaining);
-            headers.insert(X_RATELIMIT_RESET, reset);
-        }
-    }
-}
-
 impl Run {
     /// Checks limits from where the run stands until all are done, one rejects, or one must be
     /// awaited.
     pub(crate) fn drive(&mut self, config: &Config, parts: &Parts) -> Progress {
+        if self.next == 0 {
+            if let Some(limit) = config.one_plain_limit() {
+                return self.drive_one(config, limit, parts);
+            }
+        }
         while let Some(limit) = config.limits.get(self.next) {
             let index = self.next;
             let group = limit.member().filter(|m| m.heads_whole_group(&config.limits[index..]));
@@ -144,6 +108,49 @@ impl Run {
             }
         }
         Progress::Done(Verdict::Pass(self.pass(config)))
+    }
+
+    /// [`drive`](Self::drive) for a layer of one plain limit (see
+    /// [`Config::one_plain_limit`]): an allowed answer that is ready goes straight to its
+    /// headers, without a run's bookkeeping (there is nothing to refund or settle); any other
+    /// answer goes on as `drive` takes it.
+    fn drive_one(&mut self, config: &Config, limit: &Limit, parts: &Parts) -> Progress {
+        self.next = 1;
+        if !limit.applies_to(parts) {
+            return Progress::Done(Verdict::Pass(Pass::Now(None)));
+        }
+        let key = match self.find_key(config, 0, 1, parts) {
+            Ok(Some(key)) => key,
+            Ok(None) => return Progress::Done(Verdict::Pass(Pass::Now(None))),
+            Err(verdict) => return Progress::Done(*verdict),
+        };
+        let cost = limit.cost_of(parts);
+        let started = Stopwatch::start();
+        let result = match limit.limiter().check(&key, cost).into_ready() {
+            Ok(result) => result,
+            Err(future) => {
+                let check = Check { index: 0, key, cost, started };
+                return Progress::Pending(Pending { check, future: PendingCheck::One(future) });
+            }
+        };
+        match result {
+            Ok(decision) if decision.is_allowed() && decision.fallback().is_none() => {
+                report(config, limit.name(), &key, &decision, started.elapsed());
+                let headers = (!config.shadow).then(|| RateLimitHeaders {
+                    policy: config.all_policies.clone(),
+                    state: headers::state_value_of(limit.name(), &decision),
+                    legacy: config.legacy_headers.then(|| headers::legacy_values(&decision)),
+                });
+                Progress::Done(Verdict::Pass(Pass::Now(headers)))
+            }
+            result => {
+                let check = Check { index: 0, key, cost, started };
+                match self.answered(config, &check, Answer::One(result)) {
+                    Some(verdict) => Progress::Done(verdict),
+                    None => Progress::Done(Verdict::Pass(self.pass(config))),
+                }
+            }
+        }
     }
 
     /// Records the result of an awaited check and goes on.
@@ -188,20 +195,17 @@ impl Run {
     fn answered(&mut self, config: &Config, check: &Check, answer: Answer) -> Option<Verdict> {
         // The decision's time ends here: what follows is the layer's own bookkeeping.
         let decision_time = check.started.elapsed();
-        let index = check.index;
-        let via_composite = matches!(answer, Answer::All(_));
-        // Every decision of this check, without allocating (the in-memory path allocates nothing).
-        let mut decisions = [Decision::allowed(0, 0, 0); MAX_LIMITS];
-        let (decided_by, allowed, members) = match answer {
+        match answer {
             Answer::One(result) => {
                 let decision = match self.decision_of(config, check, result) {
                     Ok(decision) => decision,
                     Err(verdict) => return verdict.map(|v| *v),
                 };
-                decisions[0] = decision;
-                (0, decision.is_allowed(), 1)
+                let decided = Decided { decisions: &[decision], by: 0, allowed: decision.is_allowed() };
+                self.decided(config, check, decided, false, decision_time)
             }
             Answer::All(result) => {
+                let index = check.index;
                 let members = config.limits[index].member().map_or(1, |m| m.group.len);
                 // A composite that answers for another number of limits is a failing backend.
                 let result = result.and_then(|all| match all.limit_decisions().len() {
@@ -210,7 +214,9 @@ impl Run {
                         "a composite of {members} answered {len} decisions"
                     ))),
                 });
-                match result {
+                // Every decision of this check, without allocating.
+                let mut decisions = [Decision::allowed(0, 0, 0); MAX_LIMITS];
+                let (by, allowed) = match result {
                     Ok(all) => {
                         if let Some(fallback) = store_fallback(&all.decision()) {
                             let kind = EventKind::BackendFailure { error: None, fallback: Some(fallback) };
@@ -218,41 +224,54 @@ impl Run {
                                 config.record(member.name(), Some(&check.key), kind);
                             }
                         }
-                        let each = all.limit_decisions();
-                        decisions[..each.len()].copy_from_slice(each);
-                        (all.decided_by(), all.is_allowed(), each.len())
+                        decisions[..members].copy_from_slice(all.limit_decisions());
+                        (all.decided_by(), all.is_allowed())
                     }
                     Err(error) => {
                         let decided = match self.fallback_of(config, check, error, members) {
                             Ok(decided) => decided,
                             Err(verdict) => return verdict.map(|v| *v),
                         };
-                        decisions[..decided.len()].copy_from_slice(&decided);
-                        let decided_by = decided.iter().position(|d| !d.is_allowed()).unwrap_or(0);
-                        (decided_by, decided.iter().all(Decision::is_allowed), decided.len())
+                        decisions[..members].copy_from_slice(&decided);
+                        let by = decided.iter().position(|d| !d.is_allowed()).unwrap_or(0);
+                        (by, decided.iter().all(Decision::is_allowed))
                     }
-                }
+                };
+                let decided = Decided { decisions: &decisions[..members], by, allowed };
+                self.decided(config, check, decided, true, decision_time)
             }
-        };
-        let decisions = &decisions[..members];
-        for (offset, decision) in decisions.iter().enumerate() {
+        }
+    }
+
+    /// Records the decisions of one check (one limit's, or a composite's `via_composite`), keeps
+    /// what it took for a refund should a later limit reject, and rejects when it denied.
+    fn decided(
+        &mut self,
+        config: &Config,
+        check: &Check,
+        decided: Decided<'_>,
+        via_composite: bool,
+        decision_time: Duration,
+    ) -> Option<Verdict> {
+        let index = check.index;
+        for (offset, decision) in decided.decisions.iter().enumerate() {
             // A composite's limits are settled together, through its first.
             let settles = offset == 0 || !via_composite;
             self.note(config, index + offset, check, *decision, decision_time, settles);
         }
-        let any_fallback = decisions.iter().any(|d| d.fallback().is_some());
+        let any_fallback = decided.decisions.iter().any(|d| d.fallback().is_some());
         // A real (not fallback) admission, with limits still to come that could reject the
         // request: remember it, to give it back if one does.
-        let more_to_come = index + members < config.limits.len();
-        if allowed && !config.shadow && !any_fallback && more_to_come {
+        let more_to_come = index + decided.decisions.len() < config.limits.len();
+        if decided.allowed && !config.shadow && !any_fallback && more_to_come {
             let charge = Charge { index, key: check.key.clone(), cost: check.cost, composite: via_composite };
             self.charged.push(charge);
         }
-        if allowed || config.shadow {
+        if decided.allowed || config.shadow {
             return None;
         }
-        let limit = &config.limits[index + decided_by];
-        Some(self.reject(config, &Rejection::Limited { limit, decision: &decisions[decided_by] }))
+        let limit = &config.limits[index + decided.by];
+        Some(self.reject(config, &Rejection::Limited { limit, decision: &decided.decisions[decided.by] }))
     }
 
     /// A single limit's decision from its limiter's result: `Err(None)` to go on without it
@@ -351,31 +370,25 @@ impl Run {
         index: usize,
         check: &Check,
         decision: Decision,
-        decision_time: std::time::Duration,
+        decision_time: Duration,
         settles: bool,
     ) {
         let key = &check.key;
         let limit = &config.limits[index];
         let name = limit.name();
-        let kind = if !decision.is_allowed() {
-            EventKind::Denied(&decision)
-        } else if headers::is_measurement(&decision) && config.is_near_limit(&decision) {
-            EventKind::NearLimit(&decision)
-        } else {
-            EventKind::Allowed(&decision)
-        };
-        config.record(name, Some(key), kind);
-        #[cfg(feature = "metrics")]
-        crate::metrics_facade::record_decision_time(name, decision_time);
-        #[cfg(not(feature = "metrics"))]
-        let _ = decision_time;
+        report(config, name, key, &decision, decision_time);
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
-        self.entries.push(Entry { index, decision, partition_key });
+        self.checked.entries.push(Entry { index, decision, partition_key });
         // Only what was really charged is settled: not a failure policy's decision.
         if settles && decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some()
         {
             let composite = limit.member().is_some_and(|m| m.heads_whole_group(&config.limits[index..]));
-            self.to_settle.push(ToSettle { index, key: key.clone(), estimated: check.cost, composite });
+            self.checked.to_settle.push(ToSettle {
+                index,
+                key: key.clone(),
+                estimated: check.cost,
+                composite,
+            });
         }
     }
 
@@ -397,7 +410,7 @@ impl Run {
                     if member.group.limiter.refund(&charge.key, charge.cost) {
                         if let Ok(Ok(now)) = member.group.limiter.check(&charge.key, 0).into_ready() {
                             for (offset, decision) in now.limit_decisions().iter().enumerate() {
-                                self.update_entry(charge.index + offset, *decision);
+                                self.checked.update(charge.index + offset, *decision);
                             }
                         }
                     }
@@ -405,17 +418,11 @@ impl Run {
                 None => {
                     if limit.limiter().refund(&charge.key, charge.cost) {
                         if let Ok(Ok(now)) = limit.limiter().check(&charge.key, 0).into_ready() {
-                            self.update_entry(charge.index, now);
+                            self.checked.update(charge.index, now);
                         }
                     }
                 }
             }
-        }
-    }
-
-    pub(crate) fn update_entry(&mut self, index: usize, decision: Decision) {
-        if let Some(entry) = self.entries.iter_mut().find(|e| e.index == index) {
-            entry.decision = decision;
         }
     }
 
@@ -425,7 +432,7 @@ impl Run {
         let mut response = rejection.default_response();
         if let Rejection::Limited { decision, .. } = rejection {
             // The legacy headers describe the denying limit.
-            if let Some(headers) = self.headers(config, Some(decision)) {
+            if let Some(headers) = self.checked.headers(config, Some(decision)) {
                 headers.apply(response.headers_mut());
             }
         }
@@ -441,78 +448,42 @@ impl Run {
 
     /// How the allowed request's response gets its headers.
     fn pass(&mut self, config: &Config) -> Pass {
-        if self.to_settle.is_empty() {
-            Pass::Now(self.pass_headers(config))
+        if self.checked.to_settle.is_empty() {
+            Pass::Now(self.checked.pass_headers(config))
         } else {
-            Pass::AfterResponse(Box::new(Settling::new(std::mem::take(self))))
+            Pass::AfterResponse(Box::new(Settling::new(std::mem::take(&mut self.checked))))
         }
-    }
-
-    pub(crate) fn pass_headers(&self, config: &Config) -> Option<RateLimitHeaders> {
-        if config.shadow {
-            return None;
-        }
-        let tightest = self
-            .entries
-            .iter()
-            .map(|e| &e.decision)
-            .filter(|d| headers::is_measurement(d))
-            .min_by_key(|d| d.remaining());
-        self.headers(config, tightest)
-    }
-
-    /// The headers for the limits checked so far; the legacy ones describe `legacy`.
-    fn headers(&self, config: &Config, legacy: Option<&Decision>) -> Option<RateLimitHeaders> {
-        if self.entries.is_empty() {
-            return None;
-        }
-        let policy = if self.entries.len() == config.limits.len() && config.partition_keys.is_none() {
-            config.all_policies.clone()
-        } else {
-            let mut text = String::with_capacity(48 * self.entries.len());
-            for (n, entry) in self.entries.iter().enumerate() {
-                if n > 0 {
-                    text.push_str(", ");
-                }
-                text.push_str(config.limits[entry.index].policy_item());
-                if let Some(pk) = &entry.partition_key {
-                    headers::write_partition_key(&mut text, pk);
-                }
-            }
-            header_value(text)?
-        };
-        let mut text = String::with_capacity(48 * self.entries.len());
-        for entry in self.entries.iter().filter(|e| headers::is_measurement(&e.decision)) {
-            if !text.is_empty() {
-                text.push_str(", ");
-            }
-            headers::write_state_item(&mut text, config.limits[entry.index].name(), &entry.decision);
-            if let Some(pk) = &entry.partition_key {
-                headers::write_partition_key(&mut text, pk);
-            }
-        }
-        let state = if text.is_empty() { None } else { header_value(text) };
-        let legacy = match legacy {
-            Some(d) if config.legacy_headers => Some([
-                HeaderValue::from(d.limit()),
-                HeaderValue::from(d.remaining()),
-                HeaderValue::from(headers::ceil_secs(d.reset_after_nanos())),
-            ]),
-            _ => None,
-        };
-        Some(RateLimitHeaders { policy, state, legacy })
     }
 }
 
-/// A header value from text the layer wrote (visible ASCII: never invalid, but never a panic
-/// either).
-pub(crate) fn header_value(text: String) -> Option<HeaderValue> {
-    HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
+/// The decisions of one check: one limit's, or each of a composite's members'.
+struct Decided<'a> {
+    decisions: &'a [Decision],
+    /// The member that decided (the first that denied).
+    by: usize,
+    allowed: bool,
 }
 
 /// A check that gave no decision: `None` to go on without it (shadow mode), or the answer
 /// (boxed: the rare path, and a large value).
 type Halt = Option<Box<Verdict>>;
+
+/// Reports a checked limit's decision: its event, and (with the `metrics` feature) how long it
+/// took.
+fn report(config: &Config, name: &str, key: &LimitKey, decision: &Decision, decision_time: Duration) {
+    let kind = if !decision.is_allowed() {
+        EventKind::Denied(decision)
+    } else if headers::is_measurement(decision) && config.is_near_limit(decision) {
+        EventKind::NearLimit(decision)
+    } else {
+        EventKind::Allowed(decision)
+    };
+    config.record(name, Some(key), kind);
+    #[cfg(feature = "metrics")]
+    crate::metrics_facade::record_decision_time(name, decision_time);
+    #[cfg(not(feature = "metrics"))]
+    let _ = decision_time;
+}
 
 /// The store failure a limiter's own failure policy decided, if it did.
 fn store_fallback(decision: &Decision) -> Option<Fallback> {
@@ -524,32 +495,4 @@ fn store_fallback(decision: &Decision) -> Option<Fallback> {
         ) => Some(fallback),
         _ => None,
     }
-}
-
-impl Config {
-    pub(crate) fn record(&self, limit: &str, key: Option<&LimitKey>, kind: EventKind<'_>) {
-        let event = Event { limit, key, shadow: self.shadow, kind };
-        #[cfg(feature = "metrics")]
-        crate::metrics_facade::record(&event);
-        if let Some(metrics) = &self.metrics {
-            metrics.record(&event);
-        }
-    }
-
-    fn is_near_limit(&self, decision: &Decision) -> bool {
-        let remaining = u128::from(decision.remaining()) * 100;
-        remaining <= u128::from(decision.limit()) * u128::from(self.near_limit_percent)
-    }
-}
-
-/// Writes the `RateLimit-Policy` value of all limits.
-pub(crate) fn all_policies(limits: &[crate::Limit]) -> Option<HeaderValue> {
-    let mut text = String::new();
-    for limit in limits {
-        if !text.is_empty() {
-            text.push_str(", ");
-        }
-        text.push_str(limit.policy_item());
-    }
-    header_value(text)
 }

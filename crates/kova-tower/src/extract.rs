@@ -262,7 +262,12 @@ impl IpKey {
 impl KeyExtractor for IpKey {
     fn extract(&self, parts: &Parts) -> Result<LimitKey, KeyError> {
         let peer = peer_ip(parts).ok_or(KeyError::NoPeerAddress)?;
-        let client = client_ip::client_ip(peer, &parts.headers, &self.trusted)?;
+        // With no proxy trusted the peer is the client: no header to look at.
+        let client = if self.trusted.is_empty() {
+            peer.to_canonical()
+        } else {
+            client_ip::client_ip(peer, &parts.headers, &self.trusted)?
+        };
         Ok(LimitKey::Ip(client_ip::mask(client, self.v4_prefix, self.v6_prefix)))
     }
 }

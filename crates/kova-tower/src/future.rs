@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
 
-use crate::enforce::RateLimitHeaders;
+use crate::headers::RateLimitHeaders;
 use crate::ResponseBody;
 
 type BoxedResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send>>;

@@ -25,10 +25,10 @@
 //! Several limits on one request are several list members, in the layer's order:
 //! `RateLimit-Policy: "ip";q=60;w=60, "user";q=1000;w=3600`.
 
-use std::fmt::Write as _;
-
 use base64::Engine as _;
+use bytes::Bytes;
 use http::header::HeaderName;
+use http::{HeaderMap, HeaderValue};
 use kova::{Decision, Fallback, Quota};
 
 /// `RateLimit-Policy`.
@@ -143,12 +143,17 @@ impl QuotaUnit {
 /// # Ok::<(), kova::QuotaError>(())
 /// ```
 pub fn write_policy_item_in(out: &mut String, name: &str, quota: &Quota, unit: QuotaUnit) {
-    // Writing to a String cannot fail.
-    let _ = write!(out, "\"{name}\";q={}", quota.burst());
+    out.push('"');
+    out.push_str(name);
+    out.push_str("\";q=");
+    out.push_str(itoa::Buffer::new().format(quota.burst()));
     if unit != QuotaUnit::Requests {
-        let _ = write!(out, ";qu=\"{}\"", unit.as_str());
+        out.push_str(";qu=\"");
+        out.push_str(unit.as_str());
+        out.push('"');
     }
-    let _ = write!(out, ";w={}", window_secs(quota));
+    out.push_str(";w=");
+    out.push_str(itoa::Buffer::new().format(window_secs(quota)));
 }
 
 /// The `t` of a decision's `RateLimit` member: seconds until the quota is whole again, or, for a
@@ -178,7 +183,21 @@ pub fn reset_secs(decision: &Decision) -> u64 {
 /// assert_eq!(out, r#""default";r=42;t=30"#);
 /// ```
 pub fn write_state_item(out: &mut String, name: &str, decision: &Decision) {
-    let _ = write!(out, "\"{name}\";r={};t={}", decision.remaining(), reset_secs(decision));
+    state_item(out, name, decision);
+}
+
+fn state_item(out: &mut impl Text, name: &str, decision: &Decision) {
+    let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let pieces =
+        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    for piece in pieces {
+        out.put(piece);
+    }
+}
+
+/// The pieces of one `RateLimit` member, `"name";r=R;t=T`, in order.
+fn state_pieces<'a>(name: &'a str, remaining: &'a str, reset: &'a str) -> [&'a str; 6] {
+    ["\"", name, "\";r=", remaining, ";t=", reset]
 }
 
 /// Appends a `pk` parameter: `;pk=:BASE64:` (a structured-field byte sequence).
@@ -189,13 +208,169 @@ pub fn write_state_item(out: &mut String, name: &str, decision: &Decision) {
 /// assert_eq!(out, r#""user";r=5;t=10;pk=:cHJvamVjdDEyMw==:"#);
 /// ```
 pub fn write_partition_key(out: &mut String, digest: &[u8]) {
-    out.push_str(";pk=:");
-    base64::engine::general_purpose::STANDARD.encode_string(digest, out);
-    out.push(':');
+    partition_key(out, digest);
+}
+
+fn partition_key(out: &mut impl Text, digest: &[u8]) {
+    let base64 = base64::engine::general_purpose::STANDARD;
+    out.put(";pk=:");
+    // On the stack for digests up to 48 bytes (the layer's are `PARTITION_KEY_LEN`).
+    let mut encoded = [0u8; 64];
+    match base64.encode_slice(digest, &mut encoded).map(|len| std::str::from_utf8(&encoded[..len])) {
+        Ok(Ok(text)) => out.put(text),
+        _ => out.put(&base64.encode(digest)),
+    }
+    out.put(":");
 }
 
 /// Whether a decision measured the client's usage, so its remaining count is worth publishing:
 /// not when a failure policy let the request through untracked.
 pub fn is_measurement(decision: &Decision) -> bool {
     !matches!(decision.fallback(), Some(Fallback::StoreUnavailableAllowed | Fallback::TableFullUntracked))
+}
+
+/// Somewhere header text is written: a `String` (the public writers) or the layer's
+/// [`ValueText`].
+trait Text {
+    fn put(&mut self, text: &str);
+}
+
+impl Text for String {
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
+}
+
+/// A header value being written: on the stack while it fits (the usual few limits), then
+/// copied once into the value (one allocation per header, none for the text).
+pub(crate) struct ValueText {
+    stack: [u8; STACK_TEXT],
+    len: usize,
+    /// The whole text, once it outgrew `stack`.
+    spilled: Vec<u8>,
+}
+
+/// Bytes of header text written on the stack: a member is at most about 140 (a 64-character
+/// name, two 20-digit numbers and a partition key).
+const STACK_TEXT: usize = 256;
+
+impl Default for ValueText {
+    fn default() -> Self {
+        ValueText { stack: [0; STACK_TEXT], len: 0, spilled: Vec::new() }
+    }
+}
+
+impl Text for ValueText {
+    fn put(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let end = self.len + bytes.len();
+        if self.spilled.is_empty() && end <= STACK_TEXT {
+            self.stack[self.len..end].copy_from_slice(bytes);
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.stack[..self.len]);
+            }
+            self.spilled.extend_from_slice(bytes);
+        }
+        self.len = end;
+    }
+}
+
+impl ValueText {
+    /// Starts the next member of a list (`, ` after the first).
+    fn next_member(&mut self) {
+        if self.len > 0 {
+            self.put(", ");
+        }
+    }
+
+    /// The header value; `None` when nothing was written (or, never for text written here, when
+    /// the text is not a valid header value).
+    fn into_value(self) -> Option<HeaderValue> {
+        let text = if self.spilled.is_empty() { &self.stack[..self.len] } else { &self.spilled[..] };
+        if text.is_empty() {
+            return None;
+        }
+        HeaderValue::from_bytes(text).ok()
+    }
+}
+
+/// `RateLimit-Policy` of the members `items`: each a limit's precomputed policy item
+/// ([`write_policy_item_in`]) and its partition key, if published.
+pub(crate) fn policy_value<'a>(
+    items: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
+) -> Option<HeaderValue> {
+    let mut text = ValueText::default();
+    for (item, pk) in items {
+        text.next_member();
+        text.put(item);
+        if let Some(pk) = pk {
+            partition_key(&mut text, pk);
+        }
+    }
+    text.into_value()
+}
+
+/// `RateLimit` of the members `items`: each a limit's name, its decision and its partition key,
+/// if published; `None` when there are none.
+pub(crate) fn state_value<'a>(
+    items: impl IntoIterator<Item = (&'a str, &'a Decision, Option<&'a [u8]>)>,
+) -> Option<HeaderValue> {
+    let mut text = ValueText::default();
+    for (name, decision, pk) in items {
+        text.next_member();
+        state_item(&mut text, name, decision);
+        if let Some(pk) = pk {
+            partition_key(&mut text, pk);
+        }
+    }
+    text.into_value()
+}
+
+/// `RateLimit` of one limit: written straight into a buffer of its exact size, which becomes
+/// the value without another copy.
+pub(crate) fn state_value_of(name: &str, decision: &Decision) -> Option<HeaderValue> {
+    let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let pieces =
+        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let mut text = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    for piece in pieces {
+        text.extend_from_slice(piece.as_bytes());
+    }
+    // Length and capacity are equal, so the bytes take the buffer as it is.
+    HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
+}
+
+/// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` values of `decision` (boxed: an
+/// option few layers turn on, kept out of every response future).
+pub(crate) fn legacy_values(decision: &Decision) -> Box<[HeaderValue; 3]> {
+    Box::new([
+        HeaderValue::from(decision.limit()),
+        HeaderValue::from(decision.remaining()),
+        HeaderValue::from(ceil_secs(decision.reset_after_nanos())),
+    ])
+}
+
+/// The rate-limit headers of one response.
+#[derive(Debug)]
+pub(crate) struct RateLimitHeaders {
+    pub(crate) policy: HeaderValue,
+    pub(crate) state: Option<HeaderValue>,
+    pub(crate) legacy: Option<Box<[HeaderValue; 3]>>,
+}
+
+impl RateLimitHeaders {
+    /// Appends the headers (appends, so that an outer layer's members are kept).
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        headers.append(RATELIMIT_POLICY, self.policy);
+        if let Some(state) = self.state {
+            headers.append(RATELIMIT, state);
+        }
+        if let Some(legacy) = self.legacy {
+            let [limit, remaining, reset] = *legacy;
+            headers.insert(X_RATELIMIT_LIMIT, limit);
+            headers.insert(X_RATELIMIT_REMAINING, remaining);
+            headers.insert(X_RATELIMIT_RESET, reset);
+        }
+    }
 }

@@ -1,35 +1,14 @@
-//! RateLimitLayer: the configuration, and the tower `Layer` that wraps a service with it.
+//! RateLimitLayer: the builder of a `Config`, and the tower `Layer` that wraps a service with it.
 
 use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response};
+use http::Response;
 use tower_layer::Layer;
 
-use crate::enforce;
+use crate::config::Config;
 use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
-
-type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
-
-/// What every [`RateLimit`] service made by one layer shares.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) limits: Vec<Limit>,
-    pub(crate) shadow: bool,
-    pub(crate) legacy_headers: bool,
-    pub(crate) near_limit_percent: u8,
-    pub(crate) metrics: Option<Arc<dyn Metrics>>,
-    pub(crate) on_backend_error: OnBackendError,
-    pub(crate) responder: Option<Arc<Responder>>,
-    /// Publishes each limit's `pk` when set.
-    pub(crate) partition_keys: Option<PartitionKeys>,
-    /// Answers denials the gRPC way (status in headers, HTTP 200).
-    #[cfg(feature = "grpc")]
-    pub(crate) grpc: bool,
-    /// `RateLimit-Policy` when every limit applied (the common case), written once.
-    pub(crate) all_policies: HeaderValue,
-}
 
 /// A tower [`Layer`] that rate-limits requests: with axum `Router::layer` /
 /// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
@@ -79,19 +58,7 @@ impl RateLimitLayer {
     }
 
     fn with_limits(limits: impl IntoIterator<Item = Limit>) -> Self {
-        let mut config = Config {
-            limits: Vec::new(),
-            shadow: false,
-            legacy_headers: false,
-            near_limit_percent: 10,
-            metrics: None,
-            on_backend_error: OnBackendError::default(),
-            responder: None,
-            partition_keys: None,
-            #[cfg(feature = "grpc")]
-            grpc: false,
-            all_policies: HeaderValue::from_static(""),
-        };
+        let mut config = Config::new();
         for limit in limits {
             config.push(limit);
         }
@@ -213,15 +180,6 @@ impl RateLimitLayer {
     /// The limits, in the order they are checked.
     pub fn limits(&self) -> &[Limit] {
         &self.config.limits
-    }
-}
-
-impl Config {
-    fn push(&mut self, limit: Limit) {
-        self.limits.push(limit);
-        if let Some(value) = enforce::all_policies(&self.limits) {
-            self.all_policies = value;
-        }
     }
 }
 

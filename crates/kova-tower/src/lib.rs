@@ -63,7 +63,8 @@
 //! ```
 //!
 //! See [`client_ip`] for how the client address is found behind proxies, and the crate's
-//! `examples/server.rs` for a small API with per-IP, per-API-key and per-route limits.
+//! `examples/server/` (`main.rs`, its routes in `app.rs`) for a small API with per-IP,
+//! per-API-key and per-route limits.
 //!
 //! ## Features
 //! - `axum` (default): read the peer address from axum's `ConnectInfo<SocketAddr>`.
@@ -83,6 +84,8 @@
 mod body;
 pub mod client_ip;
 mod composite;
+mod composite_limiter;
+mod config;
 mod enforce;
 mod extract;
 mod failure;
@@ -112,7 +115,8 @@ mod settle;
 mod stopwatch;
 
 pub use body::ResponseBody;
-pub use composite::{CompositeCheckFuture, CompositeLimit, CompositeLimiter};
+pub use composite::CompositeLimit;
+pub use composite_limiter::{CompositeCheckFuture, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
 pub use failure::OnBackendError;
 pub use future::ResponseFuture;

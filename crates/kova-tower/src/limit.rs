@@ -8,10 +8,9 @@ use http::request::Parts;
 use http::HeaderName;
 use kova::{Algorithm, Clock, CoarseClock, Gcra, Keyed, Quota, QuotaError};
 
-use crate::composite::Member;
 use crate::headers::{self, QuotaUnit};
 use crate::settle::SettleFrom;
-use crate::{Key, KeyedLimiter, LimitKey};
+use crate::{CompositeLimiter, Key, KeyedLimiter, LimitKey};
 
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 pub(crate) type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
@@ -333,6 +332,31 @@ impl Limit {
             Cost::Fixed(cost) => *cost,
             Cost::PerRequest(f) => f(parts),
         }
+    }
+}
+
+/// The composite a limit belongs to, shared by its members.
+pub(crate) struct Group {
+    pub(crate) limiter: Arc<dyn CompositeLimiter>,
+    pub(crate) len: usize,
+}
+
+/// One limit's place in its composite.
+#[derive(Clone)]
+pub(crate) struct Member {
+    pub(crate) group: Arc<Group>,
+    pub(crate) position: usize,
+}
+
+impl Member {
+    /// Whether `limits` (the layer's, from this member on) hold the whole composite in order:
+    /// then the layer decides it in one step.
+    pub(crate) fn heads_whole_group(&self, limits: &[Limit]) -> bool {
+        self.position == 0
+            && limits.len() >= self.group.len
+            && limits[..self.group.len].iter().enumerate().all(|(offset, limit)| {
+                limit.member().is_some_and(|m| Arc::ptr_eq(&m.group, &self.group) && m.position == offset)
+            })
     }
 }
 

@@ -7,8 +7,8 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
+use crate::config::Config;
 use crate::enforce::{Pass, Pending, Progress, Run, Verdict};
-use crate::layer::Config;
 use crate::{ResponseBody, ResponseFuture};
 
 /// Rate-limits requests to an inner service; made by [`RateLimitLayer`](crate::RateLimitLayer).

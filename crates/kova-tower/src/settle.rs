@@ -1,6 +1,9 @@
 //! Settling a limit's cost from the response: the handler (or the upstream it proxies) says what
 //! the request really cost, in a response extension ([`ActualCost`]) or a header, and the layer
-//! gives back or charges the difference from the estimate it checked.
+//! gives back or charges the difference from the estimate it checked. This file holds what
+//! users and limiters see (the real cost, where it is read, a settle's result and error, its
+//! future); the layer's part, settling a request's limits once its response arrives, is under
+//! enforcement (`enforce/settling.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -10,10 +13,7 @@ use std::task::{Context, Poll};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use kova::{Decision, Settlement};
 
-use crate::enforce::{RateLimitHeaders, Run, ToSettle};
-use crate::layer::Config;
 use crate::ready::ReadyOr;
-use crate::EventKind;
 
 /// The real cost of a request, known once it has been served (an LLM call's tokens): a response
 /// extension the handler sets, for every limit configured with
@@ -192,97 +192,5 @@ impl<T> Future for SettleFuture<T> {
         self.get_mut()
             .0
             .poll_with(cx, || Err(SettleError::Backend("settle polled after it completed".into())))
-    }
-}
-
-/// An allowed request waiting for its response, to settle its limits' costs from it before
-/// its headers are written.
-#[derive(Debug)]
-pub(crate) struct Settling {
-    run: Run,
-}
-
-impl Settling {
-    pub(crate) fn new(run: Run) -> Self {
-        Settling { run }
-    }
-
-    /// What the response says each limit to settle cost, in order.
-    pub(crate) fn read(
-        &self,
-        config: &Config,
-        headers: &HeaderMap,
-        extensions: &http::Extensions,
-    ) -> Vec<Option<Result<u64, SettleError>>> {
-        let source = |item: &ToSettle| config.limits[item.index].settle_from();
-        self.run.to_settle.iter().map(|item| source(item)?.read(headers, extensions)).collect()
-    }
-
-    /// Settles every limit the response gave a cost for (`actuals`, from [`read`](Self::read)),
-    /// reports each, and returns the response's headers, showing the state after settling.
-    pub(crate) async fn finish(
-        mut self,
-        config: &Config,
-        actuals: Vec<Option<Result<u64, SettleError>>>,
-    ) -> Option<RateLimitHeaders> {
-        let to_settle = std::mem::take(&mut self.run.to_settle);
-        for (item, actual) in to_settle.into_iter().zip(actuals) {
-            let limit = &config.limits[item.index];
-            let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
-            if let Some(member) = limit.member().filter(|_| item.composite) {
-                // A composite settles every limit at once, each reported under its own name.
-                let members = &config.limits[item.index..item.index + member.group.len];
-                let failed = |actual, error: &SettleError| {
-                    for limit in members {
-                        let kind = EventKind::SettleFailed { estimated, actual, error };
-                        config.record(limit.name(), key, kind);
-                    }
-                };
-                match actual {
-                    None => {}
-                    Some(Err(error)) => failed(None, &error),
-                    Some(Ok(actual)) => match member.group.limiter.settle(&item.key, estimated, actual).await
-                    {
-                        Ok(all) => {
-                            for (offset, (limit, settled)) in members.iter().zip(all).enumerate() {
-                                let settlement = settled.settlement;
-                                let kind = EventKind::Settled { estimated, actual, settlement };
-                                config.record(limit.name(), key, kind);
-                                if let Some(after) = settled.after {
-                                    self.run.update_entry(item.index + offset, after);
-                                }
-                            }
-                        }
-                        Err(error) => failed(Some(actual), &error),
-                    },
-                }
-                continue;
-            }
-            match actual {
-                // The response did not say: the estimate stands.
-                None => {}
-                Some(Err(error)) => {
-                    config.record(
-                        name,
-                        key,
-                        EventKind::SettleFailed { estimated, actual: None, error: &error },
-                    );
-                }
-                Some(Ok(actual)) => match limit.limiter().settle(&item.key, estimated, actual).await {
-                    Ok(settled) => {
-                        let settlement = settled.settlement;
-                        config.record(name, key, EventKind::Settled { estimated, actual, settlement });
-                        if let Some(after) = settled.after {
-                            self.run.update_entry(item.index, after);
-                        }
-                    }
-                    Err(error) => {
-                        let kind = EventKind::SettleFailed { estimated, actual: Some(actual), error: &error };
-                        config.record(name, key, kind);
-                    }
-                },
-            }
-        }
-        self.run.pass_headers(config)
     }
 }

@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use http::header::{HeaderName, FORWARDED};
 use ipnet::IpNet;
 
-use super::X_FORWARDED_FOR;
+/// `X-Forwarded-For` (not in `http::header`).
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Which forwarding header the trusted proxies write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

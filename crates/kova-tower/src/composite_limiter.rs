@@ -1,0 +1,106 @@
+//! CompositeLimiter: the hook a limiter implements to decide several quotas of one key all or
+//! nothing (kova's [`KeyedLimits`] in memory, a store's composite script), and its future.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use kova::{Clock, KeyedLimits, LimitsDecision, WordAlgorithm};
+
+use crate::ready::ReadyOr;
+use crate::{LimitKey, LimiterError, SettleError, SettleFuture, Settled};
+
+/// A limiter that decides several quotas of one key together: a check is admitted only if every
+/// quota admits it, and a denial takes nothing from any (kova's [`KeyedLimits`], or a shared
+/// store's composite script). The hook a backend implements to be used by
+/// [`CompositeLimit`](crate::CompositeLimit); a backend without one is given its limits one by
+/// one ([`Limit`](crate::Limit)s sharing a key), which the layer checks in order and refunds on a
+/// later denial.
+pub trait CompositeLimiter: Send + Sync + 'static {
+    /// Checks `cost` units of `key` against every quota, all or nothing (0 is a peek). The
+    /// answer carries every quota's decision, in the order the composite was built with.
+    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture;
+
+    /// Gives back `cost` units an admitted check took from every quota (a later limit of the
+    /// layer denied the request). Returns whether it could; the default cannot.
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        let _ = (key, cost);
+        false
+    }
+
+    /// Settles an admitted check of `estimated` units whose real cost was `actual`, for every
+    /// quota (see [`KeyedLimiter::settle`](crate::KeyedLimiter::settle)): one [`Settled`] per
+    /// quota, in order. The default cannot: [`SettleError::Unsupported`], and the estimate
+    /// stands.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let _ = (key, estimated, actual);
+        SettleFuture::ready(Err(SettleError::Unsupported))
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<LimitKey, W, C> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
+        CompositeCheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        KeyedLimits::refund(self, key, cost);
+        true
+    }
+
+    /// Each quota's table settles on its own (a settle is never denied, so there is nothing to
+    /// decide all or nothing), into its own overdraft.
+    fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
+        let each = self.tables().iter().map(|table| {
+            let settlement = table.settle(key, estimated, actual);
+            Settled::new(settlement, Some(table.peek(key)))
+        });
+        SettleFuture::ready(Ok(each.collect()))
+    }
+}
+
+/// The future of one [`CompositeLimiter::check`]: already complete for in-memory composites,
+/// boxed for those that wait on I/O.
+#[must_use = "a check does nothing unless awaited or inspected"]
+pub struct CompositeCheckFuture(ReadyOr<Result<LimitsDecision, LimiterError>>);
+
+impl CompositeCheckFuture {
+    /// A check that is already complete.
+    pub fn ready(result: Result<LimitsDecision, LimiterError>) -> Self {
+        CompositeCheckFuture(ReadyOr::Ready(Some(result)))
+    }
+
+    /// A check that completes when `future` does.
+    pub fn new<F>(future: F) -> Self
+    where
+        F: Future<Output = Result<LimitsDecision, LimiterError>> + Send + 'static,
+    {
+        CompositeCheckFuture(ReadyOr::boxed(future))
+    }
+
+    /// The result if the check is already complete, else the future back.
+    // The Err is this future handed back (moved once, on the path that then awaits a store).
+    #[allow(clippy::result_large_err)]
+    pub fn into_ready(self) -> Result<Result<LimitsDecision, LimiterError>, Self> {
+        self.0.into_ready().map_err(CompositeCheckFuture)
+    }
+}
+
+impl fmt::Debug for CompositeCheckFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state =
+            if self.0.is_ready() { "CompositeCheckFuture::Ready" } else { "CompositeCheckFuture::Pending" };
+        f.write_str(state)
+    }
+}
+
+impl Future for CompositeCheckFuture {
+    type Output = Result<LimitsDecision, LimiterError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .poll_with(cx, || Err(LimiterError::backend("rate-limit check polled after it completed")))
+    }
+}

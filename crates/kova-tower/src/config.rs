@@ -1,0 +1,92 @@
+//! Config: what every [`RateLimit`](crate::RateLimit) service made by one layer shares, with
+//! what can be worked out once instead of per request.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response};
+use kova::Decision;
+
+use crate::headers;
+use crate::{Event, EventKind, Limit, LimitKey, Metrics, OnBackendError, PartitionKeys, Rejection};
+
+pub(crate) type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
+
+/// What every [`RateLimit`](crate::RateLimit) service made by one layer shares.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) shadow: bool,
+    pub(crate) legacy_headers: bool,
+    pub(crate) near_limit_percent: u8,
+    pub(crate) metrics: Option<Arc<dyn Metrics>>,
+    pub(crate) on_backend_error: OnBackendError,
+    pub(crate) responder: Option<Arc<Responder>>,
+    /// Publishes each limit's `pk` when set.
+    pub(crate) partition_keys: Option<PartitionKeys>,
+    /// Answers denials the gRPC way (status in headers, HTTP 200).
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc: bool,
+    /// `RateLimit-Policy` when every limit applied (the common case), written once.
+    pub(crate) all_policies: HeaderValue,
+}
+
+impl Config {
+    /// No limits yet, every option at its default.
+    pub(crate) fn new() -> Self {
+        Config {
+            limits: Vec::new(),
+            shadow: false,
+            legacy_headers: false,
+            near_limit_percent: 10,
+            metrics: None,
+            on_backend_error: OnBackendError::default(),
+            responder: None,
+            partition_keys: None,
+            #[cfg(feature = "grpc")]
+            grpc: false,
+            all_policies: HeaderValue::from_static(""),
+        }
+    }
+
+    /// Adds `limit` after the others, and writes the policy of them all again.
+    pub(crate) fn push(&mut self, limit: Limit) {
+        self.limits.push(limit);
+        let items = self.limits.iter().map(|limit| (limit.policy_item(), None));
+        if let Some(value) = headers::policy_value(items) {
+            self.all_policies = value;
+        }
+    }
+
+    /// The layer's only limit when it needs none of a run's bookkeeping: not a composite's
+    /// member, not settled from the response, no partition key to publish.
+    pub(crate) fn one_plain_limit(&self) -> Option<&Limit> {
+        match &self.limits[..] {
+            [limit]
+                if limit.member().is_none()
+                    && limit.settle_from().is_none()
+                    && self.partition_keys.is_none() =>
+            {
+                Some(limit)
+            }
+            _ => None,
+        }
+    }
+
+    /// Reports `kind` for the limit named `limit` to the metrics hook and, with the `metrics`
+    /// feature, the `metrics` facade.
+    pub(crate) fn record(&self, limit: &str, key: Option<&LimitKey>, kind: EventKind<'_>) {
+        let event = Event { limit, key, shadow: self.shadow, kind };
+        #[cfg(feature = "metrics")]
+        crate::metrics_facade::record(&event);
+        if let Some(metrics) = &self.metrics {
+            metrics.record(&event);
+        }
+    }
+
+    /// Whether an allowed `decision` has at most the near-limit share of its quota left.
+    pub(crate) fn is_near_limit(&self, decision: &Decision) -> bool {
+        let remaining = u128::from(decision.remaining()) * 100;
+        remaining <= u128::from(decision.limit()) * u128::from(self.near_limit_percent)
+    }
+}
