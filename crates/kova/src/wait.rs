@@ -21,6 +21,7 @@
 //! denial). A cost the limiter can never admit is an error at once, as in `check_n`.
 
 mod block_on;
+mod check_first;
 mod deadline;
 mod fair;
 mod manual_timer;

@@ -222,3 +222,23 @@ async fn the_default_timer_runs_on_tokio() {
     assert!(table.until_key_n_ready(&1, 10).await.unwrap().is_allowed());
     assert!(table.until_key_n_ready(&1, 11).await.is_err());
 }
+
+/// A wait does nothing until polled: created and dropped unpolled, it took nothing; polled, an
+/// admission at once completes on the first poll.
+#[test]
+fn a_wait_takes_nothing_before_its_first_poll() {
+    let clock = ManualClock::new();
+    let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock).unwrap();
+    let table =
+        Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10).unwrap(), ManualClock::new()).unwrap();
+    let before = (limiter.peek(), table.peek(&1));
+    drop(limiter.until_ready());
+    drop(limiter.until_n_ready(3));
+    drop(limiter.until_n_ready_within(3, Duration::ZERO));
+    drop(table.until_key_n_ready(&1, 3));
+    drop(table.until_key_n_ready_within(&1, 3, Duration::ZERO));
+    assert_eq!((limiter.peek(), table.peek(&1)), before);
+    let waker = Waker::noop();
+    let mut ready: Waiting<'_> = Box::pin(limiter.until_n_ready(3));
+    assert_eq!(poll(&mut ready, waker).map(|d| d.map(|d| d.remaining())), Some(Ok(7)));
+}

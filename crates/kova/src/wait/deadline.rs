@@ -2,10 +2,12 @@
 //! its deadline fails at once and takes nothing.
 
 use std::fmt;
+use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::block_on::block_on;
+use super::check_first::{unless_denied, CheckFirst};
 use super::pacer::DIRECT_LINE;
 use super::timer::Timer;
 use super::Pacer;
@@ -161,13 +163,16 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert!(matches!(late, Err(WaitError::DeadlinePassed { .. }))); // due in about 1 s
     /// # Ok(()) }
     /// ```
-    pub async fn until_n_ready_within(&self, cost: u64, max_wait: Duration) -> Result<Decision, WaitError> {
+    pub fn until_n_ready_within(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Decision, WaitError>> + '_ {
         // As `until_ready`: the admission at once sets nothing up.
-        let first = self.check_n(cost)?;
-        if first.is_allowed() {
-            return Ok(first);
-        }
-        Pacer::new().until_n_ready_within(self, cost, max_wait).await
+        let check = move || unless_denied(self.check_n(cost).map_err(WaitError::from));
+        CheckFirst::new(check, move || async move {
+            Pacer::new().until_n_ready_within(self, cost, max_wait).await
+        })
     }
 
     /// The blocking [`until_n_ready_within`](Self::until_n_ready_within) (std only:
@@ -184,17 +189,16 @@ where
     C: Clock,
 {
     /// [`RateLimiter::until_n_ready_within`] for `key`.
-    pub async fn until_key_n_ready_within(
-        &self,
-        key: &K,
+    pub fn until_key_n_ready_within<'a>(
+        &'a self,
+        key: &'a K,
         cost: u64,
         max_wait: Duration,
-    ) -> Result<Decision, WaitError> {
-        let first = self.check_n(key, cost)?;
-        if first.is_allowed() {
-            return Ok(first);
-        }
-        Pacer::new().until_key_n_ready_within(self, key, cost, max_wait).await
+    ) -> impl Future<Output = Result<Decision, WaitError>> + 'a {
+        let check = move || unless_denied(self.check_n(key, cost).map_err(WaitError::from));
+        CheckFirst::new(check, move || async move {
+            Pacer::new().until_key_n_ready_within(self, key, cost, max_wait).await
+        })
     }
 
     /// [`RateLimiter::wait_n_within`] for `key`.

@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::block_on::block_on;
+use super::check_first::{unless_denied, CheckFirst};
 use super::fair::FairQueue;
 use super::timer::{ThreadTimer, Timer};
 use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter};
@@ -214,32 +215,26 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert!(start.elapsed() >= Duration::from_millis(5));
     /// # Ok(()) }
     /// ```
-    pub async fn until_ready(&self) -> Decision {
+    pub fn until_ready(&self) -> impl Future<Output = Decision> + '_ {
         // Admitted at once (the common case): nothing to set up. A denial writes nothing, so
         // the wait below checking again changes nothing.
-        let first = self.check();
-        if first.is_allowed() {
-            return first;
-        }
-        let pacer = Pacer::new();
-        let checked = pacer
-            .wait(DIRECT_LINE, || Ok::<_, std::convert::Infallible>(self.check()), |d| pacer.timer.sleep(d))
-            .await;
-        match checked {
-            Ok(decision) => decision,
-            Err(never) => match never {},
-        }
+        let check = move || Some(self.check()).filter(Decision::is_allowed);
+        CheckFirst::new(check, move || async move {
+            let pacer = Pacer::new();
+            let check = || Ok::<_, std::convert::Infallible>(self.check());
+            match pacer.wait(DIRECT_LINE, check, |d| pacer.timer.sleep(d)).await {
+                Ok(decision) => decision,
+                Err(never) => match never {},
+            }
+        })
     }
 
     /// Completes once `cost` units are admitted; an error at once when `cost` exceeds the
     /// capacity. Dropping the future consumes nothing.
-    pub async fn until_n_ready(&self, cost: u64) -> Result<Decision, CheckError> {
-        // As `until_ready`: the admission at once sets nothing up.
-        let first = self.check_n(cost)?;
-        if first.is_allowed() {
-            return Ok(first);
-        }
-        Pacer::new().until_n_ready(self, cost).await
+    pub fn until_n_ready(&self, cost: u64) -> impl Future<Output = Result<Decision, CheckError>> + '_ {
+        // As `until_ready`: the admission at once (or the error) sets nothing up.
+        let check = move || unless_denied(self.check_n(cost));
+        CheckFirst::new(check, move || async move { Pacer::new().until_n_ready(self, cost).await })
     }
 
     /// Blocks the thread until `cost` units are admitted (std only: [`std::thread::sleep`]).
@@ -266,13 +261,14 @@ where
 {
     /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
     /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
-    pub async fn until_key_n_ready(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+    pub fn until_key_n_ready<'a>(
+        &'a self,
+        key: &'a K,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, CheckError>> + 'a {
         // As `RateLimiter::until_ready`: the admission at once sets nothing up.
-        let first = self.check_n(key, cost)?;
-        if first.is_allowed() {
-            return Ok(first);
-        }
-        Pacer::new().until_key_n_ready(self, key, cost).await
+        let check = move || unless_denied(self.check_n(key, cost));
+        CheckFirst::new(check, move || async move { Pacer::new().until_key_n_ready(self, key, cost).await })
     }
 
     /// Blocks the thread until `cost` units of `key` are admitted.
