@@ -5,6 +5,7 @@ use std::hash::Hash;
 
 use super::cells::NONE;
 use super::{LimitsDecision, LimitsError, MAX_LIMITS};
+use crate::keyed::Pinned;
 use crate::loom::atomic::Ordering;
 use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
 
@@ -32,6 +33,9 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
 pub struct KeyedLimits<K, W: WordAlgorithm, C: Clock> {
     tables: Vec<Keyed<K, W, C>>,
     capacity: u64,
+    /// Whether every table hashes keys as the first does (tables built here), so that a key
+    /// is hashed once.
+    one_hash: bool,
 }
 
 impl<K, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedLimits<K, W, C> {
@@ -48,12 +52,16 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock + Clone> KeyedLimits<K, W,
             if index >= MAX_LIMITS {
                 return Err(LimitsError::TooMany { count: index + 1, max: MAX_LIMITS });
             }
-            tables.push(
-                Keyed::with_clock(quota, clock.clone())
-                    .map_err(|error| LimitsError::Quota { index, error })?,
-            );
+            let mut table = Keyed::with_clock(quota, clock.clone())
+                .map_err(|error| LimitsError::Quota { index, error })?;
+            if let Some(first) = tables.first() {
+                table.share_hasher_of(first);
+            }
+            tables.push(table);
         }
-        Self::from_tables(tables)
+        let mut limits = Self::from_tables(tables)?;
+        limits.one_hash = true;
+        Ok(limits)
     }
 }
 
@@ -74,43 +82,87 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
             return Err(LimitsError::TooMany { count: tables.len(), max: MAX_LIMITS });
         }
         let capacity = tables.iter().map(|t| t.algorithm().capacity()).min().ok_or(LimitsError::Empty)?;
-        Ok(KeyedLimits { tables, capacity })
+        Ok(KeyedLimits { tables, capacity, one_hash: false })
     }
 
     /// Checks one unit of `key` against every limit.
+    #[inline(always)]
     pub fn check(&self, key: &K) -> LimitsDecision {
-        // Cost 1 never exceeds a capacity; a key's own quota (a table's quota function) with a
-        // smaller one cannot exist either (capacities are at least 1).
-        self.check_n(key, 1).unwrap_or_else(|_| self.peek(key))
+        match self.check_n(key, 1) {
+            Ok(answer) => answer,
+            // Cost 1 never exceeds a capacity; a key's own quota (a table's quota function)
+            // with a smaller one cannot exist either (capacities are at least 1).
+            Err(_) => self.peek(key),
+        }
     }
 
     /// Checks `cost` units of `key` against every limit, all or nothing; an error when `cost`
     /// exceeds a limit's capacity for this key.
+    #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<LimitsDecision, CheckError> {
         if cost > self.capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity: self.capacity });
         }
-        let n = self.tables.len();
-        let mut decisions = [NONE; MAX_LIMITS];
-        for i in 0..n {
-            let decision = match self.tables[i].check_n(key, cost) {
-                Ok(decision) => decision,
+        match self.tables.len() {
+            1 => self.check_exactly::<1>(key, cost),
+            2 => self.check_exactly::<2>(key, cost),
+            3 => self.check_exactly::<3>(key, cost),
+            _ => self.check_exactly::<MAX_LIMITS>(key, cost),
+        }
+    }
+
+    /// The check over exactly `N` tables.
+    ///
+    /// The key is hashed once when the tables share a hasher, every table's line is fetched
+    /// before the first is decided, and one pin serves every table the key is found in
+    /// without the lock; a table's slow path takes the pin (it may unpin while it waits), and
+    /// so does a denial, before the refunds. With `N` known, the decisions stay in registers
+    /// until the answer is built.
+    #[inline(always)]
+    fn check_exactly<const N: usize>(&self, key: &K, cost: u64) -> Result<LimitsDecision, CheckError> {
+        let tables: &[Keyed<K, W, C>; N] = self.tables[..].try_into().expect("N is the table count");
+        let first = tables[0].key_hash(key);
+        let hash_in = |i: usize| {
+            if i == 0 || self.one_hash {
+                first
+            } else {
+                tables[i].key_hash(key)
+            }
+        };
+        for (i, table) in tables.iter().enumerate() {
+            table.prefetch_hash(hash_in(i));
+        }
+        let mut decisions = [NONE; N];
+        let mut pinned = None;
+        for i in 0..N {
+            let pin = pinned.take().unwrap_or_else(Pinned::new);
+            match tables[i].check_n_pinned(hash_in(i), key, cost, pin, &mut decisions[i]) {
+                Ok(back) => pinned = back,
                 Err(error) => {
                     self.refund_first(i, key, cost);
                     return Err(error);
                 }
-            };
-            decisions[i] = decision;
-            if decision.is_allowed() {
+            }
+            if decisions[i].is_allowed() {
                 continue;
             }
-            self.refund_first(i, key, cost);
-            for j in (0..n).filter(|&j| j != i) {
-                decisions[j] = self.look(j, key, cost);
-            }
-            return Ok(LimitsDecision::new(decisions, n, false));
+            drop(pinned);
+            return Ok(self.deny(i, key, cost, &decisions));
         }
-        Ok(LimitsDecision::new(decisions, n, true))
+        Ok(LimitsDecision::of(decisions, true))
+    }
+
+    /// Limit `i` denied `key` after the ones before it took `cost`: they get it back, and the
+    /// answer shows what every limit holds now.
+    #[cold]
+    #[inline(never)]
+    fn deny<const N: usize>(&self, i: usize, key: &K, cost: u64, decided: &[Decision; N]) -> LimitsDecision {
+        self.refund_first(i, key, cost);
+        let mut decisions = *decided;
+        for j in (0..N).filter(|&j| j != i) {
+            decisions[j] = self.look(j, key, cost);
+        }
+        LimitsDecision::of(decisions, false)
     }
 
     /// Every limit's state for `key`, changing nothing.
