@@ -103,7 +103,7 @@ impl Report {
              one 128-bit CAS, three by check then refund), beside the least those protocols could cost \
              (`floor_cas128`: a bare loop of portable-atomic's 128-bit CAS; `floor_cas64_x3`: three bare \
              64-bit CAS loops one after another), `keyed_*` the same per key (one key per thread, \
-             `KeyedLimits`: one table per limit); `until_ready` / `until_n_ready({COST})` are the futures \
+             `KeyedLimits`: one table, a key's limits in one cell); `until_ready` / `until_n_ready({COST})` are the futures \
              polled once, `reserve_n({COST})` a reservation due at once. No peer here checks several \
              bandwidths at once (bucket4j, which does, is Java); governor's `until_ready` is beside its \
              own `check`.\n",

@@ -109,7 +109,7 @@ impl Subject for Composite {
     }
 }
 
-/// `KeyedLimits::check` (one table per limit).
+/// `KeyedLimits::check` (one table, a key's limits in one cell).
 struct KeyedComposite(KeyedLimits<u64, Gcra, CoarseClock>);
 
 impl Subject for KeyedComposite {

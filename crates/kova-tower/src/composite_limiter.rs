@@ -49,13 +49,13 @@ impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<Limi
         true
     }
 
-    /// Each quota's table settles on its own (a settle is never denied, so there is nothing to
-    /// decide all or nothing), into its own overdraft.
+    /// Every quota settles on its own (a settle is never denied, so there is nothing to decide
+    /// all or nothing), into its own overdraft ([`KeyedLimits::settle`]).
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture<Vec<Settled>> {
-        let each = self.tables().iter().map(|table| {
-            let settlement = table.settle(key, estimated, actual);
-            Settled::new(settlement, Some(table.peek(key)))
-        });
+        let settlements = KeyedLimits::settle(self, key, estimated, actual);
+        let after = self.peek(key);
+        let each =
+            settlements.into_iter().zip(after.limit_decisions()).map(|(s, &d)| Settled::new(s, Some(d)));
         SettleFuture::ready(Ok(each.collect()))
     }
 }

@@ -86,8 +86,8 @@ async fn a_composite_denied_by_a_later_limit_is_given_back_whole() {
 }
 
 /// A composite whose checks complete later (as a shared store's would), counting its calls.
-/// `leaky` is the should-fail twin: a request the hour limit denies still takes a unit of the
-/// minute limit (a check then no refund), which the test below must catch.
+/// `leaky` is the should-fail twin: a request the hour limit denies still takes units of both
+/// limits (a charge with no check), which the test below must catch.
 struct Remote {
     limits: Arc<KeyedLimits<LimitKey, Gcra, ManualClock>>,
     checks: Arc<AtomicUsize>,
@@ -102,7 +102,8 @@ impl CompositeLimiter for Remote {
             tokio::task::yield_now().await;
             let decision = limits.check_n(&key, cost).map_err(kova_tower::LimiterError::from)?;
             if leaky && !decision.is_allowed() {
-                let _ = limits.tables()[0].check_n(&key, cost);
+                // Takes from every limit though the check was denied.
+                let _ = limits.settle(&key, 0, cost);
             }
             Ok(decision)
         })
@@ -141,7 +142,7 @@ async fn concurrent_requests_admit_what_the_sequential_composite_admits_in_one_c
     // The sequential composite admits 12 (the hour limit) and takes 12 from each limit; the 52
     // denials take nothing from either. One composite check per request, not one per limit.
     assert_eq!(concurrent_run(false).await, (12, vec![18, 0], 64));
-    // The twin whose denials take from the minute limit is caught.
+    // The twin whose denials take units is caught.
     let (admitted, left, _) = concurrent_run(true).await;
     assert_eq!(admitted, 12);
     assert_ne!(left, [18, 0], "a composite whose denials take units must fail this test");

@@ -65,18 +65,6 @@ pub(crate) fn pin() -> impl Drop {
     epoch::pin()
 }
 
-/// A pin held across several tables' checks of one key ([`KeyedLimits`](crate::KeyedLimits)):
-/// the tables' own pins nest inside it, so only the first of them publishes one.
-pub(crate) struct Pinned(epoch::Guard);
-
-impl Pinned {
-    /// Pins the current thread.
-    #[inline(always)]
-    pub(crate) fn new() -> Self {
-        Pinned(epoch::pin())
-    }
-}
-
 /// Pins the thread and tries once to advance the epoch (`kova::loom_racy::advance_epoch`).
 #[cfg(kova_loom)]
 pub(crate) fn advance_epoch() {

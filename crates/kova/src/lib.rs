@@ -101,7 +101,7 @@ pub use keyed::{
     DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS,
 };
 pub use limiter::RateLimiter;
-pub use limits::{KeyedLimits, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
+pub use limits::{KeyedLimits, KeyedLimitsBuilder, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
 pub use reservation::{OwnedReservation, Reservation, ReservationOf, ReserveError};
 pub use settle::Settlement;

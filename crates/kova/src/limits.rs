@@ -2,17 +2,21 @@
 //! decided all or nothing.
 
 mod cells;
+mod composite;
 mod decision;
 mod keyed;
+mod keyed_builder;
 
 pub use decision::LimitsDecision;
 pub use keyed::KeyedLimits;
+pub use keyed_builder::KeyedLimitsBuilder;
 
 use std::fmt;
 
 use cells::Cells;
+use composite::Composite;
 
-use crate::{CheckError, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
+use crate::{CheckError, Clock, CoarseClock, Gcra, KeyedError, Quota, QuotaError, WordAlgorithm};
 
 /// The most limits one [`Limits`] holds.
 pub const MAX_LIMITS: usize = 4;
@@ -82,6 +86,9 @@ pub enum LimitsError {
         /// Why.
         error: QuotaError,
     },
+    /// An option of a [`KeyedLimits`] table is out of its range
+    /// ([`KeyedLimitsBuilder::build`]).
+    Table(KeyedError),
 }
 
 impl fmt::Display for LimitsError {
@@ -90,6 +97,7 @@ impl fmt::Display for LimitsError {
             LimitsError::Empty => f.write_str("a composite needs at least one quota"),
             LimitsError::TooMany { count, max } => write!(f, "{count} quotas given, at most {max} supported"),
             LimitsError::Quota { index, error } => write!(f, "quota {index}: {error}"),
+            LimitsError::Table(error) => write!(f, "the table: {error}"),
         }
     }
 }
@@ -130,14 +138,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
         clock: C,
         chained: bool,
     ) -> Result<Self, LimitsError> {
-        let mut algorithms = Vec::new();
-        for (index, quota) in quotas.into_iter().enumerate() {
-            if index >= MAX_LIMITS {
-                return Err(LimitsError::TooMany { count: index + 1, max: MAX_LIMITS });
-            }
-            algorithms.push(W::from_quota(quota).map_err(|error| LimitsError::Quota { index, error })?);
-        }
-        let capacity = algorithms.iter().map(WordAlgorithm::capacity).min().ok_or(LimitsError::Empty)?;
+        let (algorithms, capacity) = Composite::<W>::new(quotas)?.into_parts();
         let cells = Cells::new(&algorithms, chained);
         Ok(Limits { algorithms, cells, capacity, clock })
     }

@@ -204,3 +204,50 @@ fn threads_on_one_key_never_exceed_any_limit() {
     assert_eq!(used, [admitted; 3], "every limit charged exactly the admitted units");
     assert!(admitted > 0 && admitted <= 30, "{admitted}");
 }
+
+#[test]
+fn keyed_limits_keep_their_table_bounds_and_mark_a_full_table() {
+    let quotas = [Quota::per_second(2).unwrap(), Quota::per_minute(10).unwrap()];
+    let clock = ManualClock::new();
+    let limits = kova::KeyedLimits::<u32, Gcra, _>::builder(quotas, clock.clone())
+        .max_keys(1)
+        .shards(1)
+        .table_full(kova::TableFullPolicy::DenyNew)
+        .build()
+        .unwrap();
+    assert!(limits.check(&1).is_allowed());
+    assert_eq!(limits.key_count(), 1);
+    // The only place is held and busy: a new key is denied, in every limit, and says why.
+    let full = limits.check(&2);
+    assert!(!full.is_allowed());
+    for decision in full.limit_decisions() {
+        assert_eq!(decision.fallback(), Some(kova::Fallback::TableFullDenied));
+    }
+    // A peek inserts nothing and reports a fresh key.
+    assert_eq!(limits.peek(&3).limit_decisions().iter().map(|d| d.remaining()).collect::<Vec<_>>(), [2, 10]);
+    // Once idle in every limit, the key is reclaimed and the place serves a new one.
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(limits.sweep_idle(), 1);
+    assert_eq!(limits.key_count(), 0);
+    assert!(limits.check(&2).is_allowed());
+    assert_eq!(limits.check(&2).decision().fallback(), None);
+}
+
+#[test]
+fn keyed_limits_settle_each_limit_into_its_own_room() {
+    let quotas = [Quota::per_minute(10).unwrap(), Quota::per_hour(100).unwrap().with_overdraft(50)];
+    let limits = kova::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap();
+    assert!(limits.check_n(&1, 4).unwrap().is_allowed());
+    // A lower cost gives the difference back to both.
+    let back = limits.settle(&1, 4, 1);
+    assert_eq!(back, vec![kova::Settlement { refunded: 3, ..Default::default() }; 2]);
+    let left: Vec<u64> = limits.peek(&1).limit_decisions().iter().map(|d| d.remaining()).collect();
+    assert_eq!(left, [9, 99]);
+    // A higher one charges each limit as far as it holds: the minute limit has no overdraft.
+    let more = limits.settle(&1, 1, 30);
+    assert_eq!(more[0], kova::Settlement { refunded: 0, charged: 9, uncharged: 20 });
+    assert_eq!(more[1], kova::Settlement { refunded: 0, charged: 29, uncharged: 0 });
+    // A key not held is inserted and charged in the same step.
+    assert_eq!(limits.settle(&2, 0, 3)[1].charged, 3);
+    assert_eq!(limits.peek(&2).limit_decisions()[0].remaining(), 7);
+}

@@ -271,6 +271,19 @@ impl<K, A: Algorithm> LineShard<K, A> {
         hit.word.load(Ordering::Relaxed) == hit.value
     }
 
+    /// [`still_linked`](Self::still_linked) after a write whose last access to the cell was a
+    /// locked read-modify-write (every write of a composite's cell ends in its compare-and-swap,
+    /// `table/visit.rs`).
+    #[inline(always)]
+    pub(super) fn still_linked_after_rmw(&self, hit: &LineHit<'_, A>) -> bool {
+        if !boxed::<A>() {
+            return true;
+        }
+        after_rmw_fence();
+        // Relaxed: ordered as `still_linked`'s load is.
+        hit.word.load(Ordering::Relaxed) == hit.value
+    }
+
     /// Takes the lock, first handing back what finished its grace period.
     pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         LineLocked::new(self, self.cold.lock(), guard)
@@ -317,4 +330,24 @@ impl<K, A: Algorithm> Drop for LineShard<K, A> {
             unsafe { line_cell::drop_cell::<A>(place.cell) };
         }
     }
+}
+
+/// The fence of [`LineShard::still_linked_after_rmw`] on x86: none but the compiler's. There a
+/// locked instruction is a full barrier: the cell's compare-and-swap that ended the write has
+/// drained the store buffer, so the load after it cannot be satisfied before it, which is what
+/// `still_linked`'s SeqCst fence provides against the lock holder's fence (a `lock or`, as dear
+/// as the compare-and-swap itself). The compiler fence keeps the compiler from moving the load
+/// above the write.
+#[cfg(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom)))]
+#[inline(always)]
+fn after_rmw_fence() {
+    crate::loom::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+/// The portable form, and loom's and Miri's: the SeqCst fence of `still_linked`.
+#[cfg(not(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom))))]
+#[inline(always)]
+fn after_rmw_fence() {
+    // SeqCst: as in `still_linked`.
+    fence(Ordering::SeqCst);
 }

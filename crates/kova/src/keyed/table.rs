@@ -309,6 +309,7 @@ mod hot;
 mod locked;
 mod lookup;
 mod reserve;
+mod visit;
 
 pub use reserve::KeyedReservation;
 

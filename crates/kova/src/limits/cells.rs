@@ -1,13 +1,13 @@
 //! Where a composite keeps its limits' words, and the two protocols over them: one CAS over every
 //! word (one or two limits), or check then refund (three or four).
 
-use super::LimitsDecision;
+use super::{LimitsDecision, MAX_LIMITS};
 use crate::cas::{update_word, Outcome, Word};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::AtomicU128;
 use crate::{Algorithm, Clock, Decision, WordAlgorithm};
 
-pub(super) enum Cells {
+pub(crate) enum Cells {
     One(AtomicU64),
     /// Limit 0's word in the low half, limit 1's in the high half.
     Pair(AtomicU128),
@@ -39,6 +39,15 @@ impl Verdict {
     #[inline(always)]
     fn is_allowed(self) -> bool {
         self.0 == 0
+    }
+}
+
+/// What a pair's charge took from each limit: never denied, so never a near miss.
+struct Charged([u64; 2]);
+
+impl Outcome for Charged {
+    fn denied_for_nanos(&self) -> u64 {
+        0
     }
 }
 
@@ -92,7 +101,7 @@ fn exactly<W, const N: usize>(algorithms: &[W]) -> &[W; N] {
 /// each limit's decision, and whether all admitted. Only the verdict travels through the loop;
 /// the decisions stay in a fixed-size local the compiler keeps in registers.
 #[inline(always)]
-fn check_words<A: Word, W: WordAlgorithm, C: Clock, const N: usize>(
+fn check_words<A: Word, W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     cell: &A,
     algorithms: &[W; N],
     clock: &C,
@@ -123,7 +132,7 @@ impl Cells {
     }
 
     #[inline(always)]
-    pub(super) fn check<W: WordAlgorithm, C: Clock>(
+    pub(super) fn check<W: WordAlgorithm, C: Clock + ?Sized>(
         &self,
         algorithms: &[W],
         clock: &C,
@@ -153,7 +162,63 @@ impl Cells {
         }
     }
 
-    pub(super) fn refund<W: WordAlgorithm, C: Clock>(&self, algorithms: &[W], clock: &C, cost: u64) {
+    /// [`check`](Self::check), the answer written into `answer` (which holds as many limits):
+    /// for a caller whose answer would otherwise be copied into place.
+    #[inline(always)]
+    pub(super) fn check_into<W: WordAlgorithm, C: Clock + ?Sized>(
+        &self,
+        algorithms: &[W],
+        clock: &C,
+        cost: u64,
+        answer: &mut LimitsDecision,
+    ) {
+        match self {
+            Cells::One(cell) => {
+                let one = exactly::<W, 1>(algorithms);
+                let (decisions, allowed) = check_words(cell, one, clock, cost, |word| [word], |[word]| word);
+                answer.set(decisions, allowed);
+            }
+            Cells::Pair(cell) => {
+                let pair = exactly::<W, 2>(algorithms);
+                let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
+                answer.set(decisions, allowed);
+            }
+            Cells::Chain(cells) => check_chain(cells, algorithms, clock, cost, answer),
+        }
+    }
+
+    /// Charges up to `cost` units to every limit whatever its state
+    /// ([`WordAlgorithm::charge`]: what is left, then the overdraft): the units each took.
+    pub(super) fn charge<W: WordAlgorithm, C: Clock + ?Sized>(
+        &self,
+        algorithms: &[W],
+        clock: &C,
+        cost: u64,
+    ) -> [u64; MAX_LIMITS] {
+        let mut charged = [0; MAX_LIMITS];
+        match self {
+            Cells::One(cell) => {
+                charged[0] = update_word(cell, clock, |word, now| algorithms[0].charge(word, now, cost));
+            }
+            Cells::Pair(cell) => {
+                let Charged([a, b]) = update_word(cell, clock, |pair, now| {
+                    let [a, b] = unpack(pair);
+                    let ((charged_a, a), (charged_b, b)) =
+                        (algorithms[0].charge(a, now, cost), algorithms[1].charge(b, now, cost));
+                    (Charged([charged_a, charged_b]), pack([a, b]))
+                });
+                charged[..2].copy_from_slice(&[a, b]);
+            }
+            Cells::Chain(cells) => {
+                for (i, (algorithm, cell)) in algorithms.iter().zip(cells.iter()).enumerate() {
+                    charged[i] = update_word(cell, clock, |word, now| algorithm.charge(word, now, cost));
+                }
+            }
+        }
+        charged
+    }
+
+    pub(super) fn refund<W: WordAlgorithm, C: Clock + ?Sized>(&self, algorithms: &[W], clock: &C, cost: u64) {
         match self {
             Cells::One(cell) => {
                 algorithms[0].refund_cell(cell, clock, cost);
@@ -173,9 +238,43 @@ impl Cells {
     }
 }
 
+impl Cells {
+    /// Every limit's word back to fresh.
+    pub(super) fn reset<W: WordAlgorithm>(&self, algorithms: &[W]) {
+        // Release, as a check's CAS: a reader that sees the fresh state sees what came before.
+        match self {
+            Cells::One(cell) => cell.store(algorithms[0].fresh_word(), Ordering::Release),
+            Cells::Pair(cell) => {
+                cell.store(pack([algorithms[0].fresh_word(), algorithms[1].fresh_word()]), Ordering::Release)
+            }
+            Cells::Chain(cells) => {
+                for (algorithm, cell) in algorithms.iter().zip(cells.iter()) {
+                    cell.store(algorithm.fresh_word(), Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Whether every limit's word is indistinguishable from fresh at `now`.
+    pub(super) fn is_idle<W: WordAlgorithm>(&self, algorithms: &[W], now: u64) -> bool {
+        // Acquire: pairs with the Release of the check that wrote the word.
+        match self {
+            Cells::One(cell) => algorithms[0].is_idle_word(cell.load(Ordering::Acquire), now),
+            Cells::Pair(cell) => {
+                let [a, b] = unpack(cell.load(Ordering::Acquire));
+                algorithms[0].is_idle_word(a, now) && algorithms[1].is_idle_word(b, now)
+            }
+            Cells::Chain(cells) => algorithms
+                .iter()
+                .zip(cells.iter())
+                .all(|(algorithm, cell)| algorithm.is_idle_word(cell.load(Ordering::Acquire), now)),
+        }
+    }
+}
+
 /// Check then refund: each limit by its own CAS loop, in order; on a denial the limits already
 /// charged get their units back before returning. The decisions are written to `answer`.
-fn check_chain<W: WordAlgorithm, C: Clock>(
+fn check_chain<W: WordAlgorithm, C: Clock + ?Sized>(
     cells: &[AtomicU64],
     algorithms: &[W],
     clock: &C,

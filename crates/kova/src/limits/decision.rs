@@ -55,6 +55,14 @@ impl LimitsDecision {
         answer
     }
 
+    /// Writes the decisions of exactly `N` limits, the answer's count, in place.
+    #[inline(always)]
+    pub(crate) fn set<const N: usize>(&mut self, each: [Decision; N], allowed: bool) {
+        debug_assert_eq!(self.len, N);
+        self.decisions[..N].copy_from_slice(&each);
+        self.decide(allowed);
+    }
+
     /// Chooses the deciding limit by the rule above, once every limit's decision is in.
     #[inline(always)]
     pub(crate) fn decide(&mut self, allowed: bool) {

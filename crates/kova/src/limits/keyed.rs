@@ -1,21 +1,20 @@
-//! Several limits per key: one keyed table per limit, checked then refunded.
+//! Several limits per key: one keyed table whose cell holds every limit of its key.
 
 use std::fmt;
 use std::hash::Hash;
 
-use super::cells::NONE;
-use super::{LimitsDecision, LimitsError, MAX_LIMITS};
-use crate::keyed::Pinned;
-use crate::loom::atomic::Ordering;
-use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
+use super::composite::Composite;
+use super::{KeyedLimitsBuilder, LimitsDecision, LimitsError, MAX_LIMITS};
+use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm};
 
 /// [`Limits`](super::Limits) per key: up to [`MAX_LIMITS`] quotas for every key, decided all or
-/// nothing, with each limit's state in its own [`Keyed`] table.
+/// nothing, with the key's limits kept together in one cell of one [`Keyed`]-style table. A
+/// check hashes and finds its key once and decides as [`Limits`](super::Limits) does: one or
+/// two limits by one compare-and-swap over both words, exactly the sequential composite; three
+/// or four by check then refund within the key's cell, with the bound stated there.
 ///
-/// The protocol is check then refund, with the bound [`Limits`](super::Limits) states for three
-/// or four limits (whatever the count here): never more than any limit's own bound, a denial has
-/// taken nothing once it returns, and while a check that will be denied runs, the units it holds
-/// on the earlier limits of its key can deny a concurrent check of the same key.
+/// The table is bounded as a [`Keyed`] table is ([`builder`](Self::builder) for its options)
+/// and has no doorkeeper: every key's first check inserts it.
 ///
 /// ```
 /// use kova::{Gcra, KeyedLimits, ManualClock, Quota};
@@ -31,191 +30,153 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedLimits<K, W: WordAlgorithm, C: Clock> {
-    tables: Vec<Keyed<K, W, C>>,
+    table: Keyed<K, Composite<W>, C>,
+    /// The least of the limits' capacities.
     capacity: u64,
-    /// Whether every table hashes keys as the first does (tables built here), so that a key
-    /// is hashed once.
-    one_hash: bool,
+    /// How many limits.
+    len: usize,
 }
 
 impl<K, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedLimits<K, W, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedLimits").field("limits", &self.tables.len()).finish()
-    }
-}
-
-impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock + Clone> KeyedLimits<K, W, C> {
-    /// One table per quota, each with [`Keyed::with_clock`]'s defaults, on clones of `clock`.
-    pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
-        let mut tables = Vec::new();
-        for (index, quota) in quotas.into_iter().enumerate() {
-            if index >= MAX_LIMITS {
-                return Err(LimitsError::TooMany { count: index + 1, max: MAX_LIMITS });
-            }
-            let mut table = Keyed::with_clock(quota, clock.clone())
-                .map_err(|error| LimitsError::Quota { index, error })?;
-            if let Some(first) = tables.first() {
-                table.share_hasher_of(first);
-            }
-            tables.push(table);
-        }
-        let mut limits = Self::from_tables(tables)?;
-        limits.one_hash = true;
-        Ok(limits)
+        f.debug_struct("KeyedLimits").field("limits", &self.len).field("table", &self.table).finish()
     }
 }
 
 impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
-    /// Limits from tables built as needed (their own key bounds, shards, per-key quotas), in
-    /// order. They should read the same clock.
+    /// Limits for `quotas` (in order) on `clock`, with a [`Keyed`] table's default bounds.
+    pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
+        Self::builder(quotas, clock).build()
+    }
+
+    /// A builder for limits for `quotas` (in order) on `clock`, to set the table's bounds.
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, KeyedLimits, Quota};
-    /// let per_second = Keyed::<u64, Gcra>::builder(Quota::per_second(5)?).max_keys(10_000).build()?;
-    /// let per_day = Keyed::<u64, Gcra>::builder(Quota::per_day(1_000)?).max_keys(10_000).build()?;
-    /// let limits = KeyedLimits::from_tables(vec![per_second, per_day])?;
+    /// use kova::{CoarseClock, Gcra, KeyedLimits, Quota, TableFullPolicy};
+    /// let limits = KeyedLimits::<u64, Gcra, _>::builder(
+    ///     [Quota::per_second(5)?, Quota::per_day(1_000)?],
+    ///     CoarseClock::new(),
+    /// )
+    /// .max_keys(10_000)
+    /// .table_full(TableFullPolicy::DenyNew)
+    /// .build()?;
     /// assert_eq!(limits.len(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn from_tables(tables: Vec<Keyed<K, W, C>>) -> Result<Self, LimitsError> {
-        if tables.len() > MAX_LIMITS {
-            return Err(LimitsError::TooMany { count: tables.len(), max: MAX_LIMITS });
-        }
-        let capacity = tables.iter().map(|t| t.algorithm().capacity()).min().ok_or(LimitsError::Empty)?;
-        Ok(KeyedLimits { tables, capacity, one_hash: false })
+    pub fn builder(quotas: impl IntoIterator<Item = Quota>, clock: C) -> KeyedLimitsBuilder<K, W, C> {
+        KeyedLimitsBuilder::new(Composite::new(quotas), clock)
+    }
+
+    /// The limits over a table built for their composite.
+    pub(super) fn from_table(table: Keyed<K, Composite<W>, C>, len: usize) -> Self {
+        use crate::Algorithm as _;
+        let capacity = table.algorithm().capacity();
+        KeyedLimits { table, capacity, len }
     }
 
     /// Checks one unit of `key` against every limit.
+    // Inlined, as `check_n` is, so that the answer is built where the caller keeps it: returned
+    // from a call, it would be copied out in wide loads stalled on the narrower stores just made.
     #[inline(always)]
     pub fn check(&self, key: &K) -> LimitsDecision {
-        match self.check_n(key, 1) {
-            Ok(answer) => answer,
-            // Cost 1 never exceeds a capacity; a key's own quota (a table's quota function)
-            // with a smaller one cannot exist either (capacities are at least 1).
-            Err(_) => self.peek(key),
-        }
+        // Every capacity is at least 1.
+        self.decide(key, 1)
     }
 
     /// Checks `cost` units of `key` against every limit, all or nothing; an error when `cost`
-    /// exceeds a limit's capacity for this key.
+    /// exceeds a limit's capacity.
     #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<LimitsDecision, CheckError> {
         if cost > self.capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity: self.capacity });
         }
-        match self.tables.len() {
-            1 => self.check_exactly::<1>(key, cost),
-            2 => self.check_exactly::<2>(key, cost),
-            3 => self.check_exactly::<3>(key, cost),
-            _ => self.check_exactly::<MAX_LIMITS>(key, cost),
-        }
+        Ok(self.decide(key, cost))
     }
 
-    /// The check over exactly `N` tables.
-    ///
-    /// The key is hashed once when the tables share a hasher, every table's line is fetched
-    /// before the first is decided, and one pin serves every table the key is found in
-    /// without the lock; a table's slow path takes the pin (it may unpin while it waits), and
-    /// so does a denial, before the refunds. With `N` known, the decisions stay in registers
-    /// until the answer is built.
-    #[inline(always)]
-    fn check_exactly<const N: usize>(&self, key: &K, cost: u64) -> Result<LimitsDecision, CheckError> {
-        let tables: &[Keyed<K, W, C>; N] = self.tables[..].try_into().expect("N is the table count");
-        let first = tables[0].key_hash(key);
-        let hash_in = |i: usize| {
-            if i == 0 || self.one_hash {
-                first
-            } else {
-                tables[i].key_hash(key)
-            }
-        };
-        for (i, table) in tables.iter().enumerate() {
-            table.prefetch_hash(hash_in(i));
-        }
-        let mut decisions = [NONE; N];
-        let mut pinned = None;
-        for i in 0..N {
-            let pin = pinned.take().unwrap_or_else(Pinned::new);
-            match tables[i].check_n_pinned(hash_in(i), key, cost, pin, &mut decisions[i]) {
-                Ok(back) => pinned = back,
-                Err(error) => {
-                    self.refund_first(i, key, cost);
-                    return Err(error);
-                }
-            }
-            if decisions[i].is_allowed() {
-                continue;
-            }
-            drop(pinned);
-            return Ok(self.deny(i, key, cost, &decisions));
-        }
-        Ok(LimitsDecision::of(decisions, true))
-    }
-
-    /// Limit `i` denied `key` after the ones before it took `cost`: they get it back, and the
-    /// answer shows what every limit holds now.
-    #[cold]
-    #[inline(never)]
-    fn deny<const N: usize>(&self, i: usize, key: &K, cost: u64, decided: &[Decision; N]) -> LimitsDecision {
-        self.refund_first(i, key, cost);
-        let mut decisions = *decided;
-        for j in (0..N).filter(|&j| j != i) {
-            decisions[j] = self.look(j, key, cost);
-        }
-        LimitsDecision::of(decisions, false)
-    }
-
-    /// Every limit's state for `key`, changing nothing.
+    /// Every limit's state for `key`, changing nothing (a key not held: a fresh key's).
     pub fn peek(&self, key: &K) -> LimitsDecision {
-        let mut decisions = [NONE; MAX_LIMITS];
-        for (i, table) in self.tables.iter().enumerate() {
-            decisions[i] = table.peek(key);
-        }
-        LimitsDecision::new(decisions, self.tables.len(), true)
+        self.decide(key, 0)
+    }
+
+    /// `cost` units of `key` (at most the capacity) decided on its cell.
+    #[inline(always)]
+    fn decide(&self, key: &K, cost: u64) -> LimitsDecision {
+        let len = self.len;
+        let mut answer = LimitsDecision::undecided(len);
+        self.table.visit(
+            key,
+            cost,
+            #[inline(always)]
+            |composite, cell, clock, answer| composite.check_into(cell, clock, cost, answer),
+            LimitsDecision::is_allowed,
+            // The table-full policy's decision, for every limit.
+            |decision| full_answer(decision, len),
+            &mut answer,
+        );
+        answer
     }
 
     /// Gives `cost` units of `key` back to every limit.
     pub fn refund(&self, key: &K, cost: u64) {
-        self.refund_first(self.tables.len(), key, cost);
+        self.table.refund(key, cost);
+    }
+
+    /// [`Keyed::settle`] for every limit of `key`: a check of `estimated` units whose real cost
+    /// was `actual`. A lower cost gives the difference back to every limit; a higher one charges
+    /// the extra to every limit, never denied, each as far as its state and overdraft hold it
+    /// (so the limits may take different amounts). One settlement per limit, in order. A key not
+    /// held is inserted first; a full table charges nothing (reported uncharged).
+    ///
+    /// ```
+    /// use kova::{Gcra, KeyedLimits, ManualClock, Quota, Settlement};
+    /// let quotas = [Quota::per_minute(10)?, Quota::per_hour(100)?.with_overdraft(50)];
+    /// let limits = KeyedLimits::<&str, Gcra, _>::with_clock(quotas, ManualClock::new())?;
+    /// assert!(limits.check_n(&"job", 4)?.is_allowed());
+    /// let settled = limits.settle(&"job", 4, 20);
+    /// assert_eq!(settled[0], Settlement { refunded: 0, charged: 6, uncharged: 10 });
+    /// assert_eq!(settled[1], Settlement { refunded: 0, charged: 16, uncharged: 0 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(&self, key: &K, estimated: u64, actual: u64) -> Vec<Settlement> {
+        if actual <= estimated {
+            let back = estimated - actual;
+            let refunded = if back > 0 && self.table.refund(key, back) { back } else { 0 };
+            return vec![Settlement { refunded, ..Settlement::default() }; self.len];
+        }
+        let extra = actual - estimated;
+        let charged = self
+            .table
+            .on_held_or_new(key, |composite, cell, clock| composite.charge_each(cell, clock, extra))
+            .unwrap_or([0; MAX_LIMITS]);
+        charged[..self.len]
+            .iter()
+            .map(|&charged| Settlement { refunded: 0, charged, uncharged: extra - charged })
+            .collect()
     }
 
     /// How many limits.
     pub fn len(&self) -> usize {
-        self.tables.len()
+        self.len
     }
 
     /// Always false: there is at least one limit.
     pub fn is_empty(&self) -> bool {
-        self.tables.is_empty()
+        self.len == 0
     }
 
-    /// The tables, one per limit, in order.
-    pub fn tables(&self) -> &[Keyed<K, W, C>] {
-        &self.tables
+    /// How many keys the table holds.
+    pub fn key_count(&self) -> usize {
+        self.table.len()
     }
 
-    fn refund_first(&self, count: usize, key: &K, cost: u64) {
-        for table in &self.tables[..count] {
-            table.refund(key, cost);
-        }
+    /// Reclaims every idle key (see [`Keyed::sweep_idle`]): how many.
+    pub fn sweep_idle(&self) -> usize {
+        self.table.sweep_idle()
     }
+}
 
-    /// What limit `j` would say to `cost` units of `key` now, writing nothing: its denial, or a
-    /// peek when it would admit.
-    fn look(&self, j: usize, key: &K, cost: u64) -> Decision {
-        let table = &self.tables[j];
-        // A key not held is looked at in the state its insert would give it: what the doorkeeper
-        // admitted of it counts.
-        let (algorithm_decision, peek) = table.with_cell_or_new(key, |algorithm, cell, clock| {
-            // Acquire as in `decide_cell`: the clock read after it is no older than the writer's.
-            let word = cell.load(Ordering::Acquire);
-            let now = clock.now_nanos();
-            (algorithm.decide(word, now, cost).0, algorithm.decide(word, now, 0).0)
-        });
-        if algorithm_decision.is_allowed() {
-            peek
-        } else {
-            algorithm_decision
-        }
-    }
+/// The answer for a new key the table had no room for: the policy's decision for every limit.
+#[cold]
+fn full_answer(decision: Decision, len: usize) -> LimitsDecision {
+    LimitsDecision::new([decision; MAX_LIMITS], len, decision.is_allowed())
 }

@@ -21,6 +21,10 @@ impl AtomicU128 {
         *self.0.lock().unwrap()
     }
 
+    pub(crate) fn store(&self, value: u128, _: atomic::Ordering) {
+        *self.0.lock().unwrap() = value;
+    }
+
     pub(crate) fn compare_exchange_weak(
         &self,
         current: u128,

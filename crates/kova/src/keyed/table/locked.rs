@@ -125,17 +125,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         self.held_or_new(key, self.hash(key), epoch::pin(), None, charge, |_, _| None).unwrap_or(0)
     }
 
-    /// Runs `f` on `key`'s algorithm, cell and the clock under its shard lock (checks of the key
-    /// run meanwhile; no eviction or quota change can lose what `f` writes with a CAS loop); for
-    /// a key not held, on the state an insert would give it now (fresh, charged what the
-    /// doorkeeper admitted of it), which `f` may read and nothing keeps. For a look at what a
-    /// check would decide (`limits/keyed.rs`).
-    pub(crate) fn with_cell_or_new<R>(&self, key: &K, f: impl FnOnce(&A, &A::Cell, &C) -> R) -> R {
-        // Outside the lock: the quota function is the user's code.
-        let new = self.quotas.get(self.quota_for_new(key));
-        self.with_entry(key, |entry| match entry {
-            Entry::Held(entry) => f(entry.algorithm(), entry.cell(), entry.clock()),
-            Entry::Vacant(entry) => f(new, &entry.fresh_cell(new), &self.clock),
-        })
+    /// Runs `f` on `key`'s algorithm, cell and the clock under its shard lock, inserting the key
+    /// first (fresh) when it is not held, in the same locked step as [`charge`](Self::charge):
+    /// for a composite's charges (`limits/keyed.rs`). `None` when a full table had no room.
+    pub(crate) fn on_held_or_new<R>(&self, key: &K, mut f: impl FnMut(&A, &A::Cell, &C) -> R) -> Option<R> {
+        let on_held =
+            |entry: super::entry::HeldEntry<'_, K, A, C>| f(entry.algorithm(), entry.cell(), entry.clock());
+        self.held_or_new(key, self.hash(key), epoch::pin(), None, on_held, |_, _| None).ok()
     }
 }

@@ -10,7 +10,7 @@ use super::super::epoch::{self, Guard};
 use super::super::line_shard::{LineHit, LineShard};
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::word;
-use super::super::{KeyedError, Pinned};
+use super::super::KeyedError;
 use super::entry::Entry;
 use super::Keyed;
 use crate::loom::atomic::{fence, Ordering};
@@ -70,33 +70,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         slow: impl FnOnce(u64, Prior, Guard) -> R,
     ) -> R {
         let hash = self.hash(key);
-        self.prefetch(hash);
-        self.lookup_pinned(hash, key, epoch::pin(), on_hit, |decision, _| decided(decision), slow)
-    }
-
-    /// Brings `hash`'s probe line (and its door word) towards the cache.
-    #[inline(always)]
-    fn prefetch(&self, hash: u64) {
-        self.shard(hash).prefetch(hash);
+        let shard = self.shard(hash);
+        shard.prefetch(hash);
         if let Some(door) = &self.door {
             // A flood of new keys reads the door after the probe misses: both misses overlap.
             door.prefetch(hash);
         }
-    }
-
-    /// [`lookup`](Self::lookup) on a hash already computed and a pin already held; `decided`
-    /// gets the pin back with the decision, `slow` takes it.
-    #[inline(always)]
-    fn lookup_pinned<R>(
-        &self,
-        hash: u64,
-        key: &K,
-        guard: Guard,
-        on_hit: impl FnOnce(&A) -> OnHit<R>,
-        decided: impl FnOnce(Decision, Guard) -> R,
-        slow: impl FnOnce(u64, Prior, Guard) -> R,
-    ) -> R {
-        let shard = self.shard(hash);
+        let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
             let algorithm = self.quotas.get(hit.quota());
@@ -112,7 +92,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     }) {
                         Some(decision) => {
                             if stands(shard, &hit, algorithm, &decision, cost) {
-                                return decided(decision, guard);
+                                return decided(decision);
                             }
                             prior = Some((hit.place(), decision));
                         }
@@ -123,7 +103,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                                 if let Some(decision) =
                                     self.hot_hit(hot, hash, key, &hit, algorithm, cost, &guard)
                                 {
-                                    return decided(decision, guard);
+                                    return decided(decision);
                                 }
                             }
                         }
@@ -174,62 +154,6 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             },
             Ok,
             |hash, prior, guard| self.check_slow(hash, key, cost, None, prior, guard),
-        )
-    }
-
-    /// The hash `key` is looked up by in this table: one computation serves every table whose
-    /// hasher is this one's ([`share_hasher_of`](Self::share_hasher_of)).
-    #[inline(always)]
-    pub(crate) fn key_hash(&self, key: &K) -> u64 {
-        self.hash(key)
-    }
-
-    /// Makes this table hash keys as `other` does, so that a composite over both hashes a key
-    /// once. Only for a table no key has reached yet: its shards and door are placed by hash.
-    pub(crate) fn share_hasher_of(&mut self, other: &Self) {
-        debug_assert!(self.is_empty(), "a table's hasher changes only before its first key");
-        self.hasher = other.hasher.clone();
-    }
-
-    /// Brings the probe line of `hash` (by [`key_hash`](Self::key_hash)) towards the cache, so
-    /// that a composite's tables miss together rather than one after another.
-    #[inline(always)]
-    pub(crate) fn prefetch_hash(&self, hash: u64) {
-        self.prefetch(hash);
-    }
-
-    /// [`check_n`](Self::check_n) for a composite that checks one key in several tables
-    /// ([`KeyedLimits`](crate::KeyedLimits)), on the key's [`key_hash`](Self::key_hash) and a
-    /// pin the caller holds, which comes back when the key was decided without the lock (the
-    /// slow path takes it: it may have to unpin while it waits). The decision is written to
-    /// `out`, from registers on the hit path: returned with the pin, it would travel through
-    /// memory where the two paths meet.
-    #[inline(always)]
-    pub(crate) fn check_n_pinned(
-        &self,
-        hash: u64,
-        key: &K,
-        cost: u64,
-        pinned: Pinned,
-        out: &mut Decision,
-    ) -> Result<Option<Pinned>, CheckError> {
-        let out = Cell::from_mut(out);
-        self.lookup_pinned(
-            hash,
-            key,
-            pinned.0,
-            |algorithm| match check_cost(algorithm, cost) {
-                Ok(()) => OnHit::Decide(cost),
-                Err(error) => OnHit::Answer(Err(error)),
-            },
-            |decision, guard| {
-                out.set(decision);
-                Ok(Some(Pinned(guard)))
-            },
-            |hash, prior, guard| {
-                out.set(self.check_slow(hash, key, cost, None, prior, guard)?);
-                Ok(None)
-            },
         )
     }
 

@@ -1,0 +1,102 @@
+//! A key's cell visited by a composite whose answer says more than one decision
+//! ([`KeyedLimits`](crate::KeyedLimits), whose cell holds every limit of its key): the
+//! lock-free hit path of a boxed cell, and the held-or-new step under the lock, as a check's.
+
+use std::cell::Cell;
+use std::hash::Hash;
+
+use super::super::epoch::{self, Guard};
+use super::entry::{HeldEntry, VacantEntry};
+use super::Keyed;
+use crate::{Algorithm, Clock, Decision};
+
+impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
+    /// Runs `visit`, which decides `cost` units (0: a peek, which writes nothing) on a cell and
+    /// answers (`admitted` says whether an answer admitted, and so wrote), on `key`'s cell.
+    ///
+    /// A key held is visited without the lock; a write stands if the key's line was still
+    /// linked after it, as a check's on a boxed cell does, and is otherwise visited again under
+    /// the lock, on the key's place (unless the key is still where the write went). A key not
+    /// held is inserted for it under its shard's lock; a peek inserts nothing and visits a fresh
+    /// cell. `full` answers, from the table-full policy's decision, for a new key the table has
+    /// no room for.
+    ///
+    /// `visit`'s writes must end in a locked read-modify-write of the cell (a compare-and-swap
+    /// loop's), which stands for the fence a check's write needs before it looks at its line
+    /// again ([`still_linked_after_rmw`](super::super::line_shard::LineShard::still_linked_after_rmw)).
+    ///
+    /// For tables of cells that are not one word, with no doorkeeper (a first check is
+    /// admitted at the door only as a plain decision) and so no hot keys: `KeyedLimits` builds
+    /// its table so.
+    #[inline(always)]
+    pub(crate) fn visit<R: Copy>(
+        &self,
+        key: &K,
+        cost: u64,
+        visit: impl Fn(&A, &A::Cell, &C, &mut R),
+        admitted: impl Fn(&R) -> bool,
+        full: impl FnOnce(Decision) -> R,
+        answer: &mut R,
+    ) {
+        debug_assert!(self.door.is_none() && self.hot.is_none(), "a visited table has no door");
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        shard.prefetch(hash);
+        let guard = epoch::pin();
+        let mut prior = None;
+        if let Some(hit) = shard.find(hash, key, &guard) {
+            // Written in place: an answer returned here and by the slow path would be copied
+            // where the two meet, in wide loads stalled on the narrower stores just made.
+            visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock, answer);
+            if cost == 0 || !admitted(answer) || shard.still_linked_after_rmw(&hit) {
+                return;
+            }
+            prior = Some((hit.place(), *answer));
+        }
+        // The slow path gets a copy to start from and returns its answer: the caller's answer
+        // never leaves this frame, so it can be the one the caller returns.
+        *answer = self.visit_slow(hash, key, cost, prior, guard, &visit, full, *answer);
+    }
+
+    /// `visit`'s path under the lock (kept out of line: the hit path stays small).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn visit_slow<R: Copy>(
+        &self,
+        hash: u64,
+        key: &K,
+        cost: u64,
+        prior: Option<(u64, R)>,
+        guard: Guard,
+        visit: &impl Fn(&A, &A::Cell, &C, &mut R),
+        full: impl FnOnce(Decision) -> R,
+        start: R,
+    ) -> R {
+        // `start` is what `visit` starts from: it writes every part of the answer.
+        let visited = |algorithm: &A, cell: &A::Cell, clock: &C| {
+            let mut visited = start;
+            visit(algorithm, cell, clock, &mut visited);
+            visited
+        };
+        // Once unpinned (a retried insert), the place `prior` names may be reused: it no longer
+        // identifies anything.
+        let prior = Cell::new(prior);
+        let on_held = |entry: HeldEntry<'_, K, A, C>| {
+            if let Some((place, answer)) = prior.take() {
+                if entry.place() == place {
+                    return answer;
+                }
+            }
+            visited(entry.algorithm(), entry.cell(), entry.clock())
+        };
+        let on_new = |entry: &mut VacantEntry<'_, K, A, C>, algorithm: &A| {
+            prior.set(None);
+            (cost == 0).then(|| visited(algorithm, &entry.fresh_cell(algorithm), &self.clock))
+        };
+        match self.held_or_new(key, hash, guard, None, on_held, on_new) {
+            Ok(answer) => answer,
+            Err(no_room) => full(self.table_full(no_room.algorithm, cost, no_room.retry)),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! A key's limits as one algorithm over one cell, for [`KeyedLimits`](super::KeyedLimits)'
+//! table: the key's words kept together ([`Cells`]: one or two limits swapped by one
+//! compare-and-swap, three or four checked then refunded), so that a check finds its key once.
+
+use std::fmt;
+
+use super::cells::Cells;
+use super::{LimitsDecision, LimitsError, MAX_LIMITS};
+use crate::{Algorithm, BoxedCell, Clock, Decision, Quota, QuotaError, WordAlgorithm};
+
+/// The limits of every key of a [`KeyedLimits`](super::KeyedLimits), in order.
+pub(crate) struct Composite<W> {
+    algorithms: Vec<W>,
+    capacity: u64,
+}
+
+impl<W: WordAlgorithm> fmt::Debug for Composite<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quotas: Vec<Quota> = self.algorithms.iter().map(WordAlgorithm::quota).collect();
+        f.debug_struct("Composite").field("algorithm", &W::NAME).field("quotas", &quotas).finish()
+    }
+}
+
+impl<W: WordAlgorithm> Composite<W> {
+    /// The composite of `quotas`, in order: between 1 and [`MAX_LIMITS`] of them, each one the
+    /// algorithm can represent.
+    pub(super) fn new(quotas: impl IntoIterator<Item = Quota>) -> Result<Self, LimitsError> {
+        let mut algorithms = Vec::new();
+        for (index, quota) in quotas.into_iter().enumerate() {
+            if index >= MAX_LIMITS {
+                return Err(LimitsError::TooMany { count: index + 1, max: MAX_LIMITS });
+            }
+            algorithms.push(W::from_quota(quota).map_err(|error| LimitsError::Quota { index, error })?);
+        }
+        let capacity = algorithms.iter().map(WordAlgorithm::capacity).min().ok_or(LimitsError::Empty)?;
+        Ok(Composite { algorithms, capacity })
+    }
+
+    /// The limits' algorithms, in order, and the least of their capacities (the direct
+    /// [`Limits`](super::Limits) keeps them beside its own cells).
+    pub(super) fn into_parts(self) -> (Vec<W>, u64) {
+        (self.algorithms, self.capacity)
+    }
+
+    /// How many limits.
+    pub(super) fn len(&self) -> usize {
+        self.algorithms.len()
+    }
+
+    /// Checks `cost` units (0: a peek) against every limit of `cell`, all or nothing. The
+    /// caller has checked `cost` against the [capacity](Algorithm::capacity).
+    #[inline(always)]
+    pub(super) fn check<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> LimitsDecision {
+        cell.check(&self.algorithms, clock, cost)
+    }
+
+    /// [`check`](Self::check), the answer written into `answer` (for as many limits).
+    #[inline(always)]
+    pub(super) fn check_into<C: Clock + ?Sized>(
+        &self,
+        cell: &Cells,
+        clock: &C,
+        cost: u64,
+        answer: &mut LimitsDecision,
+    ) {
+        cell.check_into(&self.algorithms, clock, cost, answer);
+    }
+}
+
+impl<W: WordAlgorithm> Composite<W> {
+    /// Charges up to `cost` units to every limit of `cell`, never denied: the units each took.
+    pub(super) fn charge_each<C: Clock + ?Sized>(
+        &self,
+        cell: &Cells,
+        clock: &C,
+        cost: u64,
+    ) -> [u64; MAX_LIMITS] {
+        cell.charge(&self.algorithms, clock, cost)
+    }
+}
+
+impl<W: WordAlgorithm> Algorithm for Composite<W> {
+    type Cell = Cells;
+    type Storage = BoxedCell;
+
+    fn name(&self) -> &'static str {
+        W::NAME
+    }
+
+    /// A composite of one limit (a table asks only for the composite it was built with).
+    fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
+        let algorithm = W::from_quota(quota)?;
+        let capacity = algorithm.capacity();
+        Ok(Composite { algorithms: vec![algorithm], capacity })
+    }
+
+    /// The first limit's quota.
+    fn quota(&self) -> Quota {
+        self.algorithms[0].quota()
+    }
+
+    /// The least of the limits' capacities.
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn new_cell(&self) -> Cells {
+        Cells::new(&self.algorithms, false)
+    }
+
+    /// The deciding limit's decision ([`LimitsDecision::decision`]): admitted exactly when
+    /// every limit admitted.
+    fn decide_cell<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> Decision {
+        self.check(cell, clock, cost).decision()
+    }
+
+    fn reset_cell(&self, cell: &Cells) {
+        cell.reset(&self.algorithms);
+    }
+
+    fn is_idle(&self, cell: &Cells, now: u64) -> bool {
+        cell.is_idle(&self.algorithms, now)
+    }
+
+    fn cell_bytes(&self) -> usize {
+        // `Cells::new`: one or two limits inline, more in a boxed slice of words.
+        let boxed = if self.len() > 2 { self.len() * std::mem::size_of::<u64>() } else { 0 };
+        std::mem::size_of::<Cells>() + boxed
+    }
+
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> bool {
+        cell.refund(&self.algorithms, clock, cost);
+        true
+    }
+}
