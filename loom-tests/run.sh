@@ -19,8 +19,8 @@
 # crate and loom adds about 1.5 minutes), with the test harness's 2 threads per file:
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
-#   racy (19 should-fail models, bound 3; 10 in child processes)   ~2 s
-#   limits (3 composite models, one should-fail, bound 3)          <1 s
+#   racy (20 should-fail models, bound 3; 11 in child processes)   ~2 s
+#   limits (4 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   sketch (4 models, 2 should-fail, bound 3)                     ~4 s

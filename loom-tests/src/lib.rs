@@ -45,6 +45,8 @@ pub mod hot;
 #[cfg(kova_loom)]
 pub mod keyed;
 #[cfg(kova_loom)]
+pub mod keyed_limits;
+#[cfg(kova_loom)]
 pub mod linearize;
 #[cfg(kova_loom)]
 pub mod specs;

@@ -11,6 +11,12 @@
 //! - three limits (check then refund): A is always denied and takes nothing; B is denied only by
 //!   limit 0 (the stated bound: only by units a check in flight holds), and the final state is
 //!   exactly B's charge or nothing; and some execution does deny B (the bound is reached).
+//!
+//! And `KeyedLimits`, whose table keeps a key's limits in one boxed cell (`keyed/table/visit.rs`):
+//! a check of an idle key racing `sweep_idle` is never lost (its units counted in every limit
+//! at the end, whether the sweep kept the key, reclaimed it first, or unlinked it under the
+//! write), and its should-fail twin, whose write stands without looking at the key's line
+//! again, is caught (in `racy.rs`: it must run in a child process).
 #![cfg(kova_loom)]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -97,4 +103,9 @@ fn three_limits_keep_the_stated_bound() {
         B_DENIED.load(std::sync::atomic::Ordering::Relaxed),
         "no execution reached the bound: the model cannot tell check-then-refund apart"
     );
+}
+
+#[test]
+fn a_keyed_composite_check_racing_a_sweep_is_never_lost() {
+    model(kova_loom_tests::keyed_limits::check_racing_a_sweep);
 }

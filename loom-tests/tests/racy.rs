@@ -349,3 +349,17 @@ fn hot_demotion_without_closing_the_slot() {
     });
     assert!(message.contains("hot: not linearizable"), "{message}");
 }
+
+/// A lost composite write: `limits.rs::a_keyed_composite_check_racing_a_sweep_is_never_lost`, but
+/// a check's write on its key's boxed cell stands without looking at the key's line again. Loom
+/// finds the sweep unlinking the key between the check's find and its write, the admitted unit
+/// gone with the line.
+#[test]
+fn keyed_composite_write_taken_to_stand_unlooked() {
+    let message = table_model_fails_in_child("keyed_composite_write_taken_to_stand_unlooked", || {
+        kova::loom_racy::visit_without_relook(|| {
+            kova_loom_tests::harness::model(kova_loom_tests::keyed_limits::check_racing_a_sweep)
+        });
+    });
+    assert!(message.contains("the check's admitted unit was lost"), "{message}");
+}

@@ -239,6 +239,13 @@ pub fn door_entry_kept<R>(f: impl FnOnce() -> R) -> R {
     faults::with_door_entry_kept(f)
 }
 
+/// RACY: runs `f` (a loom model of `KeyedLimits`) with a check's write on its key's boxed cell
+/// taken to stand without looking at the key's line again (`Keyed::visit`): a sweep that judged
+/// the cell idle and unlinked it loses the write, and the check's units are forgotten.
+pub fn visit_without_relook<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_visit_relook_skipped(f)
+}
+
 /// RACY: runs `f` (a loom model of `Keyed`) with the keyed table's pins publishing their epoch
 /// with a plain store and no fence. A lock holder's stamp and advance can then miss a check that
 /// has already loaded the array it is retiring, and free it under the check: loom

@@ -61,6 +61,7 @@ mod switches {
         static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
         static KEEP_DOOR_ENTRY: Cell<bool> = const { Cell::new(false) };
         static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
+        static SKIP_VISIT_RELOOK: Cell<bool> = const { Cell::new(false) };
         static SKETCH_RAISE: Cell<SketchRaise> = const { Cell::new(SketchRaise::BeforeCommit) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
@@ -142,6 +143,14 @@ mod switches {
     }
 
     /// Runs `f` with hot keys demoted without closing their slot (a load, not a freeze).
+    pub(crate) fn with_visit_relook_skipped<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&SKIP_VISIT_RELOOK, true, f)
+    }
+
+    pub(crate) fn visit_relook_skipped() -> bool {
+        SKIP_VISIT_RELOOK.with(Cell::get)
+    }
+
     pub(crate) fn with_hot_slot_left_open<R>(f: impl FnOnce() -> R) -> R {
         with_switch(&HOT_SLOT_OPEN, true, f)
     }
@@ -190,6 +199,14 @@ mod switches {
 #[cfg_attr(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri)), allow(dead_code))]
 #[inline(always)]
 pub(crate) const fn pin_fence_skipped() -> bool {
+    false
+}
+
+/// Whether a composite's write on a boxed cell stands without looking at its line again
+/// (`loom_racy::visit_without_relook`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn visit_relook_skipped() -> bool {
     false
 }
 

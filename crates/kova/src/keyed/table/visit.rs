@@ -8,6 +8,7 @@ use std::hash::Hash;
 use super::super::epoch::{self, Guard};
 use super::entry::{HeldEntry, VacantEntry};
 use super::Keyed;
+use crate::loom::faults;
 use crate::{Algorithm, Clock, Decision};
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
@@ -48,7 +49,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             // Written in place: an answer returned here and by the slow path would be copied
             // where the two meet, in wide loads stalled on the narrower stores just made.
             visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock, answer);
-            if cost == 0 || !admitted(answer) || shard.still_linked_after_rmw(&hit) {
+            if cost == 0
+                || !admitted(answer)
+                || faults::visit_relook_skipped()
+                || shard.still_linked_after_rmw(&hit)
+            {
                 return;
             }
             prior = Some((hit.place(), *answer));
