@@ -80,7 +80,8 @@ pub(crate) fn keys_before_first_growth(max_keys: usize) -> usize {
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
-pub use hot::{HotKeys, CONTENTION_WINDOW, DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS};
+pub use hot::{HotKeys, CONTENTION_WINDOW, DEFAULT_PROMOTE_AFTER};
 pub use policy::TableFullPolicy;
 pub(crate) use quotas::carry_over;
 pub use table::{Keyed, KeyedReservation};
+pub use word::MAX_HOT_KEYS;

@@ -30,18 +30,12 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use super::epoch::{self, Guard};
-use super::word::{self, MARKERS, VACANT};
+use super::word::{self, HOT_BASE, MARKERS, MAX_HOT_KEYS, VACANT};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::Mutex;
 use crate::striped::lease::{Central, Stripes};
 use crate::striped::{StripeShape, DEFAULT_LEASE};
 use crate::{Algorithm, CellStorage, Clock, Decision, StripedError};
-
-/// The most hot slots a table may have: as many values just below the table's own markers
-/// mark a striped key's line.
-pub const MAX_HOT_KEYS: usize = 1 << 12;
-/// The least hot marker; `word.rs`'s `MARKERS` is this.
-pub(super) const HOT_BASE: u64 = VACANT - MAX_HOT_KEYS as u64;
 
 /// The marker of slot `slot`.
 pub(super) fn marker(slot: usize) -> u64 {

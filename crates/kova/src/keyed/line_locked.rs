@@ -34,14 +34,10 @@ struct Look<C> {
     frozen: Option<C>,
 }
 
-impl<'a, K, A: Algorithm> LineLocked<'a, K, A> {
-    /// The shard locked by `writer`, having handed back what finished its grace period.
-    pub(super) fn new(
-        shard: &'a LineShard<K, A>,
-        writer: MutexGuard<'a, LineWriter<K, A>>,
-        guard: &'a Guard,
-    ) -> Self {
-        let mut locked = LineLocked { shard, writer, guard, inserting: false };
+impl<K, A: Algorithm> LineShard<K, A> {
+    /// Takes the lock, first handing back what finished its grace period.
+    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
+        let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard, inserting: false };
         locked.collect();
         locked
     }

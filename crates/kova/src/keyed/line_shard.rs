@@ -49,7 +49,6 @@ use super::line_array::{
     home, prefetch_line, write, Line, LineArray, OwnedArray, RetiredLines, PREFETCH_LINES, PROBE_AHEAD,
 };
 use super::line_cell::{self, boxed};
-use super::line_locked::LineLocked;
 use super::line_sizing::{lines_for, start_lines, RETIRED_ARRAYS};
 use super::lock::Cold;
 use super::quotas::QuotaId;
@@ -282,11 +281,6 @@ impl<K, A: Algorithm> LineShard<K, A> {
         after_rmw_fence();
         // Relaxed: ordered as `still_linked`'s load is.
         hit.word.load(Ordering::Relaxed) == hit.value
-    }
-
-    /// Takes the lock, first handing back what finished its grace period.
-    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
-        LineLocked::new(self, self.cold.lock(), guard)
     }
 
     /// The shard's count of inserts (`lock.rs`'s `Cold::inserts`).

@@ -22,10 +22,15 @@ pub(super) const FROZEN: u64 = u64::MAX;
 pub(super) const TOMB: u64 = u64::MAX - 1;
 /// A never-used line's word (`line_shard.rs`): a probe ends here.
 pub(super) const VACANT: u64 = u64::MAX - 2;
+/// The most hot slots a table may have: as many values just below the table's own markers
+/// mark a striped key's line (`hot.rs`).
+pub const MAX_HOT_KEYS: usize = 1 << 12;
+/// The least hot marker: slot `s`'s is `HOT_BASE + s` (`hot.rs`).
+pub(super) const HOT_BASE: u64 = VACANT - MAX_HOT_KEYS as u64;
 /// The least marker: a check decides nothing on a word at or above it. Below `VACANT` are the
-/// hot keys' markers (`hot.rs`), which the hit path reads on its way to a hot slot. A real state
-/// in this range is decided under the lock, as one equal to `FROZEN` is.
-pub(super) const MARKERS: u64 = super::hot::HOT_BASE;
+/// hot keys' markers, which the hit path reads on its way to a hot slot. A real state in this
+/// range is decided under the lock, as one equal to `FROZEN` is.
+pub(super) const MARKERS: u64 = HOT_BASE;
 
 /// Whether the lock holder freezes `cell` before it looks at it, so that a check that wrote it
 /// needs no second look at its line: the cell is one word ([`CellStorage::cell_word`]).
