@@ -40,6 +40,8 @@ pub enum ConfigError {
     InvalidName(String),
     /// The quotas of a [`CompositeLimit`](crate::CompositeLimit) could not make a composite.
     Composite(kova::LimitsError),
+    /// The keyed table could not be built with these options.
+    Table(kova::KeyedError),
 }
 
 impl fmt::Display for ConfigError {
@@ -50,6 +52,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "limit name {name:?} must be 1 to 64 characters of A-Z a-z 0-9 _ - .")
             }
             ConfigError::Composite(e) => write!(f, "invalid composite: {e}"),
+            ConfigError::Table(e) => write!(f, "invalid table: {e}"),
         }
     }
 }
@@ -60,6 +63,7 @@ impl std::error::Error for ConfigError {
             ConfigError::Quota(e) => Some(e),
             ConfigError::InvalidName(_) => None,
             ConfigError::Composite(e) => Some(e),
+            ConfigError::Table(e) => Some(e),
         }
     }
 }
@@ -67,6 +71,16 @@ impl std::error::Error for ConfigError {
 impl From<QuotaError> for ConfigError {
     fn from(e: QuotaError) -> Self {
         ConfigError::Quota(e)
+    }
+}
+
+impl From<kova::KeyedError> for ConfigError {
+    /// A quota the table's algorithm rejects stays a [`ConfigError::Quota`].
+    fn from(e: kova::KeyedError) -> Self {
+        match e {
+            kova::KeyedError::Quota(e) => ConfigError::Quota(e),
+            e => ConfigError::Table(e),
+        }
     }
 }
 

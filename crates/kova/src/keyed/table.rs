@@ -11,7 +11,8 @@ use super::line_cell;
 use super::line_shard::LineShard;
 use super::policy::TableFullPolicy;
 use super::quotas::{Quotas, MAX_QUOTAS};
-use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError};
+use super::KeyedError;
+use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
 
 /// Limits each key separately: one limiter state per client key (IP, user, API key), in a
 /// sharded, bounded table whose lookups take no lock.
@@ -113,8 +114,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// assert_eq!(limiter.check(&7).remaining(), 9);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(quota: Quota) -> Result<Self, QuotaError> {
-        Self::builder(quota).build_checked()
+    pub fn new(quota: Quota) -> Result<Self, KeyedError> {
+        Self::builder(quota).build()
     }
 
     /// A builder for a keyed limiter for `quota` (the default quota) on the coarse clock.
@@ -146,8 +147,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// assert!(limiter.check(&1).is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        KeyedBuilder::new(quota, clock).build_checked()
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, KeyedError> {
+        KeyedBuilder::new(quota, clock).build()
     }
 
     pub(super) fn from_parts(

@@ -9,7 +9,7 @@ use crate::keyed::epoch;
 use crate::keyed::word;
 use crate::keyed::word::WordFreezer;
 use crate::loom::atomic::{AtomicU64, Ordering};
-use crate::{AnyAlgorithm, ManualClock, SlidingWindowLog};
+use crate::{AnyAlgorithm, ManualClock, QuotaError, SlidingWindowLog};
 use crate::{Decision, Fallback};
 
 /// A table of `u64` keys on a manual clock, with no doorkeeper: these tests are of the table
