@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 pub use error::ConfigError;
 pub use rule::{Limit, Limited, Rule, Unit, DEFAULT_ALGORITHM};
+pub(crate) use build::policy_name_of;
 
 /// The rules of one domain.
 #[derive(Debug)]

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
-use kova::Clock;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::{Decider, RateLimitGrpc};
+use crate::{Backend, Decider, RateLimitGrpc};
 
 /// Renders the metrics served on `/metrics` (the Prometheus exporter's handle, in the binary).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -34,8 +33,8 @@ impl Listeners {
 
 /// Serves until `shutdown` completes, then stops taking calls, answers those in flight and
 /// returns; after `grace` it returns even if some connection is still open.
-pub async fn serve<C: Clock + Send + Sync + 'static>(
-    decider: Arc<Decider<C>>,
+pub async fn serve<B: Backend>(
+    decider: Arc<Decider<B>>,
     listeners: Listeners,
     metrics: RenderMetrics,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -48,7 +47,7 @@ pub async fn serve<C: Clock + Send + Sync + 'static>(
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
-        .set_serving::<envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer<RateLimitGrpc<C>>>()
+        .set_serving::<envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer<RateLimitGrpc<B>>>()
         .await;
     let grpc = tonic::transport::Server::builder()
         .add_service(health_service)
