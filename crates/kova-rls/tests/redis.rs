@@ -162,3 +162,45 @@ async fn redis_down_under_fail_closed_denies_and_under_error_answers_unavailable
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     assert_eq!(error.metric(r#"kova_rls_request_errors_total{reason="backend"}"#), 1.0);
 }
+
+/// SIGTERM while a call waits on Redis (paused by `CLIENT PAUSE`): the call is answered with
+/// Redis's decision, a call arriving during the shutdown gets an error (never a hang, never a
+/// decision from a closing server), and the process exits 0 once the first is answered.
+#[tokio::test]
+async fn sigterm_answers_the_call_in_flight_and_refuses_one_arriving_during_shutdown() {
+    let Some(redis) = RedisServer::start("sigterm") else { return };
+    let config = temp_file("redis-sigterm", "config.yaml", CONFIG);
+    let service = start(&config, &on_redis(&redis, "closed"), &["--redis-timeout-ms", "10000"]);
+    let grpc = service.grpc;
+    let mut client = service.client().await;
+    assert_eq!(code(&mut client, "erin").await, OK);
+
+    assert_eq!(redis.cli(&["CLIENT", "PAUSE", "1500"]).trim(), "OK");
+    let paused = std::time::Instant::now();
+    let in_flight = tokio::spawn(async move {
+        let request = request("shared", vec![descriptor(&[("user", "erin")])], 1);
+        client.should_rate_limit(request).await.map(tonic::Response::into_inner)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!in_flight.is_finished(), "the call waits on the paused Redis");
+    let terminated = tokio::task::spawn_blocking(move || service.terminate());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // Arriving now, on a new connection: refused while the first call is still in flight.
+    let arriving = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut late = Client::connect(format!("http://{grpc}")).await?;
+        let request = request("shared", vec![descriptor(&[("user", "erin")])], 1);
+        late.should_rate_limit(request).await.map(|_| ()).map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+    })
+    .await
+    .expect("the late call is answered at once, not held");
+    assert!(arriving.is_err(), "a call arriving during shutdown gets no decision");
+    assert!(!in_flight.is_finished(), "the first call is still waiting on Redis");
+
+    let answered = in_flight.await.expect("joins").expect("the call in flight is answered");
+    assert!(paused.elapsed() >= std::time::Duration::from_millis(1_400), "{:?}", paused.elapsed());
+    assert_eq!(answered.overall_code, OK);
+    assert_eq!(answered.statuses[0].limit_remaining, 8, "Redis's decision, not the failure policy's");
+    let status = terminated.await.expect("joins");
+    assert!(status.success(), "{status:?}");
+}
