@@ -44,7 +44,11 @@ pub(crate) fn took_units(decision: &Decision) -> bool {
     decision.is_allowed()
         && !matches!(
             decision.fallback(),
-            Some(Fallback::TableFullUntracked | Fallback::StoreUnavailableAllowed | Fallback::StoreUnavailableLocal)
+            Some(
+                Fallback::TableFullUntracked
+                    | Fallback::StoreUnavailableAllowed
+                    | Fallback::StoreUnavailableLocal
+            )
         )
 }
 

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use crate::backend::{took_units, Backend, BackendError};
 use crate::limit_override::override_rule;
 use crate::response::{self, Outcome};
 use crate::telemetry::{self, UNKNOWN_DOMAIN};
 use crate::{descriptor_key, Config, Limit, MemoryBackend, Rule};
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 /// Bounds on one request's shape. Envoy's route configuration, not the client, decides how
 /// many descriptors and entries a request carries, so a request past them is a configuration

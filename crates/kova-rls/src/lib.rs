@@ -33,8 +33,8 @@
 mod backend;
 mod config;
 mod decide;
-mod limit_override;
 mod key;
+mod limit_override;
 mod memory;
 mod response;
 pub mod telemetry;

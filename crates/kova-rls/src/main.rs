@@ -185,7 +185,8 @@ fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
         .timeout(Duration::from_millis(args.redis_timeout_ms))
         .failure_policy(policy);
     if args.redis_lease > 0 {
-        builder = builder.leasing(Leasing::new(args.redis_lease, Duration::from_millis(args.redis_lease_ttl_ms)));
+        builder =
+            builder.leasing(Leasing::new(args.redis_lease, Duration::from_millis(args.redis_lease_ttl_ms)));
     }
     builder.open(&args.redis_url)
 }

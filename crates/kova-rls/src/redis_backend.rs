@@ -62,15 +62,18 @@ impl RedisBackend {
 fn by_policy(decision: &Decision) -> bool {
     matches!(
         decision.fallback(),
-        Some(Fallback::StoreUnavailableAllowed | Fallback::StoreUnavailableDenied | Fallback::StoreUnavailableLocal)
+        Some(
+            Fallback::StoreUnavailableAllowed
+                | Fallback::StoreUnavailableDenied
+                | Fallback::StoreUnavailableLocal
+        )
     )
 }
 
 impl Backend for RedisBackend {
     async fn check(&self, limited: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, BackendError> {
-        let limit = kova_redis::Limit::new(limited.algorithm(), limited.quota()).map_err(|e| {
-            BackendError::Unavailable(format!("Redis's scripts cannot hold this limit: {e}"))
-        })?;
+        let limit = kova_redis::Limit::new(limited.algorithm(), limited.quota())
+            .map_err(|e| BackendError::Unavailable(format!("Redis's scripts cannot hold this limit: {e}")))?;
         match self.limiter.check_n(key, &limit, cost).await {
             Ok(decision) => {
                 self.note(!by_policy(&decision), decision.fallback());

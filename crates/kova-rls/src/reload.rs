@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-
 use crate::{read_sources, telemetry, Backend, Config, Decider};
 
 /// A thread that polls the configuration's files and serves each new valid version; a version

@@ -24,8 +24,7 @@ impl<B: Backend> RateLimitGrpc<B> {
     }
 
     /// The tonic server to add to a router.
-    pub fn into_server(self) -> RateLimitServiceServer<Self>
-    {
+    pub fn into_server(self) -> RateLimitServiceServer<Self> {
         RateLimitServiceServer::new(self)
     }
 }

@@ -41,7 +41,10 @@ async fn a_descriptors_own_limit_replaces_the_files() {
     for _ in 0..3 {
         let free = overridden("nowhere", &[("tenant", "t1")], 1, RateLimitUnit::Day as i32);
         let response = client.should_rate_limit(free).await.expect("a decision").into_inner();
-        assert_eq!((response.overall_code, response.statuses[0].current_limit.clone()), (Code::Ok as i32, None));
+        assert_eq!(
+            (response.overall_code, response.statuses[0].current_limit.clone()),
+            (Code::Ok as i32, None)
+        );
     }
 }
 
@@ -49,7 +52,9 @@ async fn a_descriptors_own_limit_replaces_the_files() {
 async fn a_bad_override_is_invalid_argument() {
     let service = Service::start(&example_config(), &[]);
     let mut client = service.client().await;
-    for (requests_per_unit, unit) in [(0, RateLimitUnit::Minute as i32), (5, RateLimitUnit::Unknown as i32), (5, 99)] {
+    for (requests_per_unit, unit) in
+        [(0, RateLimitUnit::Minute as i32), (5, RateLimitUnit::Unknown as i32), (5, 99)]
+    {
         let request = overridden("edge", &[("remote_address", "10.9.9.8")], requests_per_unit, unit);
         let status = client.should_rate_limit(request).await.expect_err("refused");
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");

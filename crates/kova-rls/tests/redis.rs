@@ -8,7 +8,10 @@ use common::redis::RedisServer;
 use common::*;
 use tonic::transport::Channel;
 
-type Client = envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient<Channel>;
+type Client =
+    envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient<
+        Channel,
+    >;
 
 /// 10 an hour per user, GCRA (no refill within a test, no window edge to cross).
 const CONFIG: &str = "domain: shared
@@ -190,7 +193,10 @@ async fn sigterm_answers_the_call_in_flight_and_refuses_one_arriving_during_shut
     let arriving = tokio::time::timeout(std::time::Duration::from_secs(5), async {
         let mut late = Client::connect(format!("http://{grpc}")).await?;
         let request = request("shared", vec![descriptor(&[("user", "erin")])], 1);
-        late.should_rate_limit(request).await.map(|_| ()).map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+        late.should_rate_limit(request)
+            .await
+            .map(|_| ())
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
     })
     .await
     .expect("the late call is answered at once, not held");
@@ -203,4 +209,39 @@ async fn sigterm_answers_the_call_in_flight_and_refuses_one_arriving_during_shut
     assert_eq!(answered.statuses[0].limit_remaining, 8, "Redis's decision, not the failure policy's");
     let status = terminated.await.expect("joins");
     assert!(status.success(), "{status:?}");
+}
+
+/// A request denied as a whole takes nothing: the units its allowed descriptor took on one
+/// process are given back in Redis, as the other process sees.
+#[tokio::test]
+async fn a_denied_request_gives_its_units_back_in_redis() {
+    let Some(redis) = RedisServer::start("refund") else { return };
+    let config = temp_file("redis-refund", "config.yaml", CONFIG);
+    let flags = on_redis(&redis, "closed");
+    let (a, b) = (start(&config, &flags, &[]), start(&config, &flags, &[]));
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    for _ in 0..10 {
+        assert_eq!(code(&mut ca, "gina").await, OK);
+    }
+    let both = request("shared", vec![descriptor(&[("user", "frank")]), descriptor(&[("user", "gina")])], 1);
+    let denied = ca.should_rate_limit(both).await.expect("a decision").into_inner();
+    assert_eq!(denied.overall_code, OVER);
+    let alone = request("shared", vec![descriptor(&[("user", "frank")])], 1);
+    let response = cb.should_rate_limit(alone).await.expect("a decision").into_inner();
+    assert_eq!(response.statuses[0].limit_remaining, 9, "frank's unit from the denied request came back");
+    assert_eq!(a.metric("kova_rls_refund_failures_total"), 0.0);
+}
+
+/// `--redis-lease`: a hot key's decisions are answered from leased units (counted as
+/// `local_cache`), and the limit still holds.
+#[tokio::test]
+async fn leasing_answers_hot_keys_locally_within_the_limit() {
+    let Some(redis) = RedisServer::start("lease") else { return };
+    let config = temp_file("redis-lease", "config.yaml", CONFIG);
+    let service =
+        start(&config, &on_redis(&redis, "closed"), &["--redis-lease", "4", "--redis-lease-ttl-ms", "5000"]);
+    let mut client = service.client().await;
+    let codes = codes_of(&mut client, "hank", 12).await;
+    assert_eq!(codes, [[OK; 10].as_slice(), &[OVER; 2]].concat());
+    assert!(fallbacks(&service, "local_cache") >= 4.0, "leased answers counted");
 }

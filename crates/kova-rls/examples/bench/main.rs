@@ -25,7 +25,9 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use kova_rls::{Backend, Config, Decider, Listeners, MemoryBackend, MemoryOptions, RedisBackend, RequestLimits};
+use kova_rls::{
+    Backend, Config, Decider, Listeners, MemoryBackend, MemoryOptions, RedisBackend, RequestLimits,
+};
 use tonic::transport::Channel;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;

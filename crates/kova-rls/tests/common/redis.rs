@@ -118,11 +118,13 @@ impl Drop for RedisServer {
 }
 
 fn pings(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
     else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 16];
-    stream.write_all(b"PING\r\n").is_ok() && matches!(stream.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+    stream.write_all(b"PING\r\n").is_ok()
+        && matches!(stream.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
 }
