@@ -22,6 +22,10 @@ pub enum BackendError {
 
 /// A store of limits' state: kova's in-memory tables ([`MemoryBackend`]) or Redis
 /// ([`RedisBackend`](crate::RedisBackend)).
+///
+/// Keys are passed as `&Vec<u8>` because the in-memory tables are keyed by `Vec<u8>` and look
+/// up by `&K`: a slice would cost a copy per check.
+#[allow(clippy::ptr_arg)]
 pub trait Backend: Send + Sync + 'static {
     /// Checks `cost` units of `key` under `limit`.
     fn check(

@@ -152,15 +152,17 @@ impl<B: Backend> Decider<B> {
             .map(|rule| rule.map(|r| &**r))
             .collect();
         // Overrides apply in a defined domain only, as envoyproxy/ratelimit's do.
-        let overrides: Vec<Option<Rule>> = match domain {
-            Some(_) => request
-                .descriptors
-                .iter()
-                .zip(&rules)
-                .map(|(d, rule)| override_rule(d, *rule))
-                .collect::<Result<_, _>>()?,
-            None => Vec::new(),
-        };
+        let overrides: Vec<Option<Rule>> =
+            if domain.is_some() && request.descriptors.iter().any(|d| d.limit.is_some()) {
+                request
+                    .descriptors
+                    .iter()
+                    .zip(&rules)
+                    .map(|(d, rule)| override_rule(d, *rule))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            };
         drop_replaced(&mut rules);
         for (rule, overridden) in rules.iter_mut().zip(&overrides) {
             if let Some(overridden) = overridden {
