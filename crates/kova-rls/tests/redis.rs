@@ -245,3 +245,16 @@ async fn leasing_answers_hot_keys_locally_within_the_limit() {
     assert_eq!(codes, [[OK; 10].as_slice(), &[OVER; 2]].concat());
     assert!(fallbacks(&service, "local_cache") >= 4.0, "leased answers counted");
 }
+
+/// The service starts while Redis is down, and `--redis-failure open` allows, counted.
+#[tokio::test]
+async fn starts_while_redis_is_down_and_fails_open_visibly() {
+    let Some(mut redis) = RedisServer::start("down_at_start") else { return };
+    redis.kill9();
+    let config = temp_file("redis-down", "config.yaml", CONFIG);
+    let service = start(&config, &on_redis(&redis, "open"), &[]);
+    let mut client = service.client().await;
+    assert_eq!(codes_of(&mut client, "ivan", 12).await, [OK; 12], "fail open: allowed past the limit");
+    assert_eq!(fallbacks(&service, "store_unavailable_allowed"), 12.0);
+    assert_eq!(service.metric("kova_rls_backend_available"), 0.0);
+}
