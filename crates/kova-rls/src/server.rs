@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
 
 use crate::{Backend, Decider, RateLimitGrpc};
 
@@ -52,7 +53,7 @@ pub async fn serve<B: Backend>(
     let grpc = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(RateLimitGrpc::new(decider).into_server())
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), stopped(stop_rx.clone()));
+        .serve_with_incoming_shutdown(no_delay(listeners.grpc), stopped(stop_rx.clone()));
 
     let app = axum::Router::new().route("/healthz", get(|| async { "OK\n" })).route(
         "/metrics",
@@ -88,4 +89,19 @@ pub async fn serve<B: Backend>(
             Ok(())
         }
     }
+}
+
+/// The gRPC listener's connections with Nagle's algorithm off (as tonic sets it on listeners it
+/// binds itself): an answer written in more than one segment (one that waited on Redis) must
+/// not wait for the peer's delayed ACK.
+fn no_delay(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+        Ok(stream)
+    })
 }

@@ -91,6 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let memory = start(MemoryBackend::new(MemoryOptions::default())?).await?;
     let mut _redis_process = None;
+    let mut redis_limiter = None;
     let redis = if args.no_redis {
         None
     } else {
@@ -103,7 +104,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 url
             }
         };
-        let limiter = kova_redis::RedisLimiter::builder().prefix("kova-rls-bench").connect(&url).await?;
+        // A generous timeout, and every failure-policy decision counted: a figure made of
+        // fallbacks would not be Redis's.
+        let limiter = kova_redis::RedisLimiter::builder()
+            .prefix("kova-rls-bench")
+            .timeout(Duration::from_secs(1))
+            .connect(&url)
+            .await?;
+        redis_limiter = Some(limiter.clone());
         Some(start(RedisBackend::new(limiter)).await?)
     };
     let mut cases = vec![(Case::Noop, memory), (Case::Memory, memory)];
@@ -123,6 +131,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     report(&samples, args.rounds, args.secs);
+    if let Some(limiter) = redis_limiter {
+        let stats = limiter.stats();
+        let batches = limiter.batch_stats();
+        println!(
+            "Redis: {} round trips, {} decisions by the failure policy (0 for valid figures); {:?}",
+            stats.round_trips, stats.fallback_decisions, batches
+        );
+    }
     Ok(())
 }
 
