@@ -38,6 +38,11 @@ struct Args {
     /// The Redis node (`--backend redis`).
     #[arg(long, env = "KOVA_RLS_REDIS_URL", default_value = "redis://127.0.0.1:6379/")]
     redis_url: String,
+    /// A Redis Cluster instead of one node: any of its nodes, comma-separated
+    /// (`redis://10.0.0.1:6379/,redis://10.0.0.2:6379/`); connected at start (an error stops
+    /// the service). `--redis-url` is then unused.
+    #[arg(long, env = "KOVA_RLS_REDIS_CLUSTER", value_delimiter = ',')]
+    redis_cluster: Vec<String>,
     /// The prefix of every Redis key (`prefix:{tag}:algorithm`).
     #[arg(long, env = "KOVA_RLS_REDIS_PREFIX", default_value = "kova-rls")]
     redis_prefix: String,
@@ -164,16 +169,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             serve(args, MemoryBackend::new(options)?, config, sources, limits, prometheus).await
         }
         BackendKind::Redis => {
-            let backend = RedisBackend::new(redis_limiter(&args)?);
-            tracing::info!(url = %args.redis_url, policy = ?args.redis_failure, "limits kept in Redis");
+            let backend = RedisBackend::new(redis_limiter(&args).await?);
+            match args.redis_cluster.as_slice() {
+                [] => {
+                    tracing::info!(url = %args.redis_url, policy = ?args.redis_failure, "limits kept in Redis")
+                }
+                nodes => tracing::info!(?nodes, policy = ?args.redis_failure, "limits kept in Redis Cluster"),
+            }
             serve(args, backend, config, sources, limits, prometheus).await
         }
     }
 }
 
-/// The kova-redis limiter the `--redis-*` flags describe. It connects on first use (and again
-/// after Redis restarts), so the service starts while Redis is down.
-fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
+/// The kova-redis limiter the `--redis-*` flags describe. On one node it connects on first use
+/// (and again after Redis restarts), so the service starts while Redis is down; a cluster is
+/// connected now.
+async fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
     let policy = match args.redis_failure {
         RedisFailure::Open => FailurePolicy::FailOpen,
         RedisFailure::Closed => FailurePolicy::FailClosed,
@@ -188,7 +199,10 @@ fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
         builder =
             builder.leasing(Leasing::new(args.redis_lease, Duration::from_millis(args.redis_lease_ttl_ms)));
     }
-    builder.open(&args.redis_url)
+    match args.redis_cluster.as_slice() {
+        [] => builder.open(&args.redis_url),
+        nodes => builder.connect_cluster(&nodes.iter().map(String::as_str).collect::<Vec<_>>()).await,
+    }
 }
 
 async fn serve<B: Backend>(

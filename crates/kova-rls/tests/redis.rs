@@ -258,3 +258,33 @@ async fn starts_while_redis_is_down_and_fails_open_visibly() {
     assert_eq!(fallbacks(&service, "store_unavailable_allowed"), 12.0);
     assert_eq!(service.metric("kova_rls_backend_available"), 0.0);
 }
+
+/// `--redis-cluster`: two kova-rls on a three-master Redis Cluster hold each key's limit
+/// exactly, the keys spread over the masters' slots.
+#[tokio::test]
+async fn two_processes_on_a_redis_cluster_hold_each_limit_exactly() {
+    let Some(cluster) = common::redis::RedisCluster::start("cluster") else { return };
+    let config = temp_file("redis-cluster", "config.yaml", CONFIG);
+    let urls = cluster.urls();
+    let flags = ["--backend", "redis", "--redis-cluster", &urls, "--redis-failure", "closed"];
+    let (a, b) = (Service::start(&config, &flags), Service::start(&config, &flags));
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let users = ["kim", "lee", "max", "ned", "oz", "pat"];
+    for user in users {
+        let mut codes = Vec::new();
+        for i in 0..14 {
+            let client = if i % 2 == 0 { &mut ca } else { &mut cb };
+            codes.push(code(client, user).await);
+        }
+        assert_eq!(codes, [[OK; 10].as_slice(), &[OVER; 4]].concat(), "{user}");
+    }
+    let keys: usize =
+        cluster.nodes.iter().map(|n| n.cli(&["DBSIZE"]).trim().parse::<usize>().expect("a count")).sum();
+    let masters_used = cluster.nodes.iter().filter(|n| n.cli(&["DBSIZE"]).trim() != "0").count();
+    assert_eq!(keys, users.len());
+    assert!(masters_used >= 2, "the keys spread over the cluster's masters");
+    for service in [&a, &b] {
+        let (_, metrics) = service.http_get("/metrics");
+        assert!(!metrics.contains("kova_rls_fallbacks_total{"), "no fallback: {metrics}");
+    }
+}

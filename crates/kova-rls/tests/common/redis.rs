@@ -15,11 +15,17 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts one on a free port; `None` when skipped by `KOVA_REDIS_TESTS=skip`.
     pub fn start(test: &str) -> Option<RedisServer> {
+        Self::start_with(test, &[])
+    }
+
+    /// Starts one with `extra` arguments (a cluster node's also needs its bus port, +10000, free).
+    pub fn start_with(test: &str, extra: &[&str]) -> Option<RedisServer> {
         let found = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -36,12 +42,15 @@ impl RedisServer {
                  or set KOVA_REDIS_TESTS=skip"
             );
         }
-        let dir = std::env::temp_dir().join(format!("kova-rls-redis-{test}-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("kova-rls-redis-{test}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         for _attempt in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr").port();
-            let mut server = RedisServer { child: None, port, dir: dir.clone() };
+            let port = free_port(extra.contains(&"--cluster-enabled"));
+            let extra = extra.iter().map(|s| s.to_string()).collect();
+            let mut server = RedisServer { child: None, port, dir: dir.clone(), extra };
             if server.spawn() {
                 return Some(server);
             }
@@ -55,6 +64,7 @@ impl RedisServer {
         let mut child = Command::new("redis-server")
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--dir", self.dir.to_str().expect("utf-8 temp dir")])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -114,6 +124,47 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill9();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port that was free a moment ago (and, for a cluster node, its bus port +10000 too).
+fn free_port(with_bus: bool) -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr").port();
+        if !with_bus || (port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()) {
+            return port;
+        }
+    }
+}
+
+/// Three masters on loopback, slots assigned, `cluster_state:ok` on each.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(test: &str) -> Option<RedisCluster> {
+        let flags = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"];
+        let nodes = (0..3).map(|_| RedisServer::start_with(test, &flags)).collect::<Option<Vec<_>>>()?;
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("runs redis-cli --cluster create");
+        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        let start = Instant::now();
+        while !nodes.iter().all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")) {
+            assert!(start.elapsed() < Duration::from_secs(20), "the cluster never reached cluster_state:ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(RedisCluster { nodes })
+    }
+
+    /// `--redis-cluster`'s value.
+    pub fn urls(&self) -> String {
+        self.nodes.iter().map(RedisServer::url).collect::<Vec<_>>().join(",")
     }
 }
 
