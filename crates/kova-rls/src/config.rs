@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use build::policy_name_of;
 pub use error::ConfigError;
 pub use rule::{Limit, Limited, Rule, Unit, DEFAULT_ALGORITHM};
 

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use kova::{Clock, CoarseClock, Decision, KeyedError};
-
+use crate::backend::{took_units, Backend, BackendError};
+use crate::limit_override::override_rule;
 use crate::response::{self, Outcome};
 use crate::telemetry::{self, UNKNOWN_DOMAIN};
 use crate::{descriptor_key, Config, Limit, MemoryBackend, Rule};
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 /// Bounds on one request's shape. Envoy's route configuration, not the client, decides how
 /// many descriptors and entries a request carries, so a request past them is a configuration
@@ -51,8 +51,10 @@ pub enum RequestError {
         /// Allowed.
         max: usize,
     },
-    /// The backend gave no decision (a table holding too many distinct quotas); nothing the
-    /// call had consumed is kept.
+    /// A descriptor's own `limit` is unusable (`requests_per_unit` 0, an unknown `unit`).
+    BadLimitOverride(String),
+    /// The backend gave no decision (a table holding too many distinct quotas, Redis down
+    /// under `--redis-failure error`); nothing the call had consumed is kept.
     Backend(String),
 }
 
@@ -64,6 +66,7 @@ impl RequestError {
             RequestError::NoDescriptors => "no_descriptors",
             RequestError::TooManyDescriptors { .. } => "too_many_descriptors",
             RequestError::TooManyEntries { .. } => "too_many_entries",
+            RequestError::BadLimitOverride(_) => "bad_limit_override",
             RequestError::Backend(_) => "backend",
         }
     }
@@ -88,7 +91,8 @@ impl std::fmt::Display for RequestError {
             RequestError::TooManyEntries { count, max } => {
                 write!(f, "a descriptor of {count} entries, at most {max} allowed")
             }
-            RequestError::Backend(e) => write!(f, "no decision: {e}"),
+            RequestError::BadLimitOverride(problem) => write!(f, "a descriptor's limit override: {problem}"),
+            RequestError::Backend(problem) => write!(f, "no decision: {problem}"),
         }
     }
 }
@@ -97,15 +101,15 @@ impl std::error::Error for RequestError {}
 
 /// The configuration serving now, the backend and the request bounds: everything a call needs.
 #[derive(Debug)]
-pub struct Decider<C: Clock = CoarseClock> {
+pub struct Decider<B: Backend = MemoryBackend> {
     config: ArcSwap<Config>,
-    backend: MemoryBackend<C>,
+    backend: B,
     limits: RequestLimits,
 }
 
-impl<C: Clock> Decider<C> {
+impl<B: Backend> Decider<B> {
     /// Decides with `config` on `backend`.
-    pub fn new(config: Config, backend: MemoryBackend<C>, limits: RequestLimits) -> Self {
+    pub fn new(config: Config, backend: B, limits: RequestLimits) -> Self {
         Decider { config: ArcSwap::from_pointee(config), backend, limits }
     }
 
@@ -123,20 +127,21 @@ impl<C: Clock> Decider<C> {
     }
 
     /// The backend.
-    pub fn backend(&self) -> &MemoryBackend<C> {
+    pub fn backend(&self) -> &B {
         &self.backend
     }
 
     /// Answers one request. The cost of a descriptor is its own `hits_addend` when set, else
-    /// the request's, where 0 means 1 (as Envoy sends it). When any enforced limit denies, the
-    /// whole request is over the limit and the units the other descriptors took are given
-    /// back: a request Envoy rejects consumes nothing.
-    pub fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
+    /// the request's, where 0 means 1 (as Envoy sends it). A descriptor's own `limit` replaces
+    /// the file's (see the README). When any enforced limit denies, the whole request is over
+    /// the limit and the units the other descriptors took are given back: a request Envoy
+    /// rejects consumes nothing.
+    pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
         self.check_shape(request)?;
         let config = self.config.load();
         let domain = config.domain(&request.domain);
         let label = domain.map_or(UNKNOWN_DOMAIN, |d| d.name());
-        let mut rules: Vec<Option<&Arc<Rule>>> = request
+        let mut rules: Vec<Option<&Rule>> = request
             .descriptors
             .iter()
             .map(|d| {
@@ -144,8 +149,26 @@ impl<C: Clock> Decider<C> {
                     domain.find(d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str())))
                 })
             })
+            .map(|rule| rule.map(|r| &**r))
             .collect();
+        // Overrides apply in a defined domain only, as envoyproxy/ratelimit's do.
+        let overrides: Vec<Option<Rule>> =
+            if domain.is_some() && request.descriptors.iter().any(|d| d.limit.is_some()) {
+                request
+                    .descriptors
+                    .iter()
+                    .zip(&rules)
+                    .map(|(d, rule)| override_rule(d, *rule))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            };
         drop_replaced(&mut rules);
+        for (rule, overridden) in rules.iter_mut().zip(&overrides) {
+            if let Some(overridden) = overridden {
+                *rule = Some(overridden);
+            }
+        }
 
         let base_cost = u64::from(request.hits_addend).max(1);
         let mut outcomes = Vec::with_capacity(rules.len());
@@ -157,15 +180,15 @@ impl<C: Clock> Decider<C> {
                 Some((rule, Limit::Limited(limited))) => {
                     let key = descriptor_key(&request.domain, &descriptor.entries);
                     if descriptor.is_negative_hits {
-                        self.backend.refund(limited, &key, cost);
+                        self.backend.refund(limited, &key, cost).await;
                         Outcome::Refunded { rule, limited }
                     } else {
-                        match self.backend.check(limited, &key, cost) {
+                        match self.backend.check(limited, &key, cost).await {
                             Ok(decision) => Outcome::Checked { rule, limited, key, cost, decision },
-                            Err(KeyedError::Check(_)) => Outcome::TooCostly { rule, limited },
-                            Err(e) => {
-                                self.give_back(&outcomes);
-                                return Err(RequestError::Backend(e.to_string()));
+                            Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
+                            Err(BackendError::Unavailable(problem)) => {
+                                self.give_back(&outcomes).await;
+                                return Err(RequestError::Backend(problem));
                             }
                         }
                     }
@@ -175,7 +198,7 @@ impl<C: Clock> Decider<C> {
         }
         let over_limit = outcomes.iter().any(Outcome::enforced_denial);
         if over_limit {
-            self.give_back(&outcomes);
+            self.give_back(&outcomes).await;
         }
         for outcome in &outcomes {
             count(label, outcome);
@@ -202,11 +225,11 @@ impl<C: Clock> Decider<C> {
     }
 
     /// Refunds what the allowed checks among `outcomes` took.
-    fn give_back(&self, outcomes: &[Outcome<'_>]) {
+    async fn give_back(&self, outcomes: &[Outcome<'_>]) {
         for outcome in outcomes {
             if let Outcome::Checked { limited, key, cost, decision, .. } = outcome {
                 if took_units(decision) {
-                    self.backend.refund(limited, key, *cost);
+                    self.backend.refund(limited, key, *cost).await;
                 }
             }
         }
@@ -215,7 +238,7 @@ impl<C: Clock> Decider<C> {
 
 /// envoyproxy/ratelimit's `replaces`: a matched rule that another matched rule of the request
 /// replaces (by `name`) is not applied.
-fn drop_replaced<'a>(rules: &mut [Option<&'a Arc<Rule>>]) {
+fn drop_replaced<'a>(rules: &mut [Option<&'a Rule>]) {
     let replaced: Vec<&'a str> =
         rules.iter().copied().flatten().flat_map(|r| r.replaces()).map(String::as_str).collect();
     if replaced.is_empty() {
@@ -240,9 +263,4 @@ fn count(domain: &str, outcome: &Outcome<'_>) {
             }
         }
     }
-}
-
-/// Whether an allowed decision took units (a failure policy's untracked allowance took none).
-fn took_units(decision: &Decision) -> bool {
-    decision.is_allowed() && decision.fallback().is_none()
 }

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use kova::TableFullPolicy;
+use kova_redis::{FailurePolicy, Leasing, RedisLimiter};
 use kova_rls::{
-    telemetry, Config, Decider, Listeners, MemoryBackend, MemoryOptions, Reloader, RequestLimits,
+    telemetry, Backend, Config, Decider, Listeners, MemoryBackend, MemoryOptions, RedisBackend, Reloader,
+    RequestLimits,
 };
 use metrics_exporter_prometheus::PrometheusBuilder;
 
@@ -29,6 +31,40 @@ struct Args {
     /// How often the configuration's files are read for changes, in milliseconds (0: never).
     #[arg(long, env = "KOVA_RLS_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     reload_interval_ms: u64,
+    /// Where limits' state lives: this process's memory, or Redis (shared by every kova-rls
+    /// on it).
+    #[arg(long, env = "KOVA_RLS_BACKEND", value_enum, default_value_t = BackendKind::Memory)]
+    backend: BackendKind,
+    /// The Redis node (`--backend redis`).
+    #[arg(long, env = "KOVA_RLS_REDIS_URL", default_value = "redis://127.0.0.1:6379/")]
+    redis_url: String,
+    /// A Redis Cluster instead of one node: any of its nodes, comma-separated
+    /// (`redis://10.0.0.1:6379/,redis://10.0.0.2:6379/`); connected at start (an error stops
+    /// the service). `--redis-url` is then unused.
+    #[arg(long, env = "KOVA_RLS_REDIS_CLUSTER", value_delimiter = ',')]
+    redis_cluster: Vec<String>,
+    /// The prefix of every Redis key (`prefix:{tag}:algorithm`).
+    #[arg(long, env = "KOVA_RLS_REDIS_PREFIX", default_value = "kova-rls")]
+    redis_prefix: String,
+    /// How long one Redis call may take before the failure policy decides, in milliseconds.
+    #[arg(long, env = "KOVA_RLS_REDIS_TIMEOUT_MS", default_value_t = 50)]
+    redis_timeout_ms: u64,
+    /// What a decision is when Redis cannot answer in time (every such decision is counted in
+    /// kova_rls_fallbacks_total).
+    #[arg(long, env = "KOVA_RLS_REDIS_FAILURE", value_enum, default_value_t = RedisFailure::Open)]
+    redis_failure: RedisFailure,
+    /// How many kova-rls share the Redis limits: under `--redis-failure degrade` each decides
+    /// locally at this share of every limit.
+    #[arg(long, env = "KOVA_RLS_REDIS_SERVERS", default_value_t = std::num::NonZeroU32::MIN)]
+    redis_servers: std::num::NonZeroU32,
+    /// Units a hot key leases from Redis at a time, spent here without a round trip (0: no
+    /// leasing). Across N servers a limit may be passed by at most N times this (exact per
+    /// window for fixed_window).
+    #[arg(long, env = "KOVA_RLS_REDIS_LEASE", default_value_t = 0)]
+    redis_lease: u64,
+    /// How long a lease may be spent, in milliseconds.
+    #[arg(long, env = "KOVA_RLS_REDIS_LEASE_TTL_MS", default_value_t = 100)]
+    redis_lease_ttl_ms: u64,
     /// The most keys each algorithm's table holds.
     #[arg(long, env = "KOVA_RLS_MAX_KEYS", default_value_t = MemoryOptions::default().max_keys)]
     max_keys: usize,
@@ -48,6 +84,29 @@ struct Args {
     /// Log filter (tracing-subscriber's EnvFilter syntax).
     #[arg(long, env = "KOVA_RLS_LOG", default_value = "info")]
     log: String,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendKind {
+    /// kova's keyed tables in this process.
+    Memory,
+    /// kova-redis on `--redis-url`.
+    Redis,
+}
+
+/// `--redis-failure`: kova-redis's failure policies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RedisFailure {
+    /// Allow (fail open).
+    Open,
+    /// Deny, `Retry-After` 1 s (fail closed).
+    Closed,
+    /// Answer the call with UNAVAILABLE: Envoy's `failure_mode_deny` decides.
+    Error,
+    /// Decide locally at this server's share of the limit (`--redis-servers`), and charge
+    /// Redis with what was admitted when it answers again.
+    Degrade,
 }
 
 /// `--table-full`.
@@ -103,9 +162,57 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let domains: Vec<&str> = config.domain_names().collect();
     tracing::info!(path = %args.config.display(), ?domains, "configuration loaded");
 
-    let backend =
-        MemoryBackend::new(MemoryOptions { max_keys: args.max_keys, table_full: args.table_full.into() })?;
     let limits = RequestLimits { max_descriptors: args.max_descriptors, max_entries: args.max_entries };
+    match args.backend {
+        BackendKind::Memory => {
+            let options = MemoryOptions { max_keys: args.max_keys, table_full: args.table_full.into() };
+            serve(args, MemoryBackend::new(options)?, config, sources, limits, prometheus).await
+        }
+        BackendKind::Redis => {
+            let backend = RedisBackend::new(redis_limiter(&args).await?);
+            match args.redis_cluster.as_slice() {
+                [] => {
+                    tracing::info!(url = %args.redis_url, policy = ?args.redis_failure, "limits kept in Redis")
+                }
+                nodes => tracing::info!(?nodes, policy = ?args.redis_failure, "limits kept in Redis Cluster"),
+            }
+            serve(args, backend, config, sources, limits, prometheus).await
+        }
+    }
+}
+
+/// The kova-redis limiter the `--redis-*` flags describe. On one node it connects on first use
+/// (and again after Redis restarts), so the service starts while Redis is down; a cluster is
+/// connected now.
+async fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
+    let policy = match args.redis_failure {
+        RedisFailure::Open => FailurePolicy::FailOpen,
+        RedisFailure::Closed => FailurePolicy::FailClosed,
+        RedisFailure::Error => FailurePolicy::ReturnError,
+        RedisFailure::Degrade => FailurePolicy::Degrade { servers: args.redis_servers },
+    };
+    let mut builder = RedisLimiter::builder()
+        .prefix(&args.redis_prefix)
+        .timeout(Duration::from_millis(args.redis_timeout_ms))
+        .failure_policy(policy);
+    if args.redis_lease > 0 {
+        builder =
+            builder.leasing(Leasing::new(args.redis_lease, Duration::from_millis(args.redis_lease_ttl_ms)));
+    }
+    match args.redis_cluster.as_slice() {
+        [] => builder.open(&args.redis_url),
+        nodes => builder.connect_cluster(&nodes.iter().map(String::as_str).collect::<Vec<_>>()).await,
+    }
+}
+
+async fn serve<B: Backend>(
+    args: Args,
+    backend: B,
+    config: Config,
+    sources: Vec<(PathBuf, String)>,
+    limits: RequestLimits,
+    prometheus: metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<(), Box<dyn std::error::Error>> {
     let decider = Arc::new(Decider::new(config, backend, limits));
     let _reloader = match args.reload_interval_ms {
         0 => None,

@@ -1,5 +1,6 @@
 //! The in-memory backend: kova's keyed tables, one per algorithm (a table's per-key quotas
-//! share its algorithm), every key under its rule's quota.
+//! share its algorithm), every key under its rule's quota. Its [`Backend`](crate::Backend)
+//! futures are ready at once: nothing in it waits.
 
 use kova::{
     AlgorithmKind, AnyAlgorithm, Clock, CoarseClock, Decision, Keyed, KeyedBuilder, KeyedError, Quota,
@@ -75,12 +76,12 @@ impl<C: Clock> MemoryBackend<C> {
     /// the same algorithm (the rule changed on reload) moves to this one keeping what it
     /// consumed; an error when `cost` exceeds what the quota can ever admit at once, or the
     /// table holds too many distinct quotas.
-    pub fn check(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, KeyedError> {
+    pub fn check_now(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, KeyedError> {
         self.table(limit.algorithm()).check_n_with_quota(key, limit.quota(), cost)
     }
 
     /// Gives back `cost` units an allowed check of `key` took; whether anything was given back.
-    pub fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> bool {
+    pub fn refund_now(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> bool {
         self.table(limit.algorithm()).refund(key, cost)
     }
 

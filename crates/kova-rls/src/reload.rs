@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kova::Clock;
-
-use crate::{read_sources, telemetry, Config, Decider};
+use crate::{read_sources, telemetry, Backend, Config, Decider};
 
 /// A thread that polls the configuration's files and serves each new valid version; a version
 /// that does not validate is refused (logged with its file and line, counted in
@@ -28,8 +26,8 @@ pub struct Reloader {
 impl Reloader {
     /// Starts polling `path` every `interval`; `loaded` is the text the serving configuration
     /// was built from (so an unchanged file is not reloaded).
-    pub fn spawn<C: Clock + Send + Sync + 'static>(
-        decider: Arc<Decider<C>>,
+    pub fn spawn<B: Backend>(
+        decider: Arc<Decider<B>>,
         path: PathBuf,
         interval: Duration,
         loaded: Vec<(PathBuf, String)>,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
-use kova::Clock;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
 
-use crate::{Decider, RateLimitGrpc};
+use crate::{Backend, Decider, RateLimitGrpc};
 
 /// Renders the metrics served on `/metrics` (the Prometheus exporter's handle, in the binary).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -34,8 +34,8 @@ impl Listeners {
 
 /// Serves until `shutdown` completes, then stops taking calls, answers those in flight and
 /// returns; after `grace` it returns even if some connection is still open.
-pub async fn serve<C: Clock + Send + Sync + 'static>(
-    decider: Arc<Decider<C>>,
+pub async fn serve<B: Backend>(
+    decider: Arc<Decider<B>>,
     listeners: Listeners,
     metrics: RenderMetrics,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -48,12 +48,12 @@ pub async fn serve<C: Clock + Send + Sync + 'static>(
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
-        .set_serving::<envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer<RateLimitGrpc<C>>>()
+        .set_serving::<envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer<RateLimitGrpc<B>>>()
         .await;
     let grpc = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(RateLimitGrpc::new(decider).into_server())
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), stopped(stop_rx.clone()));
+        .serve_with_incoming_shutdown(no_delay(listeners.grpc), stopped(stop_rx.clone()));
 
     let app = axum::Router::new().route("/healthz", get(|| async { "OK\n" })).route(
         "/metrics",
@@ -89,4 +89,19 @@ pub async fn serve<C: Clock + Send + Sync + 'static>(
             Ok(())
         }
     }
+}
+
+/// The gRPC listener's connections with Nagle's algorithm off (as tonic sets it on listeners it
+/// binds itself): an answer written in more than one segment (one that waited on Redis) must
+/// not wait for the peer's delayed ACK.
+fn no_delay(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+        Ok(stream)
+    })
 }

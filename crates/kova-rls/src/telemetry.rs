@@ -15,8 +15,17 @@ pub const UNLIMITED: &str = "kova_rls_unlimited_total";
 pub const REQUESTS: &str = "kova_rls_requests_total";
 /// Requests refused with a gRPC error: label `reason`.
 pub const REQUEST_ERRORS: &str = "kova_rls_request_errors_total";
-/// Decisions a failure policy made (a full table): labels `domain`, `fallback`.
+/// Decisions not made by the limit's own state: labels `domain`, `fallback`
+/// (`table_full_denied` / `table_full_untracked`: a full in-memory table;
+/// `store_unavailable_allowed` / `store_unavailable_denied` / `store_unavailable_local`:
+/// Redis did not answer and the failure policy decided; `local_cache`: a Redis lease or cached
+/// denial answered without a round trip).
 pub const FALLBACKS: &str = "kova_rls_fallbacks_total";
+/// With `--backend redis`: 1 while Redis answers, 0 while its failure policy decides.
+pub const BACKEND_AVAILABLE: &str = "kova_rls_backend_available";
+/// With `--backend redis`: refunds (of a request denied as a whole) that did not reach Redis;
+/// their units stay consumed.
+pub const REFUND_FAILURES: &str = "kova_rls_refund_failures_total";
 /// Configuration loads: label `result` (`ok` / `error`).
 pub const RELOADS: &str = "kova_rls_config_reloads_total";
 /// 1 while the configuration serving is the latest file's, 0 while a bad file is refused.
@@ -32,6 +41,8 @@ pub fn describe() {
     metrics::describe_counter!(REQUESTS, "ShouldRateLimit answers by overall code");
     metrics::describe_counter!(REQUEST_ERRORS, "ShouldRateLimit calls refused with a gRPC error, by reason");
     metrics::describe_counter!(FALLBACKS, "Decisions made by a failure policy, by domain and fallback");
+    metrics::describe_gauge!(BACKEND_AVAILABLE, "1 while Redis answers, 0 while its failure policy decides");
+    metrics::describe_counter!(REFUND_FAILURES, "Refunds that did not reach Redis (units stay consumed)");
     metrics::describe_counter!(RELOADS, "Configuration loads by result");
     metrics::describe_gauge!(CONFIG_CURRENT, "1 when the latest configuration file is serving");
 }
@@ -59,9 +70,21 @@ pub(crate) fn fallback(domain: &str, fallback: Fallback) {
     let label = match fallback {
         Fallback::TableFullDenied => "table_full_denied",
         Fallback::TableFullUntracked => "table_full_untracked",
+        Fallback::StoreUnavailableAllowed => "store_unavailable_allowed",
+        Fallback::StoreUnavailableDenied => "store_unavailable_denied",
+        Fallback::StoreUnavailableLocal => "store_unavailable_local",
+        Fallback::LocalCache => "local_cache",
         _ => "other",
     };
     metrics::counter!(FALLBACKS, "domain" => domain.to_owned(), "fallback" => label).increment(1);
+}
+
+pub(crate) fn backend_available(available: bool) {
+    metrics::gauge!(BACKEND_AVAILABLE).set(if available { 1.0 } else { 0.0 });
+}
+
+pub(crate) fn refund_failed() {
+    metrics::counter!(REFUND_FAILURES).increment(1);
 }
 
 /// Counts one configuration load and sets [`CONFIG_CURRENT`].

@@ -232,7 +232,7 @@ impl Builder<'_> {
 }
 
 /// A valid policy name from a node's path: `key` or `key_value` per level joined by `.`.
-fn policy_name_of(path: &[String]) -> String {
+pub(crate) fn policy_name_of(path: &[String]) -> String {
     let joined = path.join(".");
     let mut name: String = joined
         .chars()

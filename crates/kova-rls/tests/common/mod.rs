@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -30,6 +32,16 @@ pub struct Service {
 impl Service {
     /// Starts the binary on `config` with ports chosen by the OS, plus `extra` flags.
     pub fn start(config: &Path, extra: &[&str]) -> Service {
+        Service::spawn(config, extra, Stdio::inherit())
+    }
+
+    /// As [`start`](Self::start), its logs (at `info`) written to `log`.
+    pub fn start_logged(config: &Path, extra: &[&str], log: &Path) -> Service {
+        let file = std::fs::File::create(log).expect("creates the log file");
+        Service::spawn(config, &[extra, &["--log", "info"]].concat(), Stdio::from(file))
+    }
+
+    fn spawn(config: &Path, extra: &[&str], stderr: Stdio) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kova-rls"))
             .arg("--config")
             .arg(config)
@@ -37,7 +49,7 @@ impl Service {
             .env("KOVA_RLS_LOG", "warn")
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("the kova-rls binary starts");
         let mut line = String::new();

@@ -1,0 +1,71 @@
+//! [`Backend`]: where the counts live. The [`Decider`](crate::Decider) asks it for one decision
+//! per descriptor and gives units back when the request as a whole is denied.
+
+use std::future::Future;
+
+use kova::{Clock, Decision, Fallback, KeyedError};
+
+use crate::{Limited, MemoryBackend};
+
+/// Why a backend gave no decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The cost is more than the limit can ever admit at once: the descriptor is over the
+    /// limit, and nothing was taken.
+    TooCostly,
+    /// No decision could be made (a table holding too many distinct quotas, Redis down under
+    /// `--redis-failure error`, a limit Redis's scripts cannot hold); the call gets
+    /// `UNAVAILABLE` and nothing it consumed is kept.
+    Unavailable(String),
+}
+
+/// A store of limits' state: kova's in-memory tables ([`MemoryBackend`]) or Redis
+/// ([`RedisBackend`](crate::RedisBackend)).
+///
+/// Keys are passed as `&Vec<u8>` because the in-memory tables are keyed by `Vec<u8>` and look
+/// up by `&K`: a slice would cost a copy per check.
+#[allow(clippy::ptr_arg)]
+pub trait Backend: Send + Sync + 'static {
+    /// Checks `cost` units of `key` under `limit`.
+    fn check(
+        &self,
+        limit: &Limited,
+        key: &Vec<u8>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, BackendError>> + Send;
+
+    /// Gives back `cost` units an allowed check of `key` took. Best effort: a refund that
+    /// cannot be made leaves the units consumed (stricter, never looser), and the backend says
+    /// so in its logs and metrics.
+    fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = ()> + Send;
+}
+
+/// Whether an allowed `decision` took units that a refund should give back. A failure
+/// policy's untracked allowance took none; a local share decided while Redis was down is not
+/// Redis's to give back (the refund stays with the outage: stricter, never looser).
+pub(crate) fn took_units(decision: &Decision) -> bool {
+    decision.is_allowed()
+        && !matches!(
+            decision.fallback(),
+            Some(
+                Fallback::TableFullUntracked
+                    | Fallback::StoreUnavailableAllowed
+                    | Fallback::StoreUnavailableLocal
+            )
+        )
+}
+
+impl<C: Clock + Send + Sync + 'static> Backend for MemoryBackend<C> {
+    async fn check(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, BackendError> {
+        match self.check_now(limit, key, cost) {
+            Ok(decision) => Ok(decision),
+            Err(KeyedError::Check(_)) => Err(BackendError::TooCostly),
+            Err(e) => Err(BackendError::Unavailable(e.to_string())),
+        }
+    }
+
+    async fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) {
+        self.refund_now(limit, key, cost);
+    }
+}
