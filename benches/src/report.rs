@@ -121,6 +121,11 @@ pub struct AccuracyRecord {
     /// bytes, whatever the number of keys (`cell_bytes` is then 0).
     #[serde(default)]
     pub fixed_bytes: Option<usize>,
+    /// For kova's sketch: its admissions on the realistic trace that exact GCRA, run on the same
+    /// client's admitted requests alone, would deny (its bound says none); `None` for the rows
+    /// that do not count them.
+    #[serde(default)]
+    pub over_grants: Option<u64>,
 }
 
 /// Cloudflare's comparison for the sliding window counter: at every request of the trace (all
