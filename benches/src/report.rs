@@ -287,7 +287,7 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 17] = [
+pub const SUBJECT_ORDER: [&str; 19] = [
     "token_bucket",
     "gcra",
     "fixed_window",
@@ -296,6 +296,8 @@ pub const SUBJECT_ORDER: [&str; 17] = [
     "token_bucket_striped",
     "gcra_striped",
     "gcra_hot_keys",
+    crate::kova_tables::GCRA_NO_DOOR,
+    crate::sketch_subject::SKETCH,
     "governor",
     "mutex_bucket",
     "ratelimit",
