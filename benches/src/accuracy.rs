@@ -22,9 +22,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::peer_accuracy::{governor_accuracy, pingora_accuracy};
-use crate::sketch_accuracy::sketch_accuracy;
 use crate::report::{AccuracyRecord, CounterEstimate};
 use crate::scenarios::{each_algorithm, AlgorithmVisitor};
+use crate::sketch_accuracy::sketch_accuracy;
 pub use crate::trace::{boundary_trace, client_times, flood_trace, ClientClass, TraceConfig};
 use kova::model::max_in_sliding_window;
 

@@ -73,7 +73,13 @@ mod tests {
     use crate::peer_accuracy::pingora_accuracy;
 
     fn config() -> TraceConfig {
-        TraceConfig { clients: 200, duration_ns: 300_000_000_000, limit: 100, period_ns: 60_000_000_000, seed: 9 }
+        TraceConfig {
+            clients: 200,
+            duration_ns: 300_000_000_000,
+            limit: 100,
+            period_ns: 60_000_000_000,
+            seed: 9,
+        }
     }
 
     #[test]
@@ -87,8 +93,12 @@ mod tests {
         let (mut exact_wrongly_allowed, mut requests) = (0, 0);
         for c in 0..config().clients {
             let times = client_times(&config(), c);
-            let cmp =
-                compare(&times, &replay::<Gcra>(quota, &times), &replay_reference(quota, &times), quota.period_nanos());
+            let cmp = compare(
+                &times,
+                &replay::<Gcra>(quota, &times),
+                &replay_reference(quota, &times),
+                quota.period_nanos(),
+            );
             exact_wrongly_allowed += cmp.wrongly_allowed;
             requests += cmp.requests;
         }

@@ -62,7 +62,12 @@ fn sketch_vs_exact(sketch: Option<&AccuracyRecord>, gcra: Option<&AccuracyRecord
         goal: goal.into(),
         measured: format!(
             "{:.4}% vs {:.4}%; {over} over-grants; boundary {} / flood {} vs {} / {}",
-            s.wrongly_allowed_pct, g.wrongly_allowed_pct, s.boundary_max, s.flood_max, g.boundary_max, g.flood_max
+            s.wrongly_allowed_pct,
+            g.wrongly_allowed_pct,
+            s.boundary_max,
+            s.flood_max,
+            g.boundary_max,
+            g.flood_max
         ),
         status: Status::from_bool(
             s.wrongly_allowed_pct <= g.wrongly_allowed_pct

@@ -124,7 +124,8 @@ async fn a_sketch_limits_decisions_are_counted_as_sketch_fallbacks() {
     let app = Router::new().route("/", get(|| async { "hi" })).layer(RateLimitLayer::new(sketch));
     let peer = PeerAddr("203.0.113.8:1".parse::<SocketAddr>().unwrap());
     for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
-        let response = app.clone().oneshot(Request::get("/").extension(peer).body(Body::empty()).unwrap()).await;
+        let response =
+            app.clone().oneshot(Request::get("/").extension(peer).body(Body::empty()).unwrap()).await;
         assert_eq!(response.unwrap().status(), expected);
     }
     let text = handle.render();

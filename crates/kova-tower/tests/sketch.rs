@@ -12,6 +12,9 @@ use kova::{Fallback, ManualClock, Quota};
 use kova_tower::{ConfigError, Event, EventKind, Key, Limit, PeerAddr, RateLimitLayer};
 use tower::ServiceExt;
 
+/// (allowed, fallback) of every decision the layer reports.
+type Seen = Arc<Mutex<Vec<(bool, Option<Fallback>)>>>;
+
 fn from(peer: &str) -> Request<Body> {
     let peer = PeerAddr(peer.parse::<SocketAddr>().unwrap());
     Request::get("/").extension(peer).body(Body::empty()).unwrap()
@@ -21,8 +24,7 @@ fn from(peer: &str) -> Request<Body> {
 async fn a_sketch_limit_answers_429_once_a_keys_quota_is_spent() {
     let clock = ManualClock::new();
     let sketch = Sketch::builder(Quota::per_minute(3).unwrap()).build_with_clock(clock.clone()).unwrap();
-    // (allowed, fallback) of every decision the layer reports.
-    let seen: Arc<Mutex<Vec<(bool, Option<Fallback>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let record = Arc::clone(&seen);
     let metrics = Arc::new(move |event: &Event<'_>| {
         let entry = match event.kind {
@@ -33,7 +35,8 @@ async fn a_sketch_limit_answers_429_once_a_keys_quota_is_spent() {
         record.lock().unwrap().push(entry);
     });
     let limit = Limit::sketch_with("net", sketch, Key::peer_ip()).unwrap();
-    let app = Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(limit).metrics(metrics));
+    let app =
+        Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(limit).metrics(metrics));
 
     for remaining in [2, 1, 0] {
         let ok = app.clone().oneshot(from("[2001:db8:0:1::1]:4000")).await.unwrap();
@@ -59,14 +62,23 @@ async fn a_sketch_limit_answers_429_once_a_keys_quota_is_spent() {
     let marked = Some(Fallback::Sketch);
     assert_eq!(
         *seen,
-        [(true, marked), (true, marked), (true, marked), (false, marked), (true, marked), (true, marked), (false, marked)]
+        [
+            (true, marked),
+            (true, marked),
+            (true, marked),
+            (false, marked),
+            (true, marked),
+            (true, marked),
+            (false, marked)
+        ]
     );
 }
 
 #[test]
 fn a_sketch_limit_names_a_bad_quota() {
-    let error = Limit::sketch("net", Quota::per_second(1).unwrap().with_burst(u64::MAX / 4).unwrap(), Key::peer_ip())
-        .unwrap_err();
+    let error =
+        Limit::sketch("net", Quota::per_second(1).unwrap().with_burst(u64::MAX / 4).unwrap(), Key::peer_ip())
+            .unwrap_err();
     assert!(matches!(error, ConfigError::Sketch(SketchError::Quota(_))), "{error:?}");
     assert!(error.to_string().starts_with("invalid sketch"), "{error}");
 }

@@ -20,7 +20,13 @@ fn quota(limit: u64, period_nanos: u64, burst: u64) -> Quota {
 
 /// A table of `max_keys` in one shard under the sketch policy, with a sketch of `bytes`; keys
 /// whose number is a multiple of 3 get `other` as their quota.
-fn table(default: Quota, other: Quota, max_keys: usize, bytes: usize, clock: &ManualClock) -> Keyed<u16, Gcra, ManualClock> {
+fn table(
+    default: Quota,
+    other: Quota,
+    max_keys: usize,
+    bytes: usize,
+    clock: &ManualClock,
+) -> Keyed<u16, Gcra, ManualClock> {
     KeyedBuilder::<u16, Gcra, _>::new(default, clock.clone())
         .shards(1)
         .max_keys(max_keys)
@@ -48,7 +54,8 @@ struct Tally {
 fn run(default: Quota, other: Quota, max_keys: usize, bytes: usize, ops: &[(u16, u64, u64)]) -> Tally {
     let clock = ManualClock::new();
     let limiter = table(default, other, max_keys, bytes, &clock);
-    let gcra = |key: u16| <Gcra as WordAlgorithm>::from_quota(if key % 3 == 0 { other } else { default }).unwrap();
+    let gcra =
+        |key: u16| <Gcra as WordAlgorithm>::from_quota(if key % 3 == 0 { other } else { default }).unwrap();
     let mut exact: HashMap<u16, u64> = HashMap::new();
     let mut tally = Tally::default();
     for &(key, cost, step) in ops {
@@ -209,8 +216,12 @@ fn a_configuration_the_sketch_cannot_serve_is_a_typed_error() {
             KeyedError::Sketch(SketchError::Memory { bytes })
         );
     }
-    assert_eq!(sketch(gcra()).doorkeeper(64).build().unwrap_err(), KeyedError::SketchDoorkeeper { words: 64 });
-    let bucket = KeyedBuilder::<u64, TokenBucket, _>::new(q, ManualClock::new()).table_full(TableFullPolicy::Sketch);
+    assert_eq!(
+        sketch(gcra()).doorkeeper(64).build().unwrap_err(),
+        KeyedError::SketchDoorkeeper { words: 64 }
+    );
+    let bucket =
+        KeyedBuilder::<u64, TokenBucket, _>::new(q, ManualClock::new()).table_full(TableFullPolicy::Sketch);
     let error = bucket.build().unwrap_err();
     assert_eq!(error, KeyedError::SketchAlgorithm { algorithm: "token_bucket" });
     assert!(error.to_string().contains("token_bucket"), "{error}");

@@ -5,7 +5,7 @@ use std::any::Any;
 use super::KeyedError;
 use crate::loom::atomic::Ordering;
 use crate::sketch::{Cells, SketchBuilder, DEFAULT_CELLS_PER_KEY};
-use crate::{AnyAlgorithm, Algorithm, CellStorage, Clock, Decision, Fallback, Gcra};
+use crate::{Algorithm, AnyAlgorithm, CellStorage, Clock, Decision, Fallback, Gcra};
 
 /// What a keyed table does with a key it does not hold when the key's shard is full and the
 /// insert found no idle key to reclaim (nor any line free of a pending grace period).
@@ -136,7 +136,13 @@ impl FullSketch {
 
     /// Checks `cost` units (within the capacity) of the key the table hashed to `hash`, under
     /// its quota's `algorithm`. The caller holds the key's shard lock and found it not held.
-    pub(super) fn decide<A: Algorithm, C: Clock>(&self, algorithm: &A, clock: &C, hash: u64, cost: u64) -> Decision {
+    pub(super) fn decide<A: Algorithm, C: Clock>(
+        &self,
+        algorithm: &A,
+        clock: &C,
+        hash: u64,
+        cost: u64,
+    ) -> Decision {
         match gcra_of(algorithm) {
             Some(gcra) => self.cells.decide(gcra, clock, cell_hash(hash), cost),
             // Not made: every quota of the table is of the default's kind, which `check`

@@ -115,7 +115,12 @@ impl SketchBuilder {
         let gcra = <Gcra as WordAlgorithm>::from_quota(self.quota)?;
         let bytes = self.memory_bytes;
         Self::check_layout(bytes, self.cells_per_key)?;
-        Ok(Sketch { gcra, cells: Cells::new(bytes, self.cells_per_key), hasher: crate::loom::new_hasher(), clock })
+        Ok(Sketch {
+            gcra,
+            cells: Cells::new(bytes, self.cells_per_key),
+            hasher: crate::loom::new_hasher(),
+            clock,
+        })
     }
 
     /// The configuration checked, the quota aside: a keyed table's sketch policy decides under

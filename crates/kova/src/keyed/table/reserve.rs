@@ -153,19 +153,27 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
         self.held_or_new(key, self.hash(key), epoch::pin(), None, &reserve, fits).unwrap_or_else(|full| {
             let quota = full.algorithm.quota();
             let decided = |decision: Decision| match decision.fallback() {
-                Some(fallback @ (Fallback::TableFullUntracked | Fallback::Sketch)) if decision.is_allowed() => {
+                Some(fallback @ (Fallback::TableFullUntracked | Fallback::Sketch))
+                    if decision.is_allowed() =>
+                {
                     Ok(self.untracked(key, cost, quota, fallback))
                 }
                 _ => Err(ReserveError::TableFull { retry_after: decision.retry_after() }),
             };
-            self.table_full_or_held(full.algorithm, cost, full.retry, &reserve, decided)
+            self.table_full_or_held(full.algorithm, cost, full.retry, reserve, decided)
         })
     }
 
     /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy) or
     /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy) (`fallback` says which): at once,
     /// holding nothing in the table.
-    fn untracked(&self, key: &K, cost: u64, quota: Quota, fallback: Fallback) -> KeyedReservation<'_, K, W, C> {
+    fn untracked(
+        &self,
+        key: &K,
+        cost: u64,
+        quota: Quota,
+        fallback: Fallback,
+    ) -> KeyedReservation<'_, K, W, C> {
         let now = self.clock.now_nanos();
         KeyedReservation {
             table: self,
