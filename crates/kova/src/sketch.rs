@@ -46,7 +46,7 @@
 //! their commits, is admitted in full by GCRA run on that sequence alone** (the same quota, the
 //! same costs, each at the time its check read the clock). So over any interval of length `L` a
 //! key is admitted at most `burst + L / T` units (`T` the quota's interval per unit), exactly
-//! [`Gcra`](crate::Gcra)'s bound: the sketch's over-grant is zero units, under any interleaving
+//! [`Gcra`]'s bound: the sketch's over-grant is zero units, under any interleaving
 //! of threads and any collisions. Everything a collision or contention changes is on the
 //! denying side.
 //!
@@ -110,7 +110,7 @@
 //! The same [`Decision`] as every limiter, computed by GCRA on the decided cell: `remaining` and
 //! `retry_after` are exact for that cell and a bound for the key (never more remaining, never a
 //! shorter wait than the key's own state gives). Every decision is marked
-//! [`Fallback::Sketch`]: the sketch cannot tell whether a cell is shared.
+//! [`Fallback::Sketch`](crate::Fallback::Sketch): the sketch cannot tell whether a cell is shared.
 //!
 //! Lock-free, no allocation after construction (the cells are allocated once by the builder),
 //! the memory fixed: [`Sketch::memory_bytes`].
