@@ -28,6 +28,7 @@
 #     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
 #   door (1 model over 4 key pairs, bound 4)                       <5 s
 #   hot (a striped key's check racing its demotion, bound 4)       <1 s
+#   sketch_policy (a table-full sketch check racing the key's insert, bound 4)
 #     (its should-fail twin, a demotion that leaves the slot open, is in racy)
 #   sliding_log (5 models, bound 2)                                ~45-75 s
 #   total                                                           ~2-2.5 minutes.
@@ -46,6 +47,6 @@ cargo_test() {
 
 start=$SECONDS
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped --test sketch "$@"
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed --test door --test hot "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed --test door --test hot --test sketch_policy "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::peer_accuracy::{governor_accuracy, pingora_accuracy};
 use crate::report::{AccuracyRecord, CounterEstimate};
 use crate::scenarios::{each_algorithm, AlgorithmVisitor};
+use crate::sketch_accuracy::sketch_accuracy;
 pub use crate::trace::{boundary_trace, client_times, flood_trace, ClientClass, TraceConfig};
 use kova::model::max_in_sliding_window;
 
@@ -95,6 +96,7 @@ impl Comparison {
             rate_gap_all_pct: self.gap_all_pct(),
             cell_bytes,
             fixed_bytes,
+            over_grants: None,
         }
     }
 
@@ -297,8 +299,8 @@ impl AlgorithmVisitor for BurstVisitor {
     }
 }
 
-/// Runs the accuracy section: boundary burst, flood and the realistic trace, for all five and
-/// pingora's `Rate`, and the counter's estimate the way Cloudflare measured it.
+/// Runs the accuracy section: boundary burst, flood and the realistic trace, for all five,
+/// pingora's `Rate` and kova's sketch at pingora's memory, and the counter's estimate the way Cloudflare measured it.
 pub fn run_accuracy(config: &AccuracyConfig) -> (Vec<AccuracyRecord>, TraceSummary, CounterEstimate) {
     // (a) the seeds' boundary burst and a flood, 60 per minute.
     let trace = config.trace;
@@ -353,6 +355,7 @@ pub fn run_accuracy(config: &AccuracyConfig) -> (Vec<AccuracyRecord>, TraceSumma
     let mut records: Vec<AccuracyRecord> = records;
     records.push(governor_accuracy(&trace, burst_quota));
     records.push(pingora_accuracy(&trace, burst_quota));
+    records.push(sketch_accuracy(&trace, burst_quota));
     let classes = (0..trace.clients).fold((0, 0, 0), |(n, h, a), i| match trace.class_of(i) {
         ClientClass::Normal => (n + 1, h, a),
         ClientClass::Heavy => (n, h + 1, a),

@@ -23,6 +23,9 @@ pub fn color_of(subject: &str) -> RGBColor {
         // kova's striped mode: teal, beside the blues.
         "token_bucket_striped" => RGBColor(0, 109, 119),
         "gcra_striped" => RGBColor(42, 157, 143),
+        // The table without its doorkeeper, and the sketch: blues beside the algorithms'.
+        crate::kova_tables::GCRA_NO_DOOR => RGBColor(158, 202, 225),
+        crate::sketch_subject::SKETCH => RGBColor(0, 150, 199),
         // Peers: warm and distinct colours, none blue.
         "governor" => RGBColor(230, 85, 13),
         "mutex_bucket" => RGBColor(140, 86, 75),

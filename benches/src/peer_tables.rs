@@ -197,6 +197,7 @@ mod tests {
             wrongly_denied_pct: 4.5,
             rate_gap_limited_pct: 1.0,
             rate_gap_all_pct: 1.0,
+            over_grants: None,
             cell_bytes: 0,
             fixed_bytes: Some(65_536),
         });

@@ -147,18 +147,8 @@ impl SimulatedRate {
 /// returning each client's decisions in its own order. `clients[i]` is client `i`'s sorted
 /// request times; the key is the client's index.
 pub fn replay_shared(quota: kova::Quota, clients: &[Vec<u64>]) -> Vec<Vec<bool>> {
-    let mut order: Vec<(u64, u32, u32)> = clients
-        .iter()
-        .enumerate()
-        .flat_map(|(c, times)| times.iter().enumerate().map(move |(i, &t)| (t, c as u32, i as u32)))
-        .collect();
-    order.sort_unstable();
     let mut rate = SimulatedRate::new(quota);
-    let mut out: Vec<Vec<bool>> = clients.iter().map(|t| vec![false; t.len()]).collect();
-    for (t, c, i) in order {
-        out[c as usize][i as usize] = rate.check(u64::from(c), t);
-    }
-    out
+    crate::trace::replay_in_time_order(clients, |c, t| rate.check(u64::from(c), t))
 }
 
 #[cfg(test)]

@@ -121,6 +121,11 @@ pub struct AccuracyRecord {
     /// bytes, whatever the number of keys (`cell_bytes` is then 0).
     #[serde(default)]
     pub fixed_bytes: Option<usize>,
+    /// For kova's sketch: its admissions on the realistic trace that exact GCRA, run on the same
+    /// client's admitted requests alone, would deny (its bound says none); `None` for the rows
+    /// that do not count them.
+    #[serde(default)]
+    pub over_grants: Option<u64>,
 }
 
 /// Cloudflare's comparison for the sliding window counter: at every request of the trace (all
@@ -282,7 +287,7 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 17] = [
+pub const SUBJECT_ORDER: [&str; 19] = [
     "token_bucket",
     "gcra",
     "fixed_window",
@@ -291,6 +296,8 @@ pub const SUBJECT_ORDER: [&str; 17] = [
     "token_bucket_striped",
     "gcra_striped",
     "gcra_hot_keys",
+    crate::kova_tables::GCRA_NO_DOOR,
+    crate::sketch_subject::SKETCH,
     "governor",
     "mutex_bucket",
     "ratelimit",

@@ -69,6 +69,7 @@ impl Report {
             ));
         }
         self.fairness_targets(&mut t);
+        self.sketch_targets(&mut t);
         let mut large = self.peer_target(
             "keyed, 1,000,000 live keys, uniform, 1 thread, gcra: throughput vs the best peer".into(),
             ">= 3x",
@@ -333,7 +334,7 @@ impl Report {
         }
     }
 
-    fn ratio_target(
+    pub(crate) fn ratio_target(
         &self,
         name: String,
         goal: &str,

@@ -33,6 +33,23 @@ pub struct TraceConfig {
     pub seed: u64,
 }
 
+/// Replays every client's requests through one shared limiter in time order (a shared structure's
+/// error comes from the keys that share it, so its clients cannot be replayed apart):
+/// `check(client, time)` decides each request; the decisions come back per client.
+pub fn replay_in_time_order(clients: &[Vec<u64>], mut check: impl FnMut(u32, u64) -> bool) -> Vec<Vec<bool>> {
+    let mut order: Vec<(u64, u32, u32)> = clients
+        .iter()
+        .enumerate()
+        .flat_map(|(c, times)| times.iter().enumerate().map(move |(i, &t)| (t, c as u32, i as u32)))
+        .collect();
+    order.sort_unstable();
+    let mut out: Vec<Vec<bool>> = clients.iter().map(|t| vec![false; t.len()]).collect();
+    for (t, c, i) in order {
+        out[c as usize][i as usize] = check(c, t);
+    }
+    out
+}
+
 impl TraceConfig {
     /// The quota every client is limited by.
     pub fn quota(&self) -> Quota {

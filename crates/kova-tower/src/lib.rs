@@ -62,6 +62,44 @@
 //! # }
 //! ```
 //!
+//! ## Keys too many to store
+//!
+//! Where the keys cannot all be held (every IPv6 /64, forged API keys), [`Limit::sketch`] keeps
+//! every key in fixed memory (a [`kova::sketch::Sketch`], 64 KiB by default): no key is ever
+//! admitted more than its quota, a collision can only deny early, and each decision says so
+//! ([`Fallback::Sketch`](kova::Fallback::Sketch)).
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use axum::{body::Body, routing::get, Router};
+//! use http::{Request, StatusCode};
+//! use kova::sketch::Sketch;
+//! use kova::{ManualClock, Quota};
+//! use kova_tower::{Key, Limit, PeerAddr, RateLimitLayer};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 2 requests a minute per client network, in 64 KiB for any number of networks.
+//! let sketch = Sketch::builder(Quota::per_minute(2)?).build_with_clock(ManualClock::new())?;
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(Limit::sketch_with("net", sketch, Key::peer_ip())?));
+//! let from = |peer: &str| {
+//!     let peer = PeerAddr(peer.parse::<SocketAddr>().unwrap());
+//!     Request::get("/").extension(peer).body(Body::empty()).unwrap()
+//! };
+//! for _ in 0..2 {
+//!     assert_eq!(app.clone().oneshot(from("[2001:db8:1:2::7]:5000")).await?.status(), StatusCode::OK);
+//! }
+//! // Another address of the same /64 is the same client.
+//! let limited = app.clone().oneshot(from("[2001:db8:1:2::8]:5000")).await?;
+//! assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(app.clone().oneshot(from("198.51.100.7:5000")).await?.status(), StatusCode::OK);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! See [`client_ip`] for how the client address is found behind proxies, and the crate's
 //! `examples/server/` (`main.rs`, its routes in `app.rs`) for a small API with per-IP,
 //! per-API-key and per-route limits.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use http::HeaderName;
+use kova::sketch::{Sketch, SketchError};
 use kova::{Algorithm, Clock, CoarseClock, Gcra, Keyed, Quota, QuotaError};
 
 use crate::headers::{self, QuotaUnit};
@@ -42,6 +43,8 @@ pub enum ConfigError {
     Composite(kova::LimitsError),
     /// The keyed table could not be built with these options.
     Table(kova::KeyedError),
+    /// A [`Limit::sketch`]'s sketch could not be built.
+    Sketch(SketchError),
 }
 
 impl fmt::Display for ConfigError {
@@ -53,6 +56,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::Composite(e) => write!(f, "invalid composite: {e}"),
             ConfigError::Table(e) => write!(f, "invalid table: {e}"),
+            ConfigError::Sketch(e) => write!(f, "invalid sketch: {e}"),
         }
     }
 }
@@ -64,6 +68,7 @@ impl std::error::Error for ConfigError {
             ConfigError::InvalidName(_) => None,
             ConfigError::Composite(e) => Some(e),
             ConfigError::Table(e) => Some(e),
+            ConfigError::Sketch(e) => Some(e),
         }
     }
 }
@@ -157,6 +162,52 @@ impl Limit {
     ) -> Result<Self, ConfigError> {
         let limiter = Keyed::<LimitKey, A, C>::with_clock(quota, clock)?;
         Self::new(name, quota, key, limiter)
+    }
+
+    /// A limit keyed in fixed memory: every key (client IP, API key) limited by GCRA in a
+    /// [`Sketch`] of [`DEFAULT_MEMORY_BYTES`](kova::sketch::DEFAULT_MEMORY_BYTES) (64 KiB) on the
+    /// coarse clock, however many keys arrive; no key is ever admitted more than `quota`, and a
+    /// collision between keys can only deny early (see [`kova::sketch`] for the bound and the
+    /// rule for sizing it). Every decision is marked
+    /// [`Fallback::Sketch`](kova::Fallback::Sketch) (with the `metrics` feature,
+    /// `kova_fallback_total{fallback="sketch"}`). For another memory or clock, build the sketch
+    /// and pass it to [`sketch_with`](Self::sketch_with).
+    ///
+    /// A sketch cannot give units back: a request it admitted that a later limit of the layer
+    /// denies keeps its units spent (an over-charge, never a grant). Put it last where that
+    /// matters.
+    ///
+    /// ```
+    /// use kova::Quota;
+    /// use kova_tower::{Key, Limit};
+    /// // 100 a minute per IPv6 /64 (or IPv4 address), in 64 KiB whatever the number of networks.
+    /// let per_network = Limit::sketch("net", Quota::per_minute(100)?, Key::peer_ip())?;
+    /// assert_eq!(per_network.name(), "net");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sketch(name: &str, quota: Quota, key: impl Into<Key>) -> Result<Self, ConfigError> {
+        let sketch = Sketch::new(quota).map_err(ConfigError::Sketch)?;
+        Self::sketch_with(name, sketch, key)
+    }
+
+    /// [`sketch`](Self::sketch) with a sketch built beforehand (its memory, cells per key and
+    /// clock); the limit announces the sketch's quota.
+    ///
+    /// ```
+    /// use kova::sketch::Sketch;
+    /// use kova::{ManualClock, Quota};
+    /// use kova_tower::{Key, Limit};
+    /// let sketch = Sketch::builder(Quota::per_second(5)?).memory_bytes(1 << 20).build_with_clock(ManualClock::new())?;
+    /// let limit = Limit::sketch_with("ip", sketch, Key::peer_ip())?;
+    /// assert_eq!(limit.name(), "ip");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sketch_with<C: Clock + 'static>(
+        name: &str,
+        sketch: Sketch<C>,
+        key: impl Into<Key>,
+    ) -> Result<Self, ConfigError> {
+        Self::new(name, sketch.quota(), key, sketch)
     }
 
     /// A limit enforced by any [`KeyedLimiter`] (a shared store, your own). `quota` must be the

@@ -83,6 +83,16 @@ impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
     }
 }
 
+/// A [`Sketch`](kova::sketch::Sketch): every key in fixed memory, never granted more than its
+/// quota ([`Limit::sketch`](crate::Limit::sketch)). Its decisions are marked
+/// [`Fallback::Sketch`](kova::Fallback::Sketch); it cannot give units back (its cells are
+/// shared), so `refund` and a lower settled cost do nothing.
+impl<C: Clock + 'static> KeyedLimiter for kova::sketch::Sketch<C> {
+    fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
+        CheckFuture::ready(self.check_n(key, cost).map_err(LimiterError::from))
+    }
+}
+
 impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         (**self).check(key, cost)

@@ -47,13 +47,15 @@ pub const SETTLE_FAILURES: &str = "kova_settle_failures_total";
 pub const DECISION_SECONDS: &str = "kova_decision_seconds";
 
 /// The `fallback` label values, in the order of [`kova::Fallback`]'s variants.
-pub const FALLBACK_LABELS: [&str; 6] = [
+pub const FALLBACK_LABELS: [&str; 8] = [
     "table_full_denied",
     "table_full_untracked",
     "store_unavailable_allowed",
     "store_unavailable_denied",
     "local_cache",
     "store_unavailable_local",
+    "stripe_lease",
+    "sketch",
 ];
 
 fn fallback_label(fallback: Fallback) -> &'static str {
@@ -64,6 +66,9 @@ fn fallback_label(fallback: Fallback) -> &'static str {
         Fallback::StoreUnavailableDenied => FALLBACK_LABELS[3],
         Fallback::LocalCache => FALLBACK_LABELS[4],
         Fallback::StoreUnavailableLocal => FALLBACK_LABELS[5],
+        Fallback::StripeLease => FALLBACK_LABELS[6],
+        Fallback::Sketch => FALLBACK_LABELS[7],
+        // A variant added to kova after this list.
         _ => "other",
     }
 }

@@ -118,6 +118,24 @@ async fn every_decision_reaches_the_recorder_with_its_limit_name() {
 }
 
 #[tokio::test]
+async fn a_sketch_limits_decisions_are_counted_as_sketch_fallbacks() {
+    let handle = prometheus();
+    let sketch = Limit::sketch("m-sketch", Quota::per_minute(1).unwrap(), Key::peer_ip()).unwrap();
+    let app = Router::new().route("/", get(|| async { "hi" })).layer(RateLimitLayer::new(sketch));
+    let peer = PeerAddr("203.0.113.8:1".parse::<SocketAddr>().unwrap());
+    for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
+        let response =
+            app.clone().oneshot(Request::get("/").extension(peer).body(Body::empty()).unwrap()).await;
+        assert_eq!(response.unwrap().status(), expected);
+    }
+    let text = handle.render();
+    let get = |name: &str, labels: &[(&str, &str)]| sample(&text, name, labels);
+    assert_eq!(get(names::FALLBACK, &[("limit", "m-sketch"), ("fallback", "sketch")]), Some(2.0), "{text}");
+    assert_eq!(get(names::FALLBACK, &[("limit", "m-sketch"), ("fallback", "other")]), None);
+    assert_eq!(get(names::DENIED, &[("limit", "m-sketch"), ("mode", "enforced")]), Some(1.0));
+}
+
+#[tokio::test]
 async fn the_example_server_exposes_them_on_metrics() {
     let handle = prometheus().clone();
     let settings = app::Settings {

@@ -68,7 +68,11 @@ pub enum Fallback {
     /// A [`Sketch`](crate::sketch::Sketch) decided on cells other keys may share: never more
     /// admitted than the key's own limit, but a denial may be an over-charge (a collision), and
     /// `remaining` and `retry_after` are bounds (never more remaining, never a shorter wait).
-    /// Every sketch decision says so: the sketch cannot tell whether a cell is shared.
+    /// Every sketch decision says so: the sketch cannot tell whether a cell is shared. The same
+    /// mark for a standalone sketch and for a keyed table's
+    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) (a key the full table does not
+    /// hold): either way the decision has the same meaning and the same bound, and a table's
+    /// caller tells it from the table's own decisions by the mark alone.
     Sketch,
 }
 

@@ -31,8 +31,10 @@
 //!   `table/hot.rs`, the hit path's branch there and the lock holder's promotion and demotion.
 //! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
 //!   what a key consumed when its quota changes.
-//! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `policy.rs`,
-//!   `error.rs`.
+//! - `policy.rs`: the table-full policies, and the sketch of [`TableFullPolicy::Sketch`] (its
+//!   cells in `sketch/cells.rs`; decided under the key's shard lock, `table/evict.rs`, and read
+//!   by the key's insert, `table/entry.rs`, so that no insert misses a check of the sketch).
+//! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `error.rs`.
 //!
 //! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
 //! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other

@@ -53,7 +53,8 @@
 //!   [`KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
 //!   it cools.
 //! - **Keys too many to store**: [`sketch::Sketch`], per-key GCRA in fixed memory (64 KiB by
-//!   default), keys hashed to shared cells: a collision can over-charge a key, never over-grant.
+//!   default), keys hashed to shared cells: a collision can over-charge a key, never over-grant;
+//!   or behind a keyed table, for the new keys that find it full ([`TableFullPolicy::Sketch`]).
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.

@@ -20,3 +20,14 @@ pub(crate) use self::std::*;
 /// std's atomic even under loom, for process-wide statics (loom's atomics cannot be statics)
 /// that no model reads: the coarse clock's time, kept by its upkeep thread.
 pub(crate) use ::std::sync::atomic::AtomicU64 as StaticAtomicU64;
+
+/// A randomly seeded hasher, so that no one can choose keys that collide (a keyed table's
+/// shards and lines, a sketch's cells); fixed seeds under loom, whose models must be
+/// deterministic.
+pub(crate) fn new_hasher() -> ahash::RandomState {
+    if cfg!(kova_loom) {
+        ahash::RandomState::with_seeds(0x243F_6A88, 0x85A3_08D3, 0x1319_8A2E, 0x0370_7344)
+    } else {
+        ahash::RandomState::new()
+    }
+}

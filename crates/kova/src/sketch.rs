@@ -46,7 +46,7 @@
 //! their commits, is admitted in full by GCRA run on that sequence alone** (the same quota, the
 //! same costs, each at the time its check read the clock). So over any interval of length `L` a
 //! key is admitted at most `burst + L / T` units (`T` the quota's interval per unit), exactly
-//! [`Gcra`](crate::Gcra)'s bound: the sketch's over-grant is zero units, under any interleaving
+//! [`Gcra`]'s bound: the sketch's over-grant is zero units, under any interleaving
 //! of threads and any collisions. Everything a collision or contention changes is on the
 //! denying side.
 //!
@@ -110,34 +110,30 @@
 //! The same [`Decision`] as every limiter, computed by GCRA on the decided cell: `remaining` and
 //! `retry_after` are exact for that cell and a bound for the key (never more remaining, never a
 //! shorter wait than the key's own state gives). Every decision is marked
-//! [`Fallback::Sketch`]: the sketch cannot tell whether a cell is shared.
+//! [`Fallback::Sketch`](crate::Fallback::Sketch): the sketch cannot tell whether a cell is shared.
 //!
 //! Lock-free, no allocation after construction (the cells are allocated once by the builder),
 //! the memory fixed: [`Sketch::memory_bytes`].
 
 mod builder;
+mod cells;
 mod layout;
 
 pub use builder::{
     SketchBuilder, SketchError, DEFAULT_CELLS_PER_KEY, DEFAULT_MEMORY_BYTES, MAX_CELLS_PER_KEY,
     MAX_MEMORY_BYTES,
 };
+pub(crate) use cells::Cells;
 
 use std::hash::Hash;
 
-use layout::{Line, Place, Subsets, WORDS_PER_LINE};
-
-use crate::loom::atomic::Ordering;
-use crate::loom::faults::{self, SketchRaise};
-use crate::{CheckError, Clock, CoarseClock, Decision, Fallback, Gcra, Quota, WordAlgorithm};
+use crate::{CheckError, Clock, CoarseClock, Decision, Gcra, Quota, WordAlgorithm};
 
 /// Per-key GCRA limits in fixed memory, keys hashed to shared cells: see the [module
 /// docs](self) for the bound (never over-grants) and the sizing rule.
 pub struct Sketch<C: Clock = CoarseClock> {
     gcra: Gcra,
-    lines: Box<[Line]>,
-    line_mask: usize,
-    subsets: Subsets,
+    cells: Cells,
     hasher: ahash::RandomState,
     clock: C,
 }
@@ -175,7 +171,7 @@ impl<C: Clock> Sketch<C> {
     #[inline]
     pub fn check<K: Hash + ?Sized>(&self, key: &K) -> Decision {
         // Cost 1 never exceeds the capacity: a quota's burst is at least 1.
-        self.decide(self.place(key), 1)
+        self.cells.decide(&self.gcra, &self.clock, self.hasher.hash_one(key), 1)
     }
 
     /// Checks `cost` units for `key`: an error (not a denial) when `cost` exceeds the burst.
@@ -195,23 +191,23 @@ impl<C: Clock> Sketch<C> {
         if cost > capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity });
         }
-        Ok(self.decide(self.place(key), cost))
+        Ok(self.cells.decide(&self.gcra, &self.clock, self.hasher.hash_one(key), cost))
     }
 
     /// What a check of `key` would see now, changing nothing.
     pub fn peek<K: Hash + ?Sized>(&self, key: &K) -> Decision {
-        self.decide(self.place(key), 0)
+        self.cells.decide(&self.gcra, &self.clock, self.hasher.hash_one(key), 0)
     }
 
     /// Bytes of the cells, fixed at construction (the struct itself adds a few hundred bytes:
     /// `size_of::<Sketch>()`).
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val::<[Line]>(&self.lines)
+        self.cells.memory_bytes()
     }
 
     /// Cells per key.
     pub fn cells_per_key(&self) -> u32 {
-        self.subsets.cells()
+        self.cells.cells_per_key()
     }
 
     /// The quota every key is limited to.
@@ -228,80 +224,6 @@ impl<C: Clock> Sketch<C> {
     /// ascending order: all in one line (`index / 8` is the same). For tests and tools (which
     /// keys share cells); allocates.
     pub fn cells_of<K: Hash + ?Sized>(&self, key: &K) -> Vec<usize> {
-        let place = self.place(key);
-        (0..self.cells_per_key()).map(|i| place.line * WORDS_PER_LINE + place.position(i)).collect()
-    }
-
-    #[inline(always)]
-    fn place<K: Hash + ?Sized>(&self, key: &K) -> Place {
-        self.subsets.place(self.hasher.hash_one(key), self.line_mask)
-    }
-
-    /// Steps 1-4 of the module docs.
-    #[inline]
-    fn decide(&self, place: Place, cost: u64) -> Decision {
-        let cells = &self.lines[place.line].0;
-        let count = self.subsets.cells();
-        // A failed commit means another check holds the line: a few spins let it finish.
-        let backoff = crossbeam_utils::Backoff::new();
-        loop {
-            // Acquire pairs with the Release half of the write that stored each TAT: its writer
-            // read its clock before writing, so the clock read below is no older.
-            let mut least = place.position(0);
-            let mut base = cells[least].load(Ordering::Acquire);
-            for i in 1..count {
-                let position = place.position(i);
-                let tat = cells[position].load(Ordering::Acquire);
-                if tat < base {
-                    (least, base) = (position, tat);
-                }
-            }
-            let (decision, new) = self.gcra.decide(base, self.clock.now_nanos(), cost);
-            let decision = decision.with_fallback(Fallback::Sketch);
-            // A denial or a peek writes nothing.
-            if new == base {
-                return decision;
-            }
-            let raise = faults::sketch_raise();
-            if raise != SketchRaise::AfterCommit {
-                self.raise_others(place, least, new, raise);
-            }
-            // Success is AcqRel: Release publishes this TAT (and the raises before it) to the
-            // next check that reads it, and makes the raises of a later check that reads it
-            // happen after ours (the bound's proof in the module docs); Acquire for the clock, as
-            // on the loads. Failure is Acquire as the loads, though the loop loads again anyway.
-            match cells[least].compare_exchange_weak(base, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    if raise == SketchRaise::AfterCommit {
-                        self.raise_others(place, least, new, SketchRaise::BeforeCommit);
-                    }
-                    return decision;
-                }
-                Err(_) => backoff.spin(),
-            }
-        }
-    }
-
-    /// Raises the key's cells other than `decided` to at least `tat`.
-    #[inline(always)]
-    fn raise_others(&self, place: Place, decided: usize, tat: u64, raise: SketchRaise) {
-        let cells = &self.lines[place.line].0;
-        for i in 0..self.subsets.cells() {
-            let position = place.position(i);
-            if position == decided {
-                continue;
-            }
-            if raise == SketchRaise::PlainStore {
-                // RACY (loom's should-fail model only): may lower a cell another key raised.
-                cells[position].store(tat, Ordering::Release);
-            } else {
-                // Always a read-modify-write, even when the cell is already later: the bound's
-                // proof needs every write to a cell in the release sequence of the commit before
-                // it. AcqRel: Release publishes the raise to the commit that reads it, Acquire
-                // makes an earlier commit on this cell (whose release sequence this reads from)
-                // happen before our own commit.
-                cells[position].fetch_max(tat, Ordering::AcqRel);
-            }
-        }
+        self.cells.indices(self.hasher.hash_one(key))
     }
 }

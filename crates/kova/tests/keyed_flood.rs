@@ -122,6 +122,51 @@ fn a_key_flood_stays_within_the_bound() {
         let expected = if policy == TableFullPolicy::DenyNew { seen[0] } else { seen[1] };
         assert!(expected >= keys / 10 - 10_001, "{policy:?}: {seen:?}");
     }
+    // Phase 4, the sketch as the policy: the whole flood into a full table, time standing
+    // still. Every flood key past the bound is decided by the sketch (marked), the table and its
+    // memory stay at their bound (the sketch's cells fixed when it is built), the held keys stay,
+    // and keys hammered through the flood never get more than their burst.
+    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
+        .max_keys(10_000)
+        .table_full(TableFullPolicy::Sketch)
+        .build()
+        .unwrap();
+    let fixed = live() - before;
+    keyed.check_n(&limited, 10).unwrap();
+    let probes: Vec<u64> = (0..64).map(|i| u64::MAX - 1_000 - i).collect();
+    let mut probe_admitted = vec![0u64; probes.len()];
+    let (mut sketched, mut admitted) = (0u64, 0u64);
+    for key in 0..keys {
+        let decision = keyed.check(&key);
+        if decision.fallback() == Some(Fallback::Sketch) {
+            sketched += 1;
+            admitted += u64::from(decision.is_allowed());
+        }
+        if key % 1_000 == 0 {
+            let i = (key / 1_000) as usize % probes.len();
+            probe_admitted[i] += u64::from(keyed.check(&probes[i]).is_allowed());
+        }
+        if key % 250_000 == 0 || key == keys - 1 {
+            assert!(keyed.len() <= 10_000);
+            let seen = live() - before;
+            assert!(keyed.memory_bytes() <= keyed.memory_bound_bytes());
+            assert!(seen <= keyed.memory_bound_bytes() as isize + SLACK, "{seen} allocated");
+            assert!((seen - keyed.memory_bytes() as isize).abs() <= SLACK);
+        }
+    }
+    assert!(sketched >= keys - 10_001, "{sketched} of {keys} decided by the sketch");
+    // Time stands still: each probe key (checked about keys / 64_000 times) gets at most its
+    // burst, collisions with the flood only taking from it.
+    assert!(probe_admitted.iter().all(|&n| n <= quota.burst()), "{probe_admitted:?}");
+    assert!(!keyed.check(&limited).is_allowed());
+    println!(
+        "sketch policy: {sketched} of {keys} flood keys decided by the sketch, {admitted} admitted; \
+         {} B allocated from the table's first check ({fixed} B at build), bound {} B",
+        live() - before,
+        keyed.memory_bound_bytes()
+    );
+    drop(keyed);
+
     // Everything the tables allocated is back.
     assert!(live() - before <= SLACK, "{} bytes still allocated", live() - before);
 }

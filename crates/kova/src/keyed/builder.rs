@@ -5,7 +5,7 @@ use std::hash::Hash;
 
 use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line_shard::MAX_KEYS;
-use super::policy::TableFullPolicy;
+use super::policy::{FullSketch, TableFullPolicy};
 use super::{Keyed, KeyedError};
 use crate::striped::StripeShape;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, StripedError, WordAlgorithm};
@@ -45,6 +45,8 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     /// Hot slots asked for ([`hot_keys`](Self::hot_keys)): their count, shape and the
     /// algorithm's word refund.
     hot: Option<(HotKeys, StripeShape, RefundWord<A>)>,
+    /// Bytes of the sketch of [`TableFullPolicy::Sketch`] ([`sketch_memory_bytes`](Self::sketch_memory_bytes)).
+    sketch_bytes: usize,
 }
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
@@ -56,6 +58,7 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
             .field("policy", &self.policy)
             .field("reclaim_scan", &self.scan)
             .field("quota_fn", &self.quota_fn.is_some())
+            .field("sketch_memory_bytes", &self.sketch_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +131,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             quota_fn: None,
             door_words: None,
             hot: None,
+            sketch_bytes: crate::sketch::DEFAULT_MEMORY_BYTES,
         }
     }
 
@@ -143,6 +147,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             quota_fn: self.quota_fn,
             door_words: self.door_words,
             hot: self.hot,
+            sketch_bytes: self.sketch_bytes,
         }
     }
 
@@ -171,6 +176,32 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// [`TableFullPolicy::EvictClosestToIdle`]).
     pub fn table_full(mut self, policy: TableFullPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Bytes of the sketch that decides new keys under [`TableFullPolicy::Sketch`] (default
+    /// [`sketch::DEFAULT_MEMORY_BYTES`](crate::sketch::DEFAULT_MEMORY_BYTES), 64 KiB): a power of
+    /// two from 64 to [`sketch::MAX_MEMORY_BYTES`](crate::sketch::MAX_MEMORY_BYTES)
+    /// ([`KeyedError::Sketch`] otherwise), allocated when the table is built and counted in
+    /// [`Keyed::memory_bytes`]. The [`sketch`](crate::sketch) module's sizing rule applies to the
+    /// keys that overflow the table at once. Unused (and not allocated) under another policy.
+    ///
+    /// ```
+    /// use kova::sketch::SketchError;
+    /// use kova::{Gcra, KeyedBuilder, KeyedError, ManualClock, Quota, TableFullPolicy, TokenBucket};
+    /// let odd = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    ///     .table_full(TableFullPolicy::Sketch)
+    ///     .sketch_memory_bytes(1000)
+    ///     .build();
+    /// assert_eq!(odd.unwrap_err(), KeyedError::Sketch(SketchError::Memory { bytes: 1000 }));
+    /// let bucket = KeyedBuilder::<u64, TokenBucket, _>::new(Quota::per_second(1)?, ManualClock::new())
+    ///     .table_full(TableFullPolicy::Sketch)
+    ///     .build();
+    /// assert_eq!(bucket.unwrap_err(), KeyedError::SketchAlgorithm { algorithm: "token_bucket" });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sketch_memory_bytes(mut self, bytes: usize) -> Self {
+        self.sketch_bytes = bytes;
         self
     }
 
@@ -275,6 +306,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         if let Some(words) = self.door_words.filter(|&w| w > Self::MAX_DOOR_WORDS) {
             return Err(KeyedError::Doorkeeper { words, max: Self::MAX_DOOR_WORDS });
         }
+        if self.policy == TableFullPolicy::Sketch {
+            if let Ok(algorithm) = &self.algorithm {
+                FullSketch::check(algorithm, self.sketch_bytes)?;
+            }
+            if let Some(words) = self.door_words.filter(|&w| w > 0) {
+                return Err(KeyedError::SketchDoorkeeper { words });
+            }
+        }
         Ok(())
     }
 
@@ -291,9 +330,17 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         while shards < Self::MAX_SHARDS && max_keys.div_ceil(shards) > MAX_KEYS {
             shards *= 2;
         }
+        // Under the sketch policy the table has no door (`check_options` refused one asked for).
+        let sketch = self.policy == TableFullPolicy::Sketch;
+        let door_words = match self.door_words {
+            _ if sketch => 0,
+            Some(words) => words,
+            None => Self::default_door_words(max_keys),
+        };
         Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(self.door_words.unwrap_or_else(|| Self::default_door_words(max_keys)))
-            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund))))
+            .with_door(door_words)
+            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
+            .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::sketch::SketchError;
 use crate::{CheckError, QuotaError};
 
 /// Why a [`KeyedBuilder`](crate::KeyedBuilder) built no table, or
@@ -44,6 +45,22 @@ pub enum KeyedError {
         /// ([`KeyedBuilder::MAX_DOOR_WORDS`](crate::KeyedBuilder::MAX_DOOR_WORDS)).
         max: usize,
     },
+    /// The sketch of [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) cannot be built:
+    /// its [`sketch_memory_bytes`](crate::KeyedBuilder::sketch_memory_bytes).
+    Sketch(SketchError),
+    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) asked of a table whose
+    /// algorithm is not GCRA: the sketch's bound needs GCRA's state.
+    SketchAlgorithm {
+        /// The table's algorithm ([`Algorithm::name`](crate::Algorithm::name)).
+        algorithm: &'static str,
+    },
+    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) asked of a table with a
+    /// [`doorkeeper`](crate::KeyedBuilder::doorkeeper): the door would admit a key limited by
+    /// the sketch as if it were fresh.
+    SketchDoorkeeper {
+        /// The doorkeeper's words asked for.
+        words: usize,
+    },
 }
 
 impl fmt::Display for KeyedError {
@@ -63,6 +80,15 @@ impl fmt::Display for KeyedError {
             KeyedError::Doorkeeper { words, max } => {
                 write!(f, "keyed table: a doorkeeper of {words} words; must be at most {max} (0 for none)")
             }
+            KeyedError::Sketch(e) => write!(f, "keyed table's table-full sketch: {e}"),
+            KeyedError::SketchAlgorithm { algorithm } => write!(
+                f,
+                "keyed table: the table-full sketch decides GCRA only, not {algorithm} (choose another policy)"
+            ),
+            KeyedError::SketchDoorkeeper { words } => write!(
+                f,
+                "keyed table: the table-full sketch cannot have a doorkeeper ({words} words asked for; 0 for none)"
+            ),
         }
     }
 }
@@ -72,6 +98,7 @@ impl std::error::Error for KeyedError {
         match self {
             KeyedError::Quota(e) => Some(e),
             KeyedError::Check(e) => Some(e),
+            KeyedError::Sketch(e) => Some(e),
             _ => None,
         }
     }

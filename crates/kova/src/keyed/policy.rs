@@ -1,5 +1,12 @@
 //! What a full table does with a new key.
 
+use std::any::Any;
+
+use super::KeyedError;
+use crate::loom::atomic::Ordering;
+use crate::sketch::{Cells, SketchBuilder, DEFAULT_CELLS_PER_KEY};
+use crate::{Algorithm, AnyAlgorithm, CellStorage, Clock, Decision, Fallback, Gcra};
+
 /// What a keyed table does with a key it does not hold when the key's shard is full and the
 /// insert found no idle key to reclaim (nor any line free of a pending grace period).
 ///
@@ -51,4 +58,130 @@ pub enum TableFullPolicy {
     /// nearly refilled anyway.
     #[default]
     EvictClosestToIdle,
+    /// Limit the new key in a sketch ([`Fallback::Sketch`](crate::Fallback::Sketch)): a fixed
+    /// array of GCRA cells built with the table
+    /// ([`sketch_memory_bytes`](crate::KeyedBuilder::sketch_memory_bytes), 64 KiB by default),
+    /// each key not held hashed to a few of them, as a [`Sketch`](crate::sketch::Sketch) does.
+    /// Nothing is evicted and nothing inserted: a flood of new keys finds the table's keys in
+    /// place and memory at its bound, and each new key still gets no more than its quota (under
+    /// its own quota: the [quota function](crate::KeyedBuilder::quota_fn)'s, or one passed with
+    /// the check). A collision in the sketch can only over-charge a key, never over-grant it (the
+    /// [`sketch`](crate::sketch) module's bound), so a new key may be denied early, never
+    /// admitted beyond its quota; the sketch module gives the rule for sizing it against the
+    /// keys that overflow the table at once.
+    ///
+    /// A key keeps what it consumed across the sketch and the table: when a key limited by the
+    /// sketch later finds room (an idle key reclaimed), it is inserted charged at least what the
+    /// sketch holds for it, and while it is held its checks are the table's (no fallback). A
+    /// key's checks in the sketch are decided under its shard's lock, so no insert of the key can
+    /// miss one.
+    ///
+    /// Only for GCRA ([`Gcra`](crate::Gcra), or an [`AnyAlgorithm`](crate::AnyAlgorithm) of kind
+    /// gcra): the sketch's bound needs a state that only moves forward, the same at every
+    /// instant ([`KeyedError::SketchAlgorithm`](crate::KeyedError::SketchAlgorithm) otherwise).
+    /// And without a doorkeeper: a door admits a key's first check as if the key were fresh,
+    /// which a key limited by the sketch is not
+    /// ([`KeyedError::SketchDoorkeeper`](crate::KeyedError::SketchDoorkeeper); the default door
+    /// is off under this policy). [`Keyed::reset`](crate::Keyed::reset) and
+    /// [`remove`](crate::Keyed::remove) do not reach the sketch (its cells are shared), and a
+    /// [`peek`](crate::Keyed::peek) of a key not held reports it fresh.
+    ///
+    /// ```
+    /// use kova::{Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+    /// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(2)?, ManualClock::new())
+    ///     .shards(1)
+    ///     .max_keys(1)
+    ///     .table_full(TableFullPolicy::Sketch)
+    ///     .sketch_memory_bytes(4096)
+    ///     .build()?;
+    /// assert!(limiter.check(&1).is_allowed()); // held
+    /// let new = limiter.check(&2); // the table is full: the sketch decides
+    /// assert!(new.is_allowed());
+    /// assert_eq!(new.fallback(), Some(Fallback::Sketch));
+    /// assert!(limiter.check(&2).is_allowed());
+    /// assert!(!limiter.check(&2).is_allowed()); // its quota is spent
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Sketch,
+}
+
+/// The cells a table under [`TableFullPolicy::Sketch`] decides its new keys on.
+#[derive(Debug)]
+pub(super) struct FullSketch {
+    cells: Cells,
+}
+
+impl FullSketch {
+    /// Cells per key: the sketch's default.
+    const CELLS_PER_KEY: u32 = DEFAULT_CELLS_PER_KEY;
+
+    /// Whether a table of `algorithm` can have a sketch of `bytes`, or the error naming why not.
+    pub(super) fn check<A: Algorithm>(algorithm: &A, bytes: usize) -> Result<(), KeyedError> {
+        if gcra_of(algorithm).is_none() {
+            return Err(KeyedError::SketchAlgorithm { algorithm: algorithm.name() });
+        }
+        SketchBuilder::check_layout(bytes, Self::CELLS_PER_KEY).map_err(KeyedError::Sketch)
+    }
+
+    /// A sketch of `bytes` (checked by [`check`](Self::check)).
+    pub(super) fn new(bytes: usize) -> Self {
+        FullSketch { cells: Cells::new(bytes, Self::CELLS_PER_KEY) }
+    }
+
+    /// Bytes of the cells.
+    pub(super) fn bytes(&self) -> usize {
+        self.cells.memory_bytes()
+    }
+
+    /// Checks `cost` units (within the capacity) of the key the table hashed to `hash`, under
+    /// its quota's `algorithm`. The caller holds the key's shard lock and found it not held.
+    pub(super) fn decide<A: Algorithm, C: Clock>(
+        &self,
+        algorithm: &A,
+        clock: &C,
+        hash: u64,
+        cost: u64,
+    ) -> Decision {
+        match gcra_of(algorithm) {
+            Some(gcra) => self.cells.decide(gcra, clock, cell_hash(hash), cost),
+            // Not made: every quota of the table is of the default's kind, which `check`
+            // found to be GCRA. Fail closed.
+            None => Decision::denied(algorithm.capacity(), 0, algorithm.quota().emission_interval_nanos(), 0)
+                .with_fallback(Fallback::TableFullDenied),
+        }
+    }
+
+    /// Charges a new cell of the key hashed to `hash` with what the sketch holds for it (the
+    /// least consumed of its cells, never less than the key's own state). `cell` is not shared
+    /// yet.
+    pub(super) fn seed<A: Algorithm>(&self, algorithm: &A, cell: &A::Cell, hash: u64) {
+        if let Some(word) = A::Storage::cell_word(algorithm, cell) {
+            // Relaxed: the cell is the caller's own until its insert publishes it.
+            word.fetch_max(self.cells.least(cell_hash(hash)), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The table's hash mixed again (murmur3's finalizer, a bijection), so that the sketch's line
+/// does not follow the bits that chose the key's shard: keys of one full shard spread over
+/// every line.
+fn cell_hash(hash: u64) -> u64 {
+    let mut h = hash ^ (hash >> 33);
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// `algorithm` as kova's GCRA, when it is one.
+fn gcra_of<A: Algorithm>(algorithm: &A) -> Option<&Gcra> {
+    let any: &dyn Any = algorithm;
+    match any.downcast_ref::<Gcra>() {
+        Some(gcra) => Some(gcra),
+        None => match any.downcast_ref::<AnyAlgorithm>() {
+            Some(AnyAlgorithm::Gcra(gcra)) => Some(gcra),
+            _ => None,
+        },
+    }
 }

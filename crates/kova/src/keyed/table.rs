@@ -9,7 +9,7 @@ use super::door::{self, Door};
 use super::hot::HotSlots;
 use super::line_cell;
 use super::line_shard::LineShard;
-use super::policy::TableFullPolicy;
+use super::policy::{FullSketch, TableFullPolicy};
 use super::quotas::{Quotas, MAX_QUOTAS};
 use super::KeyedError;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
@@ -63,6 +63,8 @@ pub struct Keyed<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     door: Option<Door>,
     /// Where contended keys are striped ([`KeyedBuilder::hot_keys`]).
     hot: Option<HotSlots<A>>,
+    /// Where new keys are decided when the table is full, under [`TableFullPolicy::Sketch`].
+    full_sketch: Option<FullSketch>,
     /// The table owns keys and cells (through raw pointers in its chunks).
     _owns: PhantomData<(K, A::Cell)>,
 }
@@ -87,15 +89,6 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
             .field("shards", &self.shard_keys.len())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
-    }
-}
-
-/// A randomly seeded hasher (fixed seeds under loom, whose models must be deterministic).
-fn new_hasher() -> ahash::RandomState {
-    if cfg!(kova_loom) {
-        ahash::RandomState::with_seeds(0x243F_6A88, 0x85A3_08D3, 0x1319_8A2E, 0x0370_7344)
-    } else {
-        ahash::RandomState::new()
     }
 }
 
@@ -167,7 +160,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             shards: shard_keys.iter().map(|&keys| LineShard::new(keys)).collect(),
             shard_mask: shards - 1,
             shard_keys,
-            hasher: new_hasher(),
+            hasher: crate::loom::new_hasher(),
             quotas: Quotas::new(algorithm),
             clock,
             policy,
@@ -177,6 +170,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             forgets: reserve::Forgets::default(),
             door: None,
             hot: None,
+            full_sketch: None,
             _owns: PhantomData,
         }
     }
@@ -188,6 +182,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             Some(ttl) if words > 0 => Some(Door::new(words, ttl)),
             _ => None,
         };
+        self
+    }
+
+    /// The table with `sketch` for its [`TableFullPolicy::Sketch`].
+    pub(super) fn with_full_sketch(mut self, sketch: Option<FullSketch>) -> Self {
+        self.full_sketch = sketch;
         self
     }
 
@@ -269,6 +269,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + self.quotas.bytes()
             + self.door_bytes()
             + self.hot_bytes()
+            + self.full_sketch_bytes()
     }
 
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
@@ -289,6 +290,12 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
             + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
             + self.door_bytes()
             + self.hot_bytes()
+            + self.full_sketch_bytes()
+    }
+
+    /// Bytes of the table-full sketch's cells (fixed when the table is built).
+    fn full_sketch_bytes(&self) -> usize {
+        self.full_sketch.as_ref().map_or(0, FullSketch::bytes)
     }
 
     /// Bytes of the doorkeeper's array (fixed when the table is built).

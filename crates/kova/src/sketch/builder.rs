@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use super::layout::{Line, Subsets, LINE_BYTES, WORDS_PER_LINE};
-use super::Sketch;
+use super::layout::{LINE_BYTES, WORDS_PER_LINE};
+use super::{Cells, Sketch};
 use crate::{Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// The default memory of a sketch's cells: 64 KiB, 8,192 cells in 1,024 lines.
@@ -114,30 +114,24 @@ impl SketchBuilder {
     pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<Sketch<C>, SketchError> {
         let gcra = <Gcra as WordAlgorithm>::from_quota(self.quota)?;
         let bytes = self.memory_bytes;
-        if !bytes.is_power_of_two() || !(LINE_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
-            return Err(SketchError::Memory { bytes });
-        }
-        if !(1..=MAX_CELLS_PER_KEY).contains(&self.cells_per_key) {
-            return Err(SketchError::CellsPerKey { cells: self.cells_per_key });
-        }
-        let lines: Box<[Line]> = (0..bytes / LINE_BYTES).map(|_| Line::new()).collect();
+        Self::check_layout(bytes, self.cells_per_key)?;
         Ok(Sketch {
             gcra,
-            line_mask: lines.len() - 1,
-            lines,
-            subsets: Subsets::new(self.cells_per_key),
-            hasher: new_hasher(),
+            cells: Cells::new(bytes, self.cells_per_key),
+            hasher: crate::loom::new_hasher(),
             clock,
         })
     }
-}
 
-/// A randomly seeded hasher, so that no one can choose keys that share cells (fixed seeds under
-/// loom, whose models must be deterministic).
-fn new_hasher() -> ahash::RandomState {
-    if cfg!(kova_loom) {
-        ahash::RandomState::with_seeds(0x243F_6A88, 0x85A3_08D3, 0x1319_8A2E, 0x0370_7344)
-    } else {
-        ahash::RandomState::new()
+    /// The configuration checked, the quota aside: a keyed table's sketch policy decides under
+    /// each key's own quota.
+    pub(crate) fn check_layout(bytes: usize, cells: u32) -> Result<(), SketchError> {
+        if !bytes.is_power_of_two() || !(LINE_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
+            return Err(SketchError::Memory { bytes });
+        }
+        if !(1..=MAX_CELLS_PER_KEY).contains(&cells) {
+            return Err(SketchError::CellsPerKey { cells });
+        }
+        Ok(())
     }
 }

@@ -58,11 +58,21 @@ pub(super) enum NoRoom {
     Full(Option<u64>),
 }
 
-/// A new key the table had no room for: its quota's algorithm and the retry hint of
-/// [`NoRoom::Full`], for the table-full policy's answer.
-pub(super) struct TableFull<'a, A> {
+/// A new key the table had no room for: its quota's algorithm and what else the table-full
+/// policy's answer needs ([`Keyed::table_full`]).
+pub(super) struct TableFull<'a, K, A> {
     pub(super) algorithm: &'a A,
-    pub(super) retry: Option<u64>,
+    pub(super) retry: NoRoomFor<'a, K>,
+}
+
+/// The key a full shard had no room for, and the retry hint of [`NoRoom::Full`]: what the
+/// table-full policy answers on beside the key's algorithm (the sketch policy decides on the
+/// key's hash, under its shard lock again; the others answer with the hint).
+pub(super) struct NoRoomFor<'a, K> {
+    pub(super) key: &'a K,
+    pub(super) hash: u64,
+    /// The least time until a sampled key becomes idle, when the insert sampled any.
+    pub(super) soonest: Option<u64>,
 }
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
@@ -88,15 +98,15 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// answer instead of the insert. An insert that finds no line free of its grace period is
     /// tried again, unpinned for a moment in between, and after a few tries, as a full table's,
     /// answers [`TableFull`].
-    pub(super) fn held_or_new<R>(
-        &self,
-        key: &K,
+    pub(super) fn held_or_new<'s, R>(
+        &'s self,
+        key: &'s K,
         hash: u64,
         mut guard: Guard,
         quota: Option<QuotaId>,
         mut held: impl FnMut(HeldEntry<'_, K, A, C>) -> R,
         mut new: impl FnMut(&mut VacantEntry<'_, K, A, C>, &A) -> Option<R>,
-    ) -> Result<R, TableFull<'_, A>> {
+    ) -> Result<R, TableFull<'s, K, A>> {
         let id = match quota {
             Some(id) => id,
             None => {
@@ -117,7 +127,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     }
                     match entry.insert(id, attempt == NO_SLOT_RETRIES) {
                         Ok(entry) => return Ok(held(entry)),
-                        Err(NoRoom::Full(retry)) => return Err(TableFull { algorithm, retry }),
+                        Err(NoRoom::Full(soonest)) => {
+                            return Err(TableFull { algorithm, retry: NoRoomFor { key, hash, soonest } })
+                        }
                         Err(NoRoom::Waiting) => {}
                     }
                 }
@@ -297,7 +309,18 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> VacantEntry<'a, K, A, C> 
     /// The state an insert would give the key now under `algorithm`: fresh, charged what the
     /// doorkeeper admitted of it. Nothing keeps it.
     pub(super) fn fresh_cell(&self, algorithm: &A) -> A::Cell {
-        door::fresh_cell(algorithm, self.admitted())
+        self.new_cell(algorithm, self.admitted())
+    }
+
+    /// A new cell of the key under `algorithm`: fresh, charged what the door `admitted` of it
+    /// and, under the sketch policy, what the sketch holds for it (its checks there are decided
+    /// under this lock, so none is missed).
+    fn new_cell(&self, algorithm: &A, admitted: Option<u64>) -> A::Cell {
+        let cell = door::fresh_cell(algorithm, admitted);
+        if let Some(sketch) = &self.table.full_sketch {
+            sketch.seed(algorithm, &cell, self.hash);
+        }
+        cell
     }
 
     /// A check of one unit under the default quota admitted at the door under the lock, without
@@ -355,7 +378,8 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> VacantEntry<'a, K, A, C> 
         let algorithm = table.quotas.get(id);
         let admitted = table.door.as_ref().and_then(|door| door.take(self.hash, table.clock.now_nanos()));
         let new = NewKey { hash: self.hash, key: self.key.clone(), quota: id, heap: heap_of(algorithm) };
-        let pos = self.locked.insert(new, door::fresh_cell(algorithm, admitted));
+        let cell = self.new_cell(algorithm, admitted);
+        let pos = self.locked.insert(new, cell);
         Ok(HeldEntry { table, locked: self.locked, hash: self.hash, pos })
     }
 }

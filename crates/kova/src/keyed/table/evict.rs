@@ -9,6 +9,7 @@ use super::super::line_locked::LineLocked;
 use super::super::policy::TableFullPolicy;
 use super::super::quotas::At;
 use super::super::word::WordFreezer;
+use super::entry::{Entry, HeldEntry, NoRoomFor};
 use super::{heap_of, Keyed};
 use crate::{Algorithm, Clock, Decision, Fallback};
 
@@ -69,21 +70,46 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         reclaimed
     }
 
-    /// The policy's decision for a new key that found no room. `retry` is the least time until
-    /// a sampled key becomes idle, when the insert sampled any.
-    pub(super) fn table_full(&self, algorithm: &A, cost: u64, retry: Option<u64>) -> Decision {
-        match self.policy {
+    /// The policy's decision for `cost` units (within the capacity) of a new key that found no
+    /// room (`retry`: the key, and the least time until a sampled key becomes idle).
+    pub(super) fn table_full(&self, algorithm: &A, cost: u64, retry: NoRoomFor<'_, K>) -> Decision {
+        self.table_full_or_held(algorithm, cost, retry, |held| held.decide(cost), |decision| decision)
+    }
+
+    /// [`table_full`](Self::table_full)'s decision given to `decided`, or `held` run on the
+    /// key's entry instead when the sketch policy, taking the key's lock again to decide, finds
+    /// the key inserted meanwhile.
+    pub(super) fn table_full_or_held<R>(
+        &self,
+        algorithm: &A,
+        cost: u64,
+        retry: NoRoomFor<'_, K>,
+        held: impl FnOnce(HeldEntry<'_, K, A, C>) -> R,
+        decided: impl FnOnce(Decision) -> R,
+    ) -> R {
+        let NoRoomFor { key, hash, soonest } = retry;
+        if let (TableFullPolicy::Sketch, Some(sketch)) = (self.policy, &self.full_sketch) {
+            let guard = epoch::pin();
+            // Under the key's lock, so that no insert of the key misses this check: an insert
+            // seeds the key from the sketch (`entry.rs`).
+            return match self.entry(hash, key, &guard) {
+                Entry::Held(entry) => held(entry),
+                Entry::Vacant(_locked) => decided(sketch.decide(algorithm, &self.clock, hash, cost)),
+            };
+        }
+        decided(match self.policy {
             TableFullPolicy::AllowUntracked => self
                 .fresh_decision(algorithm, cost, self.clock.now_nanos())
                 .with_fallback(Fallback::TableFullUntracked),
-            TableFullPolicy::DenyNew | TableFullPolicy::EvictClosestToIdle => {
-                let retry = match retry {
+            // The sketch policy has its sketch (`KeyedBuilder` builds it): not reached for it.
+            TableFullPolicy::DenyNew | TableFullPolicy::EvictClosestToIdle | TableFullPolicy::Sketch => {
+                let retry = match soonest {
                     Some(nanos) if nanos > 0 && nanos < u64::MAX => nanos,
                     _ => algorithm.quota().emission_interval_nanos(),
                 };
                 Decision::denied(algorithm.capacity(), 0, retry, 0).with_fallback(Fallback::TableFullDenied)
             }
-        }
+        })
     }
 
     /// Frees room in a full shard: reclaims the idle keys (up to [`RECLAIM_BATCH`]) among the

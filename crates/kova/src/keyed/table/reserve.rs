@@ -12,7 +12,7 @@ use super::Keyed;
 use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
-use crate::{Clock, Fallback, Quota, ReserveError, WordAlgorithm};
+use crate::{Clock, Decision, Fallback, Quota, ReserveError, WordAlgorithm};
 
 /// Counts the table's resets, removals, reclamations, evictions and quota moves of any key: a
 /// reservation made before one cannot tell its key's state from a new one, so its cancel gives
@@ -82,7 +82,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// step. A full table answers by its policy: under
     /// [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy::AllowUntracked) the
     /// reservation is granted at once, holds nothing and says so in
-    /// [`fallback`](KeyedReservation::fallback); a denial is [`ReserveError::TableFull`].
+    /// [`fallback`](KeyedReservation::fallback); under
+    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) the sketch checks the units
+    /// (it cannot reserve ahead), and an admission is a reservation usable at once, marked
+    /// [`Fallback::Sketch`]; a denial is [`ReserveError::TableFull`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -147,18 +150,30 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             let capacity = algorithm.capacity();
             (cost > capacity).then_some(Err(ReserveError::CostExceedsCapacity { cost, capacity }))
         };
-        self.held_or_new(key, self.hash(key), epoch::pin(), None, reserve, fits).unwrap_or_else(|full| {
-            let decision = self.table_full(full.algorithm, cost, full.retry);
-            match decision.fallback() {
-                Some(Fallback::TableFullUntracked) => Ok(self.untracked(key, cost, full.algorithm.quota())),
+        self.held_or_new(key, self.hash(key), epoch::pin(), None, &reserve, fits).unwrap_or_else(|full| {
+            let quota = full.algorithm.quota();
+            let decided = |decision: Decision| match decision.fallback() {
+                Some(fallback @ (Fallback::TableFullUntracked | Fallback::Sketch))
+                    if decision.is_allowed() =>
+                {
+                    Ok(self.untracked(key, cost, quota, fallback))
+                }
                 _ => Err(ReserveError::TableFull { retry_after: decision.retry_after() }),
-            }
+            };
+            self.table_full_or_held(full.algorithm, cost, full.retry, reserve, decided)
         })
     }
 
-    /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy):
-    /// at once, holding nothing.
-    fn untracked(&self, key: &K, cost: u64, quota: Quota) -> KeyedReservation<'_, K, W, C> {
+    /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy) or
+    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy) (`fallback` says which): at once,
+    /// holding nothing in the table.
+    fn untracked(
+        &self,
+        key: &K,
+        cost: u64,
+        quota: Quota,
+        fallback: Fallback,
+    ) -> KeyedReservation<'_, K, W, C> {
         let now = self.clock.now_nanos();
         KeyedReservation {
             table: self,
@@ -169,7 +184,7 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             mark: 0,
             quota,
             forgets: 0,
-            fallback: Some(Fallback::TableFullUntracked),
+            fallback: Some(fallback),
         }
     }
 }
@@ -201,7 +216,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
     }
 
     /// `Some` when the table's full-table policy granted the reservation without holding the
-    /// key ([`Fallback::TableFullUntracked`]): nothing was taken, and a cancel gives nothing.
+    /// key: [`Fallback::TableFullUntracked`] (nothing was taken) or [`Fallback::Sketch`] (taken
+    /// from the sketch's cells, which cannot give back); a cancel gives nothing.
     pub fn fallback(&self) -> Option<Fallback> {
         self.fallback
     }
