@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::features::{FeatureRecord, COST, FLOOR_CAS128, FLOOR_CAS64_X3, LIMITS, WAITING};
+use crate::features::{COST, FLOOR_CAS128, FLOOR_CAS64_X3, LIMITS, WAITING};
+use crate::report::FeatureRecord;
 use crate::report::{Report, Status, TargetResult};
 use crate::stats::si;
 
@@ -116,8 +117,8 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
-    use crate::features::FeatureRecord;
     use crate::report::test_support::*;
+    use crate::report::FeatureRecord;
     use crate::report::Status;
 
     fn feature(section: &str, subject: &str, baseline: &str, threads: usize, ops: f64) -> FeatureRecord {

@@ -17,10 +17,10 @@ use std::task::{Context, Poll, Waker};
 
 use governor::DefaultDirectRateLimiter;
 use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
-use serde::{Deserialize, Serialize};
 
 use crate::feature_floors::{Cas128Floor, CasChainFloor};
 use crate::peers::{governor_quota, GovernorDirect};
+use crate::report::FeatureRecord;
 use crate::scenarios::{kept_round, ThroughputConfig};
 use crate::subject::{KovaDirect, KovaKeyed, Subject};
 use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
@@ -43,32 +43,6 @@ pub const MAX_THREADS: usize = 2;
 /// time in all): a row's kept round and its baseline's are then likelier to be ones that the
 /// rest of a shared machine left alone, which is what their ratio needs.
 pub const ROUND_SPLIT: u32 = 3;
-
-/// One feature measurement, beside the check it builds on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FeatureRecord {
-    /// [`LIMITS`] or [`WAITING`].
-    pub section: String,
-    /// What was called (`limits_2`, `until_ready`, ...).
-    pub subject: String,
-    /// The subject it is compared with (itself for a baseline).
-    pub baseline: String,
-    /// Whether it is kova's (else a peer's).
-    pub kova: bool,
-    /// Threads.
-    pub threads: usize,
-    /// Calls per second, all threads together.
-    pub ops_per_sec: f64,
-    /// Median latency of one sampled call, nanoseconds.
-    pub ns_p50: Option<f64>,
-}
-
-impl FeatureRecord {
-    /// Whether this is a baseline row.
-    pub fn is_baseline(&self) -> bool {
-        self.subject == self.baseline
-    }
-}
 
 /// The quotas of the composites: one unit a nanosecond at most over a millisecond, a second and
 /// 100 seconds (the first `n` of them), none of which a check loop reaches.

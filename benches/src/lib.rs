@@ -39,6 +39,7 @@ pub mod peers;
 pub mod pingora;
 pub mod rate;
 pub mod readme;
+pub mod replay;
 pub mod report;
 pub mod scenarios;
 pub mod sketch_accuracy;

@@ -10,9 +10,9 @@ use kova::model::max_in_sliding_window;
 use kova::Quota;
 use rayon::prelude::*;
 
-use crate::accuracy::{admitted_times, compare, replay_reference, Comparison};
 use crate::peers::governor_quota;
 use crate::pingora::{replay_shared, SimulatedRate, PINGORA_BYTES};
+use crate::replay::{admitted_times, compare, replay_reference, Comparison};
 use crate::report::{AccuracyRecord, PINGORA};
 use crate::trace::{boundary_trace, client_times, flood_trace, TraceConfig};
 
@@ -117,7 +117,7 @@ mod tests {
             let times = client_times(&config(), client);
             assert_eq!(
                 replay_governor(quota, &times),
-                crate::accuracy::replay::<Gcra>(quota, &times),
+                crate::replay::replay::<Gcra>(quota, &times),
                 "{client}"
             );
         }

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::accuracy::TraceSummary;
 use crate::machine::Machine;
 
 /// Who a record is about.
@@ -268,7 +267,7 @@ pub struct Report {
     pub large_table_bytes: Option<usize>,
     /// The features beside the checks they build on (`features.rs`).
     #[serde(default)]
-    pub features: Vec<crate::features::FeatureRecord>,
+    pub features: Vec<FeatureRecord>,
     /// Targets.
     pub targets: Vec<TargetResult>,
 }
@@ -375,6 +374,49 @@ impl Report {
 }
 
 /// Records and reports for the tests of the modules that read reports.
+/// A summary of the generated trace, for the report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TraceSummary {
+    /// Clients in the trace.
+    pub clients: usize,
+    /// Requests in the trace.
+    pub requests: u64,
+    /// Simulated seconds.
+    pub duration_s: f64,
+    /// The quota, in words.
+    pub quota: String,
+    /// Share of requests the reference denied, percent.
+    pub reference_denied_pct: f64,
+    /// (normal, heavy, abusive) client counts.
+    pub classes: (usize, usize, usize),
+}
+
+/// One feature measurement, beside the check it builds on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FeatureRecord {
+    /// [`LIMITS`](crate::features::LIMITS) or [`WAITING`](crate::features::WAITING).
+    pub section: String,
+    /// What was called (`limits_2`, `until_ready`, ...).
+    pub subject: String,
+    /// The subject it is compared with (itself for a baseline).
+    pub baseline: String,
+    /// Whether it is kova's (else a peer's).
+    pub kova: bool,
+    /// Threads.
+    pub threads: usize,
+    /// Calls per second, all threads together.
+    pub ops_per_sec: f64,
+    /// Median latency of one sampled call, nanoseconds.
+    pub ns_p50: Option<f64>,
+}
+
+impl FeatureRecord {
+    /// Whether this is a baseline row.
+    pub fn is_baseline(&self) -> bool {
+        self.subject == self.baseline
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::*;

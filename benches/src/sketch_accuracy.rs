@@ -9,8 +9,8 @@ use kova::sketch::Sketch;
 use kova::{Gcra, ManualClock, Quota, WordAlgorithm};
 use rayon::prelude::*;
 
-use crate::accuracy::{admitted_times, compare, replay_reference, Comparison};
 use crate::pingora::PINGORA_BYTES;
+use crate::replay::{admitted_times, compare, replay_reference, Comparison};
 use crate::report::AccuracyRecord;
 use crate::sketch_subject::SKETCH;
 use crate::trace::{boundary_trace, client_times, flood_trace, replay_in_time_order, TraceConfig};
@@ -69,8 +69,8 @@ pub fn sketch_accuracy(trace: &TraceConfig, burst_quota: Quota) -> AccuracyRecor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accuracy::replay;
     use crate::peer_accuracy::pingora_accuracy;
+    use crate::replay::replay;
 
     fn config() -> TraceConfig {
         TraceConfig {
