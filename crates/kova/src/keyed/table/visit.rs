@@ -58,8 +58,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
             prior = Some((hit.place(), *answer));
         }
-        // The slow path gets a copy to start from and returns its answer: the caller's answer
-        // never leaves this frame, so it can be the one the caller returns.
+        // The slow path gets a copy to start from and returns its answer: the answer's address
+        // is never handed to a call the compiler cannot see into.
         *answer = self.visit_slow(hash, key, cost, prior, guard, &visit, full, *answer);
     }
 
