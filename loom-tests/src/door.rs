@@ -126,3 +126,75 @@ pub fn door_admission_races_an_insert() {
         assert!(units == 3, "door: not linearizable: a unit charged twice: {units} admitted of 3 (first check {one}, after {after})");
     });
 }
+
+/// Key 0's first check (admitted at the door without the lock) races another thread's check of
+/// two units of key 0 (which inserts it) and then its reset, quota three: a claim that meets the
+/// insert's announcement must undo and go to the lock unless the insert took (and charged) its
+/// entry; the reset forgetting the entry meanwhile must not make it stand, or its unit is
+/// charged nowhere (found by `kova/tests/linearizable.rs`; see `tests/lincheck_findings.rs`).
+pub fn door_admission_races_an_insert_and_a_reset() {
+    model(|| {
+        let quota = Quota::per_second(3).expect("valid quota");
+        let clock = ManualClock::new();
+        let table = Arc::new(
+            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+                .shards(1)
+                .doorkeeper(1)
+                .build()
+                .expect("valid table"),
+        );
+        let recorder = Arc::new(Recorder::new(clock));
+        let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
+        let thread = loom::thread::spawn(move || {
+            let mut lane = their_recorder.lane("thread");
+            checked(&mut lane, &their_recorder, &theirs, 0, 2);
+            lane.call(&their_recorder, (0, Op::Reset), |_| {
+                theirs.reset(&0);
+                Output::Done
+            });
+            lane
+        });
+        let mut lane = recorder.lane("main");
+        checked(&mut lane, &recorder, &table, 0, 1);
+        let their_lane = thread.join().expect("the other thread returns");
+        let mut last = recorder.lane("after");
+        checked(&mut last, &recorder, &table, 0, 3);
+        assert_keys_linearizable(quota, &recorder.history(vec![lane, their_lane, last]), &[0]);
+    });
+}
+
+/// Key 0 checked for two units (inserting it), then, with no door, one more unit on the main
+/// thread while another thread resets the key, and three units afterwards. The reset comes after
+/// the check in real time (the check returns before the reset is called), so the last check must
+/// find the key fresh; loom finds executions where it finds all three units used.
+pub fn a_reset_on_another_thread_after_a_check() {
+    model(|| {
+        let quota = Quota::per_second(3).expect("valid quota");
+        let clock = ManualClock::new();
+        let table = Arc::new(
+            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+                .shards(1)
+                .doorkeeper(0)
+                .build()
+                .expect("valid table"),
+        );
+        let recorder = Arc::new(Recorder::new(clock));
+        let mut before = recorder.lane("before");
+        checked(&mut before, &recorder, &table, 0, 2);
+        let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
+        let thread = loom::thread::spawn(move || {
+            let mut lane = their_recorder.lane("thread");
+            lane.call(&their_recorder, (0, Op::Reset), |_| {
+                theirs.reset(&0);
+                Output::Done
+            });
+            lane
+        });
+        let mut lane = recorder.lane("main");
+        checked(&mut lane, &recorder, &table, 0, 1);
+        let their_lane = thread.join().expect("the other thread returns");
+        let mut last = recorder.lane("after");
+        checked(&mut last, &recorder, &table, 0, 3);
+        assert_keys_linearizable(quota, &recorder.history(vec![before, lane, their_lane, last]), &[0]);
+    });
+}

@@ -10,40 +10,22 @@
 //! `KOVA_LINCHECK_SEED=<seed>` replays one seed's plan. A failure names the seed and prints the
 //! shortest prefix of the history that no order explains.
 
-use std::sync::Barrier;
 use std::time::Instant;
 
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
-use kova::model::lincheck::{check, minimal_violation, History, Recorder, Spec, Verdict};
+use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
 use kova::{
     FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedReservation, ManualClock, Quota, RateLimiter, Reservation,
     Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
 };
 
-/// Histories per subject (12 subjects) in the default run, which `cargo test` runs: a few
-/// seconds, most of it spent starting threads.
-const DEFAULT_HISTORIES: usize = 500;
+#[path = "support/lincheck_harness.rs"]
+mod harness;
 
-fn histories() -> usize {
-    std::env::var("KOVA_LINCHECK_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_HISTORIES)
-}
+use harness::seeds;
 
-/// The seeds to run: `KOVA_LINCHECK_SEED` alone, or `histories()` seeds derived from `salt`.
-fn seeds(salt: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("KOVA_LINCHECK_SEED").ok().and_then(|v| v.parse().ok()) {
-        return vec![seed];
-    }
-    (0..histories() as u64).map(|i| salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i).collect()
-}
-
-/// One step of a thread's plan.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// A call on `key` (ignored by a direct limiter).
-    Call(u64, Op),
-    /// Move the shared clock forward.
-    Advance(u64),
-}
+/// A step of a plan: a call on a key (ignored by a direct limiter), or a clock move.
+type Step = harness::Step<(u64, Op)>;
 
 /// What a plan may contain.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +71,7 @@ fn plan(rng: &mut fastrand::Rng, mix: Mix, period: u64, capacity: u64, thread: u
                 86..=89 if mix.charges => Op::Charge(rng.u64(1..=3)),
                 _ => return Step::Advance(rng.u64(1..=period / 3)),
             };
-            Step::Call(key, op)
+            Step::Call((key, op))
         })
         .collect()
 }
@@ -177,38 +159,8 @@ fn record<S: Subject>(
     plans: &[Vec<Step>],
     keys: u64,
 ) -> History<(u64, Op), Output> {
-    let recorder = Recorder::new(clock.clone());
-    let start = Barrier::new(plans.len());
-    let mut lanes = std::thread::scope(|scope| {
-        let threads: Vec<_> = plans
-            .iter()
-            .enumerate()
-            .map(|(i, steps)| {
-                let (recorder, start) = (&recorder, &start);
-                scope.spawn(move || {
-                    let mut lane = recorder.lane(format!("thread {}", i + 1));
-                    let mut held = Vec::new();
-                    start.wait();
-                    for &step in steps {
-                        match step {
-                            Step::Advance(nanos) => recorder.advance(nanos),
-                            Step::Call(key, op) => {
-                                lane.call(recorder, (key, op), |&(key, op)| subject.call(key, op, &mut held));
-                            }
-                        }
-                    }
-                    lane
-                })
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().expect("a thread of the history panicked")).collect::<Vec<_>>()
-    });
-    let mut last = recorder.lane("final peeks");
-    for key in 0..keys {
-        last.call(&recorder, (key, Op::Peek), |&(key, op)| subject.call(key, op, &mut Vec::new()));
-    }
-    lanes.push(last);
-    recorder.history(lanes)
+    let finals: Vec<_> = (0..keys).map(|key| (key, Op::Peek)).collect();
+    harness::record(clock, plans, &finals, |&(key, op), held: &mut Vec<_>| subject.call(key, op, held))
 }
 
 /// The specification of one key's calls (the key itself ignored: the history is projected).

@@ -8,8 +8,8 @@
 //!   key inserted at `t` gets. The entry (the key's fingerprint and `t`) stays until that unit is
 //!   idle (`Door::new`'s `ttl`: at any later time the state is indistinguishable from fresh), or
 //!   until an insert of the key takes it.
-//! - Every insert of a key into the table takes its entry (a compare-exchange to empty, once the
-//!   insert is sure to happen): if one is young, the new state is charged that unit *at `t`*
+//! - Every insert of a key into the table takes its entry (a compare-exchange to the entry's
+//!   taken mark, which reads as empty, once the insert is sure to happen): if one is young, the new state is charged that unit *at `t`*
 //!   (rounded up to the door's time unit, never earlier) before it is published, so the key's
 //!   state is what it would have been had the first check inserted it. So the door charges
 //!   exactly as the table does (up to the rounding, which only ever charges later, so denies
@@ -21,8 +21,11 @@
 //!   after a `SeqCst` fence. Unchanged, the admission stands: any insert of the key announced
 //!   after that fence reads the door after its own and finds the entry. Changed, the claim is
 //!   undone and the check goes to the lock, where admissions and inserts are ordered; unless an
-//!   insert took the entry first, charging its unit: then the undo fails and the admission
-//!   stands (going to the lock, it would be charged a second time).
+//!   insert took the entry first, charging its unit: then the undo finds the taken mark and the
+//!   admission stands (going to the lock, it would be charged a second time). An entry gone any
+//!   other way does not make it stand: a reset, removal or refund of the key that an insert made
+//!   held meanwhile forgets it, and then nothing counts the unit while the fresh decision
+//!   ignores what the key used.
 //! - Keys of other shards share the array, but only replace an entry once it is expired (a
 //!   compare-exchange, so that two keys never both take one word): a young entry is never lost.
 //!   A key whose word holds another key's young entry goes to the table as without a doorkeeper.
@@ -45,6 +48,8 @@ const FUTURE: u64 = 1 << (TIME_BITS - 1);
 const MAX_TTL_UNITS: u64 = 1 << (TIME_BITS - 2);
 /// Fingerprint bits: its top bit is always set, so no entry is 0 (an empty word).
 const FINGERPRINT_BITS: u32 = 64 - TIME_BITS;
+/// The fingerprint's top bit: clear in every word that holds no entry (empty, or a taken mark).
+const ENTRY_BIT: u64 = 1 << 63;
 
 /// What the door said to a key's check, under the key's shard lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,13 +74,26 @@ pub(super) struct Claim<'d> {
 }
 
 impl Claim<'_> {
-    /// Gives the word back; false when the entry is gone already: taken by an insert of the key
-    /// (which charged its unit), forgotten by its reset, removal or refund, or expired and
-    /// replaced. The admission then stands: in each case it is what the key's state counts.
+    /// Gives the word back, for a claim made while an insert into the shard was under way:
+    /// whether the check must go to the lock. False only when an insert of the key took the
+    /// entry ([`Door::take`] leaves its mark): that insert charged the unit, so the admission
+    /// stands. Any other fate (forgotten by a reset, removal or refund of the key held by then,
+    /// or expired and replaced) means nothing counts the unit, and the key may have been held
+    /// with a state the admission's fresh decision ignores: the check is decided at the lock.
     pub(super) fn undo(self) -> bool {
         // Relaxed: as in `Door::claim`.
-        self.word.compare_exchange(self.entry, self.replaced, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        match self.word.compare_exchange(self.entry, self.replaced, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => true,
+            Err(now_there) => now_there != taken(self.entry),
+        }
     }
+}
+
+/// The mark [`Door::take`] leaves of `entry`: the entry without its fingerprint's top bit, so
+/// it reads as no entry ([`Door::young`]) but tells the claim that made it that an insert took
+/// it.
+fn taken(entry: u64) -> u64 {
+    entry & !ENTRY_BIT
 }
 
 /// The doorkeeper's array.
@@ -153,7 +171,7 @@ impl Door {
 
     /// When `entry` was written (nanoseconds, a multiple of the unit), if it is young at `now`.
     fn young(&self, entry: u64, now: u64) -> Option<u64> {
-        if entry == 0 {
+        if entry & ENTRY_BIT == 0 {
             return None;
         }
         let now_units = now >> self.shift;
@@ -211,8 +229,9 @@ impl Door {
 
     /// Takes the entry of the key of `hash` for its insert, under its shard lock: when the
     /// key's first check was admitted here (nanoseconds, rounded up), if that unit is not idle
-    /// at `now`. The word is emptied, so that an admission without the lock whose claim is taken
-    /// knows its unit is charged ([`Claim::undo`]).
+    /// at `now`. The word is left holding the entry's taken mark (no entry to any reader), so
+    /// that an admission without the lock whose claim is taken knows its unit is charged
+    /// ([`Claim::undo`]).
     pub(super) fn take(&self, hash: u64, now: u64) -> Option<u64> {
         let (word, fingerprint) = self.place(hash);
         // Relaxed: as in `claim`.
@@ -229,7 +248,7 @@ impl Door {
             }
             // Relaxed: as in `claim`. Failing, the word changed: a claim undone, or the entry
             // expired and replaced; look again.
-            match word.compare_exchange(entry, 0, Ordering::Relaxed, Ordering::Relaxed) {
+            match word.compare_exchange(entry, taken(entry), Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return Some(written),
                 Err(now_there) => entry = now_there,
             }
@@ -328,6 +347,29 @@ mod tests {
         // Once `a`'s entry is expired, `b` takes the word.
         assert_eq!(door.admit(b, 1_200), Admission::Admitted(1_200));
         assert_eq!(door.seen(a, 1_200), None);
+    }
+
+    /// An admission without the lock that must undo its claim stands only when an insert of the
+    /// key took the entry (and charged its unit). Found by `tests/linearizable.rs`: a claim
+    /// whose entry a reset forgot meanwhile stood, and the unit was charged nowhere.
+    #[test]
+    fn an_undone_claim_stands_only_when_an_insert_took_it() {
+        let door = Door::new(8, 1_000);
+        let hash = 0x1234_5678_9ABC_DEF0;
+        let claim = door.claim(hash, 100).ok().unwrap();
+        assert!(claim.undo(), "nothing took it: to the lock");
+        assert_eq!(door.seen(hash, 100), None, "the undo emptied the word");
+
+        let claim = door.claim(hash, 200).ok().unwrap();
+        assert_eq!(door.take(hash, 200), Some(200));
+        assert!(!claim.undo(), "an insert took it and charged it: it stands");
+        assert_eq!(door.seen(hash, 200), None, "the taken mark is no entry");
+        assert_eq!(door.admit(hash, 300), Admission::Admitted(300), "the word is free again");
+        door.forget(hash);
+
+        let claim = door.claim(hash, 400).ok().unwrap();
+        door.forget(hash);
+        assert!(claim.undo(), "forgotten by a reset: charged nowhere, to the lock");
     }
 
     #[test]

@@ -37,6 +37,7 @@
 //! assert!(matches!(check(&Counter, 0, &lost, |_| true), Verdict::Violation));
 //! ```
 
+pub mod composite;
 mod record;
 pub mod word_api;
 
@@ -64,6 +65,15 @@ pub trait Spec {
 
     /// Applies `op` at `now`.
     fn call(&self, state: &mut Self::State, now: u64, op: &Self::Op) -> Self::Output;
+
+    /// Every way `op` at `now` may go from `state`: what it returns and the state after. One
+    /// way, [`call`](Self::call)'s, unless the object promises less than one exact answer (a
+    /// composite's check whose internal steps the caller cannot see).
+    fn outcomes(&self, state: &Self::State, now: u64, op: &Self::Op) -> Vec<(Self::Output, Self::State)> {
+        let mut after = state.clone();
+        let output = self.call(&mut after, now, op);
+        vec![(output, after)]
+    }
 }
 
 /// One call as its thread recorded it.
@@ -359,19 +369,19 @@ impl<S: Spec, F: Fn(&S::State) -> bool> Search<'_, S, F> {
                 if monotone && last_time.is_some_and(|last| now < last) {
                     continue;
                 }
-                let mut after_call = state.clone();
-                let output = self.spec.call(&mut after_call, now, &call.op);
-                if call.response.as_ref().is_some_and(|r| r.result != output) {
-                    continue;
+                for (output, after_call) in self.spec.outcomes(&state, now, &call.op) {
+                    if call.response.as_ref().is_some_and(|r| r.result != output) {
+                        continue;
+                    }
+                    next[lane] += 1;
+                    self.order.push(Step { lane, call: next[lane] as usize - 1, now });
+                    let found = self.dfs(next, after_call, Some(last_time.map_or(now, |l| l.max(now))));
+                    if found != Some(false) {
+                        return found;
+                    }
+                    self.order.pop();
+                    next[lane] -= 1;
                 }
-                next[lane] += 1;
-                self.order.push(Step { lane, call: next[lane] as usize - 1, now });
-                let found = self.dfs(next, after_call, Some(last_time.map_or(now, |l| l.max(now))));
-                if found != Some(false) {
-                    return found;
-                }
-                self.order.pop();
-                next[lane] -= 1;
             }
         }
         Some(false)

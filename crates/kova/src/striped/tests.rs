@@ -133,7 +133,8 @@ fn bad_configurations_get_typed_errors() {
         build(StripedLimiter::builder(quota).lease(Duration::from_secs(1 << 20))),
         Err(StripedError::Lease { .. })
     ));
-    let overdraft = StripedLimiter::<TokenBucket>::builder(quota.with_overdraft(1)).build();
+    let overdraft =
+        StripedLimiter::<TokenBucket>::builder(quota.with_overdraft(1)).build_with_clock(ManualClock::new());
     assert!(matches!(overdraft, Err(StripedError::Quota(_))));
     let error = StripedError::Stripes { stripes: 3 };
     assert!(error.to_string().contains("power of two"), "{error}");
