@@ -4,7 +4,7 @@
 //! compared after every step with the sequential specification the linearizability checker uses
 //! (`kova::model::lincheck::word_api`: per key, the algorithm's own pure functions on a word);
 //! and beside it, on the same clock, a `KeyedLimits` of two limits (the table's quota and a
-//! per-minute one, door on or off) checked, peeked and refunded, compared with the sequential
+//! per-minute one, in one table whose cell holds both) checked, peeked and refunded, compared with the sequential
 //! composite (`kova::model::lincheck::composite`: all or nothing, a denial takes nothing).
 //!
 //! Catches: any call whose answer or effect differs from one thread driving the key's word (the
@@ -72,16 +72,10 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
     let period = quota.period_nanos();
     let Ok(per_minute) = Quota::per_minute(quota.burst() * 3) else { return };
     let Ok(second) = W::from_quota(per_minute) else { return };
-    let limits = KeyedLimits::from_tables(
-        [quota, per_minute]
-            .into_iter()
-            .map(|q| {
-                let builder = KeyedBuilder::<u8, W, _>::new(q, clock.clone()).shards(2);
-                if input.door { builder } else { builder.doorkeeper(0) }.build().expect("quota checked")
-            })
-            .collect(),
-    )
-    .expect("two limits");
+    let limits = KeyedLimits::<u8, W, _>::builder([quota, per_minute], clock.clone())
+        .shards(2)
+        .build()
+        .expect("two limits");
     let composite = Composite { algorithms: vec![spec.algorithm.clone(), second] };
     let mut composite_model: BTreeMap<u8, Vec<u64>> = BTreeMap::new();
     for (step, &op) in input.ops.iter().take(256).enumerate() {
