@@ -11,7 +11,9 @@ pub(crate) enum Cells {
     One(AtomicU64),
     /// Limit 0's word in the low half, limit 1's in the high half.
     Pair(AtomicU128),
-    Chain(Box<[AtomicU64]>),
+    /// The first as many words as there are limits (inline: a keyed composite's cell is then
+    /// one allocation, padded to its own cache lines).
+    Chain([AtomicU64; MAX_LIMITS]),
 }
 
 /// A placeholder for the unused places of a decision array.
@@ -127,7 +129,9 @@ impl Cells {
         match algorithms {
             [one] if !chained => Cells::One(AtomicU64::new(one.fresh_word())),
             [a, b] if !chained => Cells::Pair(AtomicU128::new(pack([a.fresh_word(), b.fresh_word()]))),
-            all => Cells::Chain(all.iter().map(|a| AtomicU64::new(a.fresh_word())).collect()),
+            all => Cells::Chain(std::array::from_fn(|i| {
+                AtomicU64::new(all.get(i).map_or(0, WordAlgorithm::fresh_word))
+            })),
         }
     }
 

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crossbeam_utils::CachePadded;
+
 use super::cells::Cells;
 use super::{LimitsDecision, LimitsError, MAX_LIMITS};
 use crate::{Algorithm, BoxedCell, Clock, Decision, Quota, QuotaError, WordAlgorithm};
@@ -79,8 +81,12 @@ impl<W: WordAlgorithm> Composite<W> {
     }
 }
 
+/// A key's words on cache lines of their own: the table boxes each key's cell, and two keys
+/// whose boxes shared a line would contend there when different threads check them.
+type Padded = CachePadded<Cells>;
+
 impl<W: WordAlgorithm> Algorithm for Composite<W> {
-    type Cell = Cells;
+    type Cell = Padded;
     type Storage = BoxedCell;
 
     fn name(&self) -> &'static str {
@@ -104,31 +110,29 @@ impl<W: WordAlgorithm> Algorithm for Composite<W> {
         self.capacity
     }
 
-    fn new_cell(&self) -> Cells {
-        Cells::new(&self.algorithms, false)
+    fn new_cell(&self) -> Padded {
+        CachePadded::new(Cells::new(&self.algorithms, false))
     }
 
     /// The deciding limit's decision ([`LimitsDecision::decision`]): admitted exactly when
     /// every limit admitted.
-    fn decide_cell<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> Decision {
+    fn decide_cell<C: Clock + ?Sized>(&self, cell: &Padded, clock: &C, cost: u64) -> Decision {
         self.check(cell, clock, cost).decision()
     }
 
-    fn reset_cell(&self, cell: &Cells) {
+    fn reset_cell(&self, cell: &Padded) {
         cell.reset(&self.algorithms);
     }
 
-    fn is_idle(&self, cell: &Cells, now: u64) -> bool {
+    fn is_idle(&self, cell: &Padded, now: u64) -> bool {
         cell.is_idle(&self.algorithms, now)
     }
 
     fn cell_bytes(&self) -> usize {
-        // `Cells::new`: one or two limits inline, more in a boxed slice of words.
-        let boxed = if self.len() > 2 { self.len() * std::mem::size_of::<u64>() } else { 0 };
-        std::mem::size_of::<Cells>() + boxed
+        std::mem::size_of::<Padded>()
     }
 
-    fn refund_cell<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> bool {
+    fn refund_cell<C: Clock + ?Sized>(&self, cell: &Padded, clock: &C, cost: u64) -> bool {
         cell.refund(&self.algorithms, clock, cost);
         true
     }
