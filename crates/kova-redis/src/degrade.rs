@@ -143,10 +143,11 @@ impl Degraded {
     }
 
     /// Gives back `cost` units a local decision of `key` took (a composite's check that a
-    /// later limit denied). The sliding window log takes no refunds.
-    pub(crate) fn refund(&self, key: &[u8], limit: &Limit, cost: u64) {
+    /// later limit denied): whether the key held local state that took them. The sliding window
+    /// log takes no refunds.
+    pub(crate) fn refund(&self, key: &[u8], limit: &Limit, cost: u64) -> bool {
         let key = key.to_vec();
-        on_table!(self, limit.kind(), table => table.refund(&key, cost));
+        on_table!(self, limit.kind(), table => table.refund(&key, cost))
     }
 
     /// Forgets `key`'s local state (once Redis holds what it used).

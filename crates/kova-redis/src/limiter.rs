@@ -221,6 +221,23 @@ impl RedisLimiter {
         }
     }
 
+    /// Gives back `cost` units that a check of `key` decided on this server's local share took
+    /// (a decision marked [`Fallback::StoreUnavailableLocal`], under
+    /// [`FailurePolicy::Degrade`]): for a request another limit then denied, so that the denial
+    /// takes nothing from the share either. Returns whether the key held local state to give
+    /// back to (false under the other policies, for the sliding window log, and once the key's
+    /// local state was charged to Redis and forgotten: those units are Redis's now, and
+    /// [`refund`](Self::refund) gives them back there).
+    ///
+    /// Redis is not asked: the units were never counted there.
+    pub fn refund_local(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> bool {
+        let Some(degraded) = &self.inner.degraded else { return false };
+        if cost == 0 {
+            return false;
+        }
+        degraded.refund(&self.redis_key(key, limit), limit, cost)
+    }
+
     /// Keys holding local state from [`FailurePolicy::Degrade`] decisions not yet charged back
     /// to Redis (0 under the other policies).
     pub fn degraded_keys(&self) -> usize {

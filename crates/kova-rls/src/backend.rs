@@ -39,11 +39,19 @@ pub trait Backend: Send + Sync + 'static {
     /// cannot be made leaves the units consumed (stricter, never looser), and the backend says
     /// so in its logs and metrics.
     fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = ()> + Send;
+
+    /// Gives back `cost` units an allowed check of `key` took from a local share while the
+    /// store was down (a decision marked [`Fallback::StoreUnavailableLocal`]), for a request
+    /// denied as a whole. The in-memory tables never make such decisions: by default nothing.
+    fn refund_local(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = ()> + Send {
+        let _ = (limit, key, cost);
+        std::future::ready(())
+    }
 }
 
-/// Whether an allowed `decision` took units that a refund should give back. A failure
-/// policy's untracked allowance took none; a local share decided while Redis was down is not
-/// Redis's to give back (the refund stays with the outage: stricter, never looser).
+/// Whether an allowed `decision` took units that a refund should give back to the store. A
+/// failure policy's untracked allowance took none; a local share decided while Redis was down
+/// took its units there ([`took_local_units`], [`Backend::refund_local`]).
 pub(crate) fn took_units(decision: &Decision) -> bool {
     decision.is_allowed()
         && !matches!(
@@ -54,6 +62,11 @@ pub(crate) fn took_units(decision: &Decision) -> bool {
                     | Fallback::StoreUnavailableLocal
             )
         )
+}
+
+/// Whether an allowed `decision` took its units from a local share while the store was down.
+pub(crate) fn took_local_units(decision: &Decision) -> bool {
+    decision.is_allowed() && decision.fallback() == Some(Fallback::StoreUnavailableLocal)
 }
 
 impl<C: Clock + Send + Sync + 'static> Backend for MemoryBackend<C> {

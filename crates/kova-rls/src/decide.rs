@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{took_units, Backend, BackendError};
+use crate::backend::{took_local_units, took_units, Backend, BackendError};
 use crate::limit_override::override_rule;
 use crate::response::{self, Outcome};
 use crate::telemetry::{self, UNKNOWN_DOMAIN};
@@ -230,6 +230,8 @@ impl<B: Backend> Decider<B> {
             if let Outcome::Checked { limited, key, cost, decision, .. } = outcome {
                 if took_units(decision) {
                     self.backend.refund(limited, key, *cost).await;
+                } else if took_local_units(decision) {
+                    self.backend.refund_local(limited, key, *cost).await;
                 }
             }
         }

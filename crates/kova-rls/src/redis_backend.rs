@@ -90,6 +90,15 @@ impl Backend for RedisBackend {
         }
     }
 
+    async fn refund_local(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
+        let Ok(limit) = kova_redis::Limit::new(limited.algorithm(), limited.quota()) else { return };
+        if !self.limiter.refund_local(key, &limit, cost) {
+            // Redis answered again meanwhile and was charged the key's local state, these
+            // units among them: they are Redis's to give back now.
+            self.refund(limited, key, cost).await;
+        }
+    }
+
     async fn refund(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
         let Ok(limit) = kova_redis::Limit::new(limited.algorithm(), limited.quota()) else { return };
         match self.limiter.refund(key, &limit, cost).await {

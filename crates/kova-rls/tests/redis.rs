@@ -288,3 +288,25 @@ async fn two_processes_on_a_redis_cluster_hold_each_limit_exactly() {
         assert!(!metrics.contains("kova_rls_fallbacks_total{"), "no fallback: {metrics}");
     }
 }
+
+/// Under `degrade`, a request denied as a whole while Redis is down gives back what its other
+/// descriptors took from this server's local share: a denial takes nothing there either.
+#[tokio::test]
+async fn a_denied_request_gives_its_units_back_to_the_local_share() {
+    let Some(mut redis) = RedisServer::start("local-refund") else { return };
+    let config = temp_file("redis-local-refund", "config.yaml", CONFIG);
+    let flags = on_redis(&redis, "degrade");
+    let service = start(&config, &flags, &["--redis-servers", "2"]);
+    let mut client = service.client().await;
+    assert_eq!(code(&mut client, "hal").await, OK);
+    redis.kill9();
+    // This server's share is 5: ivy spends hers, hal takes 4 of his.
+    assert_eq!(codes_of(&mut client, "ivy", 5).await, [OK; 5]);
+    assert_eq!(codes_of(&mut client, "hal", 4).await, [OK; 4]);
+    let both = request("shared", vec![descriptor(&[("user", "hal")]), descriptor(&[("user", "ivy")])], 1);
+    let denied = client.should_rate_limit(both).await.expect("a decision").into_inner();
+    assert_eq!(denied.overall_code, OVER, "ivy's share is spent");
+    // hal's fifth unit came back from the denied request.
+    assert_eq!(codes_of(&mut client, "hal", 2).await, [OK, OVER]);
+    assert_eq!(fallbacks(&service, "store_unavailable_local"), 13.0);
+}
