@@ -55,6 +55,8 @@ impl<W: WordAlgorithm> Composite<W> {
             let peek = |i: usize| self.algorithms[i].decide(words[i], now, 0).0;
             each.iter().enumerate().map(|(i, (d, _))| if d.is_allowed() { peek(i) } else { *d }).collect()
         };
+        // The specification is built from a composite's own algorithms, between 1 and MAX_LIMITS
+        // of them (`Limits` and `KeyedLimits` refuse any other count), one decision each.
         LimitsDecision::from_decisions(&decisions, allowed).expect("one to four limits")
     }
 }
