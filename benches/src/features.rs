@@ -93,29 +93,33 @@ impl Subject for KeyedComposite {
     }
 }
 
-/// What a [`WAITING`] row calls on kova's direct limiter.
-#[derive(Debug, Clone, Copy)]
-enum Call {
-    CheckN,
-    UntilReady,
-    UntilNReady,
-    ReserveN,
+/// The [`WAITING`] rows' calls on kova's direct limiter, one type each, so that each row's loop
+/// is compiled for its own call alone, as a caller's code is (one type with a runtime switch
+/// would put every call's code, and the switch, in every row's loop).
+macro_rules! waiting_subject {
+    ($($(#[$doc:meta])* $name:ident => |$limiter:ident| $call:expr;)*) => {$(
+        $(#[$doc])*
+        struct $name(RateLimiter<Gcra>);
+
+        impl Subject for $name {
+            #[inline(always)]
+            fn hit(&self, _key: u64) -> bool {
+                let $limiter = &self.0;
+                $call
+            }
+        }
+    )*};
 }
 
-struct Waiting(RateLimiter<Gcra>, Call);
-
-impl Subject for Waiting {
-    #[inline(always)]
-    fn hit(&self, _key: u64) -> bool {
-        let limiter = &self.0;
-        match self.1 {
-            Call::CheckN => limiter.check_n(COST).is_ok_and(|d| d.is_allowed()),
-            Call::UntilReady => ready(limiter.until_ready()).is_allowed(),
-            Call::UntilNReady => ready(limiter.until_n_ready(COST)).is_ok_and(|d| d.is_allowed()),
-            // Dropped at once: the units count as used, as a check's do.
-            Call::ReserveN => limiter.reserve_n(COST).is_ok(),
-        }
-    }
+waiting_subject! {
+    /// `check_n(COST)`.
+    CheckN => |limiter| limiter.check_n(COST).is_ok_and(|d| d.is_allowed());
+    /// `until_ready().await` on a limiter that admits at once.
+    UntilReady => |limiter| ready(limiter.until_ready()).is_allowed();
+    /// `until_n_ready(COST).await` on a limiter that admits at once.
+    UntilNReady => |limiter| ready(limiter.until_n_ready(COST)).is_ok_and(|d| d.is_allowed());
+    /// `reserve_n(COST)`, dropped at once: the units count as used, as a check's do.
+    ReserveN => |limiter| limiter.reserve_n(COST).is_ok();
 }
 
 /// governor's `until_ready` on a limiter that admits at once.
@@ -176,10 +180,10 @@ fn rows(section: &str) -> Vec<Row> {
         ],
         WAITING => vec![
             row("check", "check", true, KovaDirect(kova_limiter())),
-            row("until_ready", "check", true, Waiting(kova_limiter(), Call::UntilReady)),
-            row("check_n", "check_n", true, Waiting(kova_limiter(), Call::CheckN)),
-            row("until_n_ready", "check_n", true, Waiting(kova_limiter(), Call::UntilNReady)),
-            row("reserve_n", "check_n", true, Waiting(kova_limiter(), Call::ReserveN)),
+            row("until_ready", "check", true, UntilReady(kova_limiter())),
+            row("check_n", "check_n", true, CheckN(kova_limiter())),
+            row("until_n_ready", "check_n", true, UntilNReady(kova_limiter())),
+            row("reserve_n", "check_n", true, ReserveN(kova_limiter())),
             row("governor_check", "governor_check", false, GovernorDirect::new(admitting_quota())),
             row(
                 "governor_until_ready",

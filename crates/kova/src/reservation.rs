@@ -132,6 +132,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// assert_eq!(limiter.check().retry_after(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn reserve_n(&self, cost: u64) -> Result<Reservation<'_, W, C>, ReserveError> {
         self.reserve_n_within(cost, Duration::MAX)
     }
@@ -152,6 +153,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// assert_eq!(limiter.reserve_n_within(1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn reserve_n_within(
         &self,
         cost: u64,

@@ -155,14 +155,7 @@ impl Cells {
                 let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
                 LimitsDecision::of(decisions, allowed)
             }
-            Cells::Chain(cells) => {
-                // Written in place through a reference: a copy of the answer made at once
-                // (whose wide loads would stall on the decisions' narrower stores just made)
-                // is then not needed inside the chain.
-                let mut answer = LimitsDecision::undecided(algorithms.len());
-                check_chain(cells, algorithms, clock, cost, &mut answer);
-                answer
-            }
+            Cells::Chain(cells) => check_chain_answer(cells, algorithms, clock, cost),
         }
     }
 
@@ -187,7 +180,7 @@ impl Cells {
                 let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
                 answer.set(decisions, allowed);
             }
-            Cells::Chain(cells) => check_chain(cells, algorithms, clock, cost, answer),
+            Cells::Chain(cells) => check_chain_into(cells, algorithms, clock, cost, answer),
         }
     }
 
@@ -276,39 +269,82 @@ impl Cells {
     }
 }
 
-/// Check then refund: each limit by its own CAS loop, in order; on a denial the limits already
-/// charged get their units back before returning. The decisions are written to `answer`.
-fn check_chain<W: WordAlgorithm, C: Clock + ?Sized>(
-    cells: &[AtomicU64],
+/// A chain's check, its answer built in the one local it returns and written in place.
+#[inline(always)]
+fn check_chain_answer<W: WordAlgorithm, C: Clock + ?Sized>(
+    cells: &[AtomicU64; MAX_LIMITS],
+    algorithms: &[W],
+    clock: &C,
+    cost: u64,
+) -> LimitsDecision {
+    let mut answer = LimitsDecision::undecided(algorithms.len());
+    check_chain_into(cells, algorithms, clock, cost, &mut answer);
+    answer
+}
+
+/// A chain's check written into `answer` (which holds as many limits), by its count: with `N`
+/// known, every limit's decision is stored once, by a fixed index, where the answer is read,
+/// with no copy whose wide loads would stall on the decisions' narrower stores.
+#[inline(always)]
+fn check_chain_into<W: WordAlgorithm, C: Clock + ?Sized>(
+    cells: &[AtomicU64; MAX_LIMITS],
     algorithms: &[W],
     clock: &C,
     cost: u64,
     answer: &mut LimitsDecision,
 ) {
-    let n = algorithms.len();
-    let decisions = answer.all_slots();
-    for i in 0..n {
+    let allowed = match algorithms.len() {
+        3 => check_chain(cells, exactly::<W, 3>(algorithms), clock, cost, answer.all_slots()),
+        _ => check_chain(cells, exactly::<W, 4>(algorithms), clock, cost, answer.all_slots()),
+    };
+    answer.decide(allowed);
+}
+
+/// Check then refund over exactly `N` limits: each limit by its own CAS loop, in order; on a
+/// denial the limits already charged get their units back before returning ([`undo_chain`]).
+/// Each limit's decision goes to its place in `decisions`; whether all admitted.
+#[inline(always)]
+fn check_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
+    cells: &[AtomicU64; MAX_LIMITS],
+    algorithms: &[W; N],
+    clock: &C,
+    cost: u64,
+    decisions: &mut [Decision; MAX_LIMITS],
+) -> bool {
+    for i in 0..N {
         let one = std::array::from_ref(&algorithms[i]);
         let ([decision], allowed) = check_words(&cells[i], one, clock, cost, |word| [word], |[word]| word);
         decisions[i] = decision;
-        if allowed {
-            continue;
+        if !allowed {
+            undo_chain(cells, algorithms, clock, cost, i, decisions);
+            return false;
         }
-        for j in 0..i {
-            algorithms[j].refund_cell(&cells[j], clock, cost);
-        }
-        // What every limit would say now: the later ones were never charged, the earlier ones
-        // have just been refunded. Only limit `i` is known to deny; a peek for those that admit.
-        let now = clock.now_nanos();
-        for j in (0..n).filter(|&j| j != i) {
-            // Acquire as in `decide_cell`: the clock read above is no older than the writer's.
-            let word = cells[j].load(Ordering::Acquire);
-            let (decision, _) = algorithms[j].decide(word, now, cost);
-            decisions[j] =
-                if decision.is_allowed() { algorithms[j].decide(word, now, 0).0 } else { decision };
-        }
-        answer.decide(false);
-        return;
     }
-    answer.decide(true);
+    true
+}
+
+/// A chain's denial by limit `denied`: the limits before it get their units back, and every
+/// other limit's decision becomes what it would say now (the later ones were never charged,
+/// the earlier ones have just been refunded; only `denied` is known to deny, a peek for
+/// those that admit).
+#[cold]
+#[inline(never)]
+fn undo_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
+    cells: &[AtomicU64; MAX_LIMITS],
+    algorithms: &[W; N],
+    clock: &C,
+    cost: u64,
+    denied: usize,
+    decisions: &mut [Decision; MAX_LIMITS],
+) {
+    for j in 0..denied {
+        algorithms[j].refund_cell(&cells[j], clock, cost);
+    }
+    let now = clock.now_nanos();
+    for j in (0..N).filter(|&j| j != denied) {
+        // Acquire as in `decide_cell`: the clock read above is no older than the writer's.
+        let word = cells[j].load(Ordering::Acquire);
+        let (decision, _) = algorithms[j].decide(word, now, cost);
+        decisions[j] = if decision.is_allowed() { algorithms[j].decide(word, now, 0).0 } else { decision };
+    }
 }
