@@ -56,14 +56,24 @@ fn filled_to_bound<A: Algorithm>(builder: kova::KeyedBuilder<u64, A>) -> KovaKey
 }
 
 /// kova's GCRA table with hot keys (`KeyedBuilder::hot_keys`, the default stripes, batch and
-/// threshold), measured beside the default tables in the hot-key scenario: the key is striped
-/// by the table itself once its checks contend.
+/// threshold). In the hot-key scenario the key is striped by the table itself once its checks
+/// contend; in the cold scenarios (many keys, new keys) it is measured beside the default GCRA
+/// table to show what the option costs a table whose keys never get hot.
 pub const GCRA_HOT: &str = "gcra_hot_keys";
 
 /// Hot slots of [`GCRA_HOT`]'s table.
 const HOT_SLOTS: usize = 16;
 
-pub(crate) fn hot_table(quota: Quota) -> KovaKeyed<Gcra> {
-    let builder = Keyed::<u64, Gcra>::builder(quota).hot_keys(kova::HotKeys::new(HOT_SLOTS));
-    KovaKeyed(builder.expect("hot keys in range").build().expect("quota representable"))
+/// [`GCRA_HOT`]'s table for `scenario`, with room for `keys`: as the default GCRA table of that
+/// scenario ([`kova_table`], or the flood's [`flood_table`]), with hot keys.
+pub(crate) fn hot_table(scenario: Scenario, quota: Quota, keys: usize) -> KovaKeyed<Gcra> {
+    let mut builder = Keyed::<u64, Gcra>::builder(quota);
+    if keys >= LARGE_KEYS {
+        builder = builder.max_keys(2 * keys);
+    }
+    let builder = builder.hot_keys(kova::HotKeys::new(HOT_SLOTS)).expect("hot keys in range");
+    if scenario == Scenario::KeyedFlood {
+        return filled_to_bound(builder);
+    }
+    KovaKeyed(builder.build().expect("quota representable"))
 }

@@ -20,6 +20,10 @@ use rayon::prelude::*;
 pub use crate::catalog::{quota_words, Scenario, LARGE_KEYS, SMALL_KEYS, ZIPF_EXPONENT};
 use crate::kova_tables::{flood_table, hot_table, kova_table, no_door_table};
 pub use crate::kova_tables::{FLOOD_BOUND, GCRA_HOT, GCRA_NO_DOOR};
+
+/// The many-key scenarios where [`GCRA_HOT`] is measured beside the default GCRA table (as in
+/// the churn and flood scenarios): what hot keys cost a table whose keys never get hot.
+pub const COLD_WITH_HOT_KEYS: [Scenario; 2] = [Scenario::Keyed1k, Scenario::Keyed1mUniform];
 use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
@@ -306,6 +310,11 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             runner: fresh(move || no_door_table(scenario, word_quota)),
         });
         entries.push(Entry {
+            subject: GCRA_HOT.into(),
+            kind: SubjectKind::Kova,
+            runner: fresh(move || hot_table(scenario, word_quota, 0)),
+        });
+        entries.push(Entry {
             subject: "governor".into(),
             kind: SubjectKind::Peer,
             runner: fresh(move || GovernorKeyed::new(word_quota)),
@@ -332,8 +341,19 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
                 kind: SubjectKind::Kova,
                 // A fresh table for each measurement, as a server starts: the key is exact until
                 // the table sees it contended (one thread never does), then striped.
-                runner: fresh(move || hot_table(word_quota)),
+                runner: fresh(move || hot_table(scenario, word_quota, 0)),
             });
+        } else if COLD_WITH_HOT_KEYS.contains(&scenario) {
+            // Filled as the default table is: what hot keys cost a table whose keys stay cold.
+            let filled = fill(
+                GCRA_HOT,
+                SubjectKind::Kova,
+                prefill,
+                move || hot_table(scenario, word_quota, prefill),
+                None,
+            );
+            memory.push(filled.memory);
+            entries.push(filled.entry);
         }
         for filled in [
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),

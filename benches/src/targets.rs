@@ -1,7 +1,7 @@
 //! The targets: each goal of the issues, evaluated from the measured numbers of one run.
 
 use crate::report::{MemoryRecord, RateRecord, Report, Status, SubjectKind, TargetResult, PINNED_FLOOR};
-use crate::scenarios::GCRA_NO_DOOR;
+use crate::scenarios::{GCRA_HOT, GCRA_NO_DOOR};
 use crate::stats::si;
 
 impl Report {
@@ -108,6 +108,7 @@ impl Report {
         }
         t.push(per_thread);
         self.new_key_targets(&mut t);
+        self.cold_hot_key_targets(&mut t);
         let mut offered: Vec<(Option<u64>, f64)> =
             self.rates.iter().map(|r| (r.burst, r.offered_target)).collect();
         offered.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
@@ -235,6 +236,23 @@ impl Report {
         });
         t.extend(self.feature_targets());
         self.targets = t;
+    }
+
+    /// What hot keys cost a table whose keys stay cold (the fairness issue's "hot keys by
+    /// default, or why not"): the table with hot keys at least 0.98x the default GCRA table's
+    /// throughput in every many-key and new-key scenario, at 1 and 2 threads.
+    fn cold_hot_key_targets(&self, t: &mut Vec<TargetResult>) {
+        for scenario in ["keyed_1k", "keyed_1m_uniform", "keyed_churn", "keyed_flood"] {
+            for (threads, count) in [(1, "1 thread"), (2, "2 threads")] {
+                t.push(self.ratio_target(
+                    format!("keyed, hot keys on cold keys ({scenario}), {count}: {GCRA_HOT} vs gcra (fairness issue)"),
+                    ">= 0.98x",
+                    (scenario, GCRA_HOT, threads),
+                    (scenario, "gcra", threads),
+                    0.98,
+                ));
+            }
+        }
     }
 
     /// The keyed-table issue's targets for new keys: a key never seen before (churn) and a flood

@@ -370,6 +370,13 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// striped key, is marked [`Fallback::StripeLease`](crate::Fallback::StripeLease); an
     /// admission decided on the key's state alone is exact and unmarked.
     ///
+    /// **Off by default, and why.** A striped key is held to the bound above, not to its
+    /// quota exactly, and each of its decisions may carry a fallback mark; a table built with
+    /// no options keeps every key exact, as its docs and [`Decision`](crate::Decision) promise.
+    /// What the option costs a table whose keys never get hot is measured by kova-bench beside
+    /// the default table (`gcra_hot_keys` in the many-key and new-key scenarios, with its target
+    /// of at least 0.98x), so turning it on for such a table costs what the report says.
+    ///
     /// **Memory**: the slots are allocated when the table is built, counted in
     /// [`Keyed::memory_bytes`] and [`Keyed::memory_bound_bytes`]: per slot, the central word on
     /// its own 128-byte line, the key's hash and the stripes' pointer, and 128 bytes per stripe.
