@@ -22,7 +22,7 @@ use crate::feature_floors::{Cas128Floor, CasChainFloor};
 use crate::peers::{governor_quota, GovernorDirect};
 use crate::report::FeatureRecord;
 use crate::scenarios::{kept_round, ThroughputConfig};
-use crate::subject::{KovaDirect, KovaKeyed, Subject};
+use crate::subject::{KovaKeyed, Subject};
 use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
 
 /// The section of the composites (a `--filter` name).
@@ -112,6 +112,8 @@ macro_rules! waiting_subject {
 }
 
 waiting_subject! {
+    /// `check()`, read as every row here reads its answer (`is_allowed` alone).
+    Check => |limiter| limiter.check().is_allowed();
     /// `check_n(COST)`.
     CheckN => |limiter| limiter.check_n(COST).is_ok_and(|d| d.is_allowed());
     /// `until_ready().await` on a limiter that admits at once.
@@ -168,7 +170,7 @@ fn rows(section: &str) -> Vec<Row> {
     let governor = || governor_quota(admitting_quota()).expect("burst fits in u32");
     match section {
         LIMITS => vec![
-            row("gcra", "gcra", true, KovaDirect(kova_limiter())),
+            row("gcra", "gcra", true, Check(kova_limiter())),
             row("limits_2", "gcra", true, composite(2)),
             row("limits_3", "gcra", true, composite(3)),
             // The least the two protocols could cost (`feature_floors.rs`).
@@ -179,7 +181,7 @@ fn rows(section: &str) -> Vec<Row> {
             row("keyed_limits_3", "keyed_gcra", true, keyed_composite(3)),
         ],
         WAITING => vec![
-            row("check", "check", true, KovaDirect(kova_limiter())),
+            row("check", "check", true, Check(kova_limiter())),
             row("until_ready", "check", true, UntilReady(kova_limiter())),
             row("check_n", "check_n", true, CheckN(kova_limiter())),
             row("until_n_ready", "check_n", true, UntilNReady(kova_limiter())),
