@@ -56,7 +56,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             {
                 return;
             }
-            prior = Some((hit.place(), *answer));
+            prior = Some(hit.place());
         }
         // The slow path gets a copy to start from and returns its answer: the answer's address
         // is never handed to a call the compiler cannot see into.
@@ -72,7 +72,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         hash: u64,
         key: &K,
         cost: u64,
-        prior: Option<(u64, R)>,
+        prior: Option<u64>,
         guard: Guard,
         visit: &impl Fn(&A, &A::Cell, &C, &mut R),
         full: impl FnOnce(Decision) -> R,
@@ -88,9 +88,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // identifies anything.
         let prior = Cell::new(prior);
         let on_held = |entry: HeldEntry<'_, K, A, C>| {
-            if let Some((place, answer)) = prior.take() {
+            if let Some(place) = prior.take() {
                 if entry.place() == place {
-                    return answer;
+                    // The hit path's answer, which `start` is.
+                    return start;
                 }
             }
             visited(entry.algorithm(), entry.cell(), entry.clock())
