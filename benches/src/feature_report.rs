@@ -27,6 +27,21 @@ const FEATURE_TARGETS: [(&str, &str, &str, f64, &str); 7] = [
     (WAITING, "reserve_n", "check_n", 1.2, "`reserve_n(4)` due at once"),
 ];
 
+/// The waits' second target: what a wait that need not wait adds to its check, against what
+/// governor's wait adds to governor's check in the same run.
+/// `(kova's wait, its check, governor's wait, its check, what it is)`.
+const WAIT_ADDS: [(&str, &str, &str, &str, &str); 3] = [
+    ("until_ready", "check", "governor_until_ready", "governor_check", "`until_ready().await`"),
+    ("until_n_ready", "check_n", "governor_until_ready", "governor_check", "`until_n_ready(4).await`"),
+    (
+        "until_key_n_ready",
+        "keyed_check_n",
+        "governor_until_key_ready",
+        "governor_keyed_check",
+        "`until_key_n_ready(key, 4).await` (one key per thread)",
+    ),
+];
+
 impl Report {
     /// The feature record of `subject` at `threads`.
     pub fn feature(&self, subject: &str, threads: usize) -> Option<&FeatureRecord> {
@@ -61,6 +76,37 @@ impl Report {
                     met &= two <= at_most;
                 }
                 TargetResult { name, goal, measured, status: Status::from_bool(met) }
+            })
+            .collect()
+    }
+
+    /// [`WAIT_ADDS`]' targets: at 1 and at 2 threads, the nanoseconds kova's wait adds to its
+    /// check at most those governor's wait adds to governor's check.
+    pub(crate) fn wait_adds_targets(&self) -> Vec<TargetResult> {
+        let ns = |subject: &str, threads| self.feature(subject, threads).map(|r| 1e9 / r.ops_per_sec);
+        let added = |wait: &str, check: &str, threads| Some(ns(wait, threads)? - ns(check, threads)?);
+        WAIT_ADDS
+            .iter()
+            .map(|&(wait, check, governor_wait, governor_check, what)| {
+                let name = format!(
+                    "{WAITING}: {what} that never waits adds to `{check}` at most what governor's wait adds to its check, 1 and 2 threads"
+                );
+                let goal = "<= governor's".to_owned();
+                let mut measured = Vec::new();
+                let mut met = true;
+                for threads in [1, 2] {
+                    let (Some(kova), Some(governor)) =
+                        (added(wait, check, threads), added(governor_wait, governor_check, threads))
+                    else {
+                        continue;
+                    };
+                    measured.push(format!("{threads}T {kova:+.1} ns vs {governor:+.1} ns"));
+                    met &= kova <= governor;
+                }
+                if measured.is_empty() {
+                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured };
+                }
+                TargetResult { name, goal, measured: measured.join("; "), status: Status::from_bool(met) }
             })
             .collect()
     }
@@ -105,9 +151,10 @@ impl Report {
              (`floor_cas128`: a bare loop of portable-atomic's 128-bit CAS; `floor_cas64_x3`: three bare \
              64-bit CAS loops one after another), `keyed_*` the same per key (one key per thread, \
              `KeyedLimits`: one table, a key's limits in one cell); `until_ready` / `until_n_ready({COST})` are the futures \
-             polled once, `reserve_n({COST})` a reservation due at once. No peer here checks several \
-             bandwidths at once (bucket4j, which does, is Java); governor's `until_ready` is beside its \
-             own `check`.\n",
+             polled once, `reserve_n({COST})` a reservation due at once, `until_key_n_ready({COST})` the \
+             keyed wait beside the keyed `check_n` (one key per thread). No peer here checks several \
+             bandwidths at once (bucket4j, which does, is Java); governor's `until_ready` and \
+             `until_key_ready` are beside its own `check` and `check_key`.\n",
             self.settings.rounds * crate::features::ROUND_SPLIT as usize,
             self.settings.measure_ms / u64::from(crate::features::ROUND_SPLIT),
             crate::features::quota_text()
@@ -173,5 +220,29 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("| waiting | `until_ready` | `check` | 90.00M | 1.11x |"), "{table}");
+    }
+
+    #[test]
+    fn a_wait_is_held_to_what_governors_wait_adds() {
+        let mut r = report(vec![]);
+        let f =
+            |subject: &str, baseline: &str, threads, ops| feature("waiting", subject, baseline, threads, ops);
+        r.features = vec![
+            // kova's wait adds 1 ns to a 10 ns check at 1 thread, 3 ns at 2; governor's 2 ns.
+            f("check", "check", 1, 100e6),
+            f("until_ready", "check", 1, 1e9 / 11.0),
+            f("check", "check", 2, 100e6),
+            f("until_ready", "check", 2, 1e9 / 13.0),
+            f("governor_check", "governor_check", 1, 50e6),
+            f("governor_until_ready", "governor_check", 1, 1e9 / 22.0),
+            f("governor_check", "governor_check", 2, 50e6),
+            f("governor_until_ready", "governor_check", 2, 1e9 / 22.0),
+        ];
+        let targets = r.wait_adds_targets();
+        let direct = targets.iter().find(|t| t.name.contains("`until_ready().await`")).unwrap();
+        assert_eq!(direct.measured, "1T +1.0 ns vs +2.0 ns; 2T +3.0 ns vs +2.0 ns");
+        assert_eq!(direct.status, Status::NotMet, "met on one thread, not on two");
+        let keyed = targets.iter().find(|t| t.name.contains("until_key_n_ready")).unwrap();
+        assert_eq!(keyed.status, Status::NotMeasured);
     }
 }

@@ -19,7 +19,7 @@ use governor::DefaultDirectRateLimiter;
 use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
 
 use crate::feature_floors::{Cas128Floor, CasChainFloor};
-use crate::peers::{governor_quota, GovernorDirect};
+use crate::peers::{governor_quota, GovernorDirect, GovernorKeyed};
 use crate::report::FeatureRecord;
 use crate::scenarios::{kept_round, ThroughputConfig};
 use crate::subject::{KovaKeyed, Subject};
@@ -124,6 +124,41 @@ waiting_subject! {
     ReserveN => |limiter| limiter.reserve_n(COST).is_ok();
 }
 
+/// The keyed [`WAITING`] rows' calls on kova's table, one type each (as above), each thread on
+/// its own key.
+macro_rules! keyed_waiting_subject {
+    ($($(#[$doc:meta])* $name:ident => |$table:ident, $key:ident| $call:expr;)*) => {$(
+        $(#[$doc])*
+        struct $name(Keyed<u64, Gcra>);
+
+        impl Subject for $name {
+            #[inline(always)]
+            fn hit(&self, key: u64) -> bool {
+                let ($table, $key) = (&self.0, &key);
+                $call
+            }
+        }
+    )*};
+}
+
+keyed_waiting_subject! {
+    /// `check_n(key, COST)`.
+    KeyedCheckN => |table, key| table.check_n(key, COST).is_ok_and(|d| d.is_allowed());
+    /// `until_key_n_ready(key, COST).await` on a table that admits at once.
+    UntilKeyNReady => |table, key| ready(table.until_key_n_ready(key, COST)).is_ok_and(|d| d.is_allowed());
+}
+
+/// governor's keyed `until_key_ready` on a limiter that admits at once.
+struct GovernorUntilKeyReady(GovernorKeyed);
+
+impl Subject for GovernorUntilKeyReady {
+    #[inline(always)]
+    fn hit(&self, key: u64) -> bool {
+        ready(self.0 .0.until_key_ready(&key));
+        true
+    }
+}
+
 /// governor's `until_ready` on a limiter that admits at once.
 struct GovernorUntilReady(DefaultDirectRateLimiter);
 
@@ -192,6 +227,15 @@ fn rows(section: &str) -> Vec<Row> {
                 "governor_check",
                 false,
                 GovernorUntilReady(governor::RateLimiter::direct(governor())),
+            ),
+            row("keyed_check_n", "keyed_check_n", true, KeyedCheckN(keyed())),
+            row("until_key_n_ready", "keyed_check_n", true, UntilKeyNReady(keyed())),
+            row("governor_keyed_check", "governor_keyed_check", false, GovernorKeyed::new(admitting_quota())),
+            row(
+                "governor_until_key_ready",
+                "governor_keyed_check",
+                false,
+                GovernorUntilKeyReady(GovernorKeyed::new(admitting_quota())),
             ),
         ],
         _ => Vec::new(),
@@ -278,8 +322,9 @@ mod tests {
         let mut ticks = 0;
         let records = run_features(&SECTIONS, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&SECTIONS, &config));
-        // 6 composite rows, 2 floors and 7 waiting rows, at 1 and 2 threads (4 is above the cap).
-        assert_eq!(records.len(), (6 + 2 + 7) * 2);
+        // 6 composite rows, 2 floors, 7 direct and 4 keyed waiting rows, at 1 and 2 threads (4 is
+        // above the cap).
+        assert_eq!(records.len(), (6 + 2 + 7 + 4) * 2);
         assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
         for r in &records {
             assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);

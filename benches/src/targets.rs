@@ -235,6 +235,7 @@ impl Report {
             None => not_measured(name, "<= 32 B"),
         });
         t.extend(self.feature_targets());
+        t.extend(self.wait_adds_targets());
         self.targets = t;
     }
 
