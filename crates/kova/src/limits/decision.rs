@@ -104,21 +104,25 @@ impl LimitsDecision {
     }
 
     /// Whether the request may proceed (every limit admitted it).
+    #[inline]
     pub fn is_allowed(&self) -> bool {
         self.decision().is_allowed()
     }
 
     /// The deciding limit's decision (what a single `RateLimit-*` / `Retry-After` header shows).
+    #[inline]
     pub fn decision(&self) -> Decision {
         self.decisions[self.decided_by]
     }
 
     /// The position of the deciding limit in the list the composite was built from.
+    #[inline]
     pub fn decided_by(&self) -> usize {
         self.decided_by
     }
 
     /// Every limit's decision, in the composite's order.
+    #[inline]
     pub fn limit_decisions(&self) -> &[Decision] {
         &self.decisions[..self.len]
     }

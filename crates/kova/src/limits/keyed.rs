@@ -104,18 +104,16 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     #[inline(always)]
     fn decide(&self, key: &K, cost: u64) -> LimitsDecision {
         let len = self.len;
-        let mut answer = LimitsDecision::undecided(len);
         self.table.visit(
             key,
             cost,
+            || LimitsDecision::undecided(len),
             #[inline(always)]
             |composite, cell, clock, answer| composite.check_into(cell, clock, cost, answer),
             LimitsDecision::is_allowed,
             // The table-full policy's decision, for every limit.
             |decision| full_answer(decision, len),
-            &mut answer,
-        );
-        answer
+        )
     }
 
     /// Gives `cost` units of `key` back to every limit.

@@ -29,16 +29,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// For tables of cells that are not one word, with no doorkeeper (a first check is
     /// admitted at the door only as a plain decision) and so no hot keys: `KeyedLimits` builds
     /// its table so.
+    ///
+    /// The answer is returned by value, each path building its own from `start`: on the hit
+    /// path in the caller's return slot itself. That needs the hit path's answer never to have
+    /// its address handed to a call the compiler cannot see into (the slow path gets a copy),
+    /// nor to be shared with the slow path, or the compiler keeps it apart and copies it out,
+    /// in wide loads stalled on the narrower stores just made.
     #[inline(always)]
     pub(crate) fn visit<R: Copy>(
         &self,
         key: &K,
         cost: u64,
+        start: impl Fn() -> R,
         visit: impl Fn(&A, &A::Cell, &C, &mut R),
         admitted: impl Fn(&R) -> bool,
         full: impl FnOnce(Decision) -> R,
-        answer: &mut R,
-    ) {
+    ) -> R {
         debug_assert!(self.door.is_none() && self.hot.is_none(), "a visited table has no door");
         let hash = self.hash(key);
         let shard = self.shard(hash);
@@ -46,21 +52,18 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
-            // Written in place: an answer returned here and by the slow path would be copied
-            // where the two meet, in wide loads stalled on the narrower stores just made.
-            visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock, answer);
+            let mut answer = start();
+            visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock, &mut answer);
             if cost == 0
-                || !admitted(answer)
+                || !admitted(&answer)
                 || faults::visit_relook_skipped()
                 || shard.still_linked_after_rmw(&hit)
             {
-                return;
+                return answer;
             }
-            prior = Some(hit.place());
+            prior = Some((hit.place(), answer));
         }
-        // The slow path gets a copy to start from and returns its answer: the answer's address
-        // is never handed to a call the compiler cannot see into.
-        *answer = self.visit_slow(hash, key, cost, prior, guard, &visit, full, *answer);
+        self.visit_slow(hash, key, cost, prior, guard, &visit, full, start())
     }
 
     /// `visit`'s path under the lock (kept out of line: the hit path stays small).
@@ -72,7 +75,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         hash: u64,
         key: &K,
         cost: u64,
-        prior: Option<u64>,
+        prior: Option<(u64, R)>,
         guard: Guard,
         visit: &impl Fn(&A, &A::Cell, &C, &mut R),
         full: impl FnOnce(Decision) -> R,
@@ -88,10 +91,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // identifies anything.
         let prior = Cell::new(prior);
         let on_held = |entry: HeldEntry<'_, K, A, C>| {
-            if let Some(place) = prior.take() {
+            if let Some((place, answer)) = prior.take() {
                 if entry.place() == place {
-                    // The hit path's answer, which `start` is.
-                    return start;
+                    return answer;
                 }
             }
             visited(entry.algorithm(), entry.cell(), entry.clock())
