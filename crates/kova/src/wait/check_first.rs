@@ -43,13 +43,17 @@ impl<Check, Wait, Waiting> CheckFirst<Check, Wait, Waiting> {
 
 impl<T, Check, Wait, Waiting> Future for CheckFirst<Check, Wait, Waiting>
 where
-    Check: FnOnce() -> Option<T> + Unpin,
+    // `Fn`, called by reference: a closure called as `FnOnce` goes through a shim of the
+    // compiler's that is left out of line, whatever the closure's own `#[inline]`.
+    Check: Fn() -> Option<T> + Unpin,
     Wait: FnOnce() -> Waiting + Unpin,
     Waiting: Future<Output = T>,
 {
     type Output = T;
 
-    #[inline]
+    // Always: inside a caller's larger loop or task, the inliner leaves a poll of this size out
+    // of line, and the first check's decision then crosses the call through memory.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let this = self.get_mut();
         loop {

@@ -169,10 +169,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         max_wait: Duration,
     ) -> impl Future<Output = Result<Decision, WaitError>> + '_ {
         // As `until_ready`: the admission at once sets nothing up.
-        let check = move || unless_denied(self.check_n(cost).map_err(WaitError::from));
-        CheckFirst::new(check, move || async move {
-            Pacer::new().until_n_ready_within(self, cost, max_wait).await
-        })
+        CheckFirst::new(
+            // Inlined as in `RateLimiter::until_ready`.
+            #[inline(always)]
+            move || unless_denied(self.check_n(cost).map_err(WaitError::from)),
+            move || async move { Pacer::new().until_n_ready_within(self, cost, max_wait).await },
+        )
     }
 
     /// The blocking [`until_n_ready_within`](Self::until_n_ready_within) (std only:
@@ -195,10 +197,12 @@ where
         cost: u64,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Decision, WaitError>> + 'a {
-        let check = move || unless_denied(self.check_n(key, cost).map_err(WaitError::from));
-        CheckFirst::new(check, move || async move {
-            Pacer::new().until_key_n_ready_within(self, key, cost, max_wait).await
-        })
+        CheckFirst::new(
+            // Inlined as in `RateLimiter::until_ready`.
+            #[inline(always)]
+            move || unless_denied(self.check_n(key, cost).map_err(WaitError::from)),
+            move || async move { Pacer::new().until_key_n_ready_within(self, key, cost, max_wait).await },
+        )
     }
 
     /// [`RateLimiter::wait_n_within`] for `key`.

@@ -218,23 +218,32 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     pub fn until_ready(&self) -> impl Future<Output = Decision> + '_ {
         // Admitted at once (the common case): nothing to set up. A denial writes nothing, so
         // the wait below checking again changes nothing.
-        let check = move || Some(self.check()).filter(Decision::is_allowed);
-        CheckFirst::new(check, move || async move {
-            let pacer = Pacer::new();
-            let check = || Ok::<_, std::convert::Infallible>(self.check());
-            match pacer.wait(DIRECT_LINE, check, |d| pacer.timer.sleep(d)).await {
-                Ok(decision) => decision,
-                Err(never) => match never {},
-            }
-        })
+        CheckFirst::new(
+            // Always inlined: a caller's loop or task otherwise calls the first check out of line,
+            // and its decision crosses the call through memory.
+            #[inline(always)]
+            move || Some(self.check()).filter(Decision::is_allowed),
+            move || async move {
+                let pacer = Pacer::new();
+                let check = || Ok::<_, std::convert::Infallible>(self.check());
+                match pacer.wait(DIRECT_LINE, check, |d| pacer.timer.sleep(d)).await {
+                    Ok(decision) => decision,
+                    Err(never) => match never {},
+                }
+            },
+        )
     }
 
     /// Completes once `cost` units are admitted; an error at once when `cost` exceeds the
     /// capacity. Dropping the future consumes nothing.
     pub fn until_n_ready(&self, cost: u64) -> impl Future<Output = Result<Decision, CheckError>> + '_ {
         // As `until_ready`: the admission at once (or the error) sets nothing up.
-        let check = move || unless_denied(self.check_n(cost));
-        CheckFirst::new(check, move || async move { Pacer::new().until_n_ready(self, cost).await })
+        CheckFirst::new(
+            // Inlined as in `until_ready`.
+            #[inline(always)]
+            move || unless_denied(self.check_n(cost)),
+            move || async move { Pacer::new().until_n_ready(self, cost).await },
+        )
     }
 
     /// Blocks the thread until `cost` units are admitted (std only: [`std::thread::sleep`]).
@@ -267,8 +276,12 @@ where
         cost: u64,
     ) -> impl Future<Output = Result<Decision, CheckError>> + 'a {
         // As `RateLimiter::until_ready`: the admission at once sets nothing up.
-        let check = move || unless_denied(self.check_n(key, cost));
-        CheckFirst::new(check, move || async move { Pacer::new().until_key_n_ready(self, key, cost).await })
+        CheckFirst::new(
+            // Inlined as in `until_ready`.
+            #[inline(always)]
+            move || unless_denied(self.check_n(key, cost)),
+            move || async move { Pacer::new().until_key_n_ready(self, key, cost).await },
+        )
     }
 
     /// Blocks the thread until `cost` units of `key` are admitted.
