@@ -50,6 +50,10 @@ where
     type Output = T;
 
     #[inline]
+    #[expect(
+        clippy::panic,
+        reason = "polling a completed future breaks Future's contract, which allows a panic (as async fn does); Pending would hang the caller silently"
+    )]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let this = self.get_mut();
         loop {
