@@ -118,7 +118,9 @@ impl Builder {
     }
 
     /// The most one call may take, reconnecting and reloading scripts included (default 50 ms).
-    /// Past it the failure policy decides.
+    /// Past it the failure policy decides. `Duration::ZERO`: a call not answered at its first
+    /// poll is the failure policy's; a timeout of more than about 30 years (up to
+    /// `Duration::MAX`) waits about 30 years.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
