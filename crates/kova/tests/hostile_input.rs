@@ -201,6 +201,19 @@ const DIRECT: &[Case] = &[
         );
         assert_eq!(limiter.peek().remaining(), 10);
     }),
+    ("reserve_n_owned u64::MAX and within ZERO", || {
+        let limiter = std::sync::Arc::new(gcra().0);
+        assert_eq!(
+            limiter.reserve_n_owned(u64::MAX).unwrap_err(),
+            ReserveError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }
+        );
+        let all = limiter.reserve_n_owned(10).unwrap();
+        assert!(matches!(
+            limiter.reserve_n_within_owned(1, Duration::ZERO),
+            Err(ReserveError::DelayTooLong { .. })
+        ));
+        assert_eq!(all.cancel(), 10);
+    }),
     ("reserve_n_within ZERO when empty: refused, nothing taken", || {
         let (limiter, _) = gcra();
         let all = limiter.reserve_n(10).unwrap();
@@ -445,6 +458,15 @@ const KEYED: &[Case] = &[
             table.wait_key_n_within(&key, 1, Duration::ZERO),
             Err(WaitError::DeadlinePassed { .. })
         ));
+    }),
+    ("until_key_n_ready u64::MAX: ready at once with the error", || {
+        let table = keyed();
+        let key = b"k".to_vec();
+        assert_eq!(
+            poll_once(table.until_key_n_ready(&key, u64::MAX)),
+            Poll::Ready(Err(CheckError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }))
+        );
+        assert_eq!(table.len(), 0);
     }),
     ("a table of one key: a second key gets the table-full decision", || {
         let table = KeyedBuilder::<Vec<u8>, Gcra, _>::new(q(10), ManualClock::new())

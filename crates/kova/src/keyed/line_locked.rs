@@ -66,7 +66,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// them reusable, and frees replaced arrays.
     #[expect(
         clippy::indexing_slicing,
-        reason = "a retired place is a line of the current array: a rehash collects first"
+        reason = "a retired place is a line of the current array: a rehash hands the places retired so far to the old array"
     )]
     fn collect(&mut self) {
         let ready = self.writer.retired.collect(self.guard);
@@ -313,7 +313,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// Whether position `pos` holds a key.
     #[expect(
         clippy::indexing_slicing,
-        reason = "callers pass positions of this array, from find or its iteration"
+        reason = "callers pass positions of this array: from find, or a sweep over 0..array.len()"
     )]
     pub(super) fn is_held(&self, pos: usize) -> bool {
         self.writer.marks[pos] == Mark::Held

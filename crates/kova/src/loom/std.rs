@@ -36,7 +36,7 @@ pub(crate) use portable_atomic::AtomicU128;
 /// is mostly never touched costs little memory.
 #[expect(
     clippy::expect_used,
-    reason = "every caller's length is bounded by its builder (door words, sketch memory, stripes), far below isize::MAX bytes"
+    reason = "its one caller, the doorkeeper, is bounded by KeyedBuilder::MAX_DOOR_WORDS (128 MiB), far below isize::MAX bytes"
 )]
 pub(crate) fn zeroed_atomics(len: usize) -> Box<[atomic::AtomicU64]> {
     use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
