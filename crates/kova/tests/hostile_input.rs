@@ -18,24 +18,10 @@ use kova::{
     SlidingWindowLog, StripedLimiter, TokenBucket, WaitError, MAX_LIMITS,
 };
 
-type Case = (&'static str, fn());
+#[path = "support/case_table.rs"]
+mod case_table;
 
-/// Runs every case; fails naming each case that panicked or failed its assertion.
-fn run(cases: &[Case]) {
-    let failed: Vec<String> = cases
-        .iter()
-        .filter_map(|&(name, case)| {
-            let payload = std::panic::catch_unwind(case).err()?;
-            let why = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Some(format!("{name}: {why}"))
-        })
-        .collect();
-    assert!(failed.is_empty(), "{} of {} cases failed:\n{}", failed.len(), cases.len(), failed.join("\n"));
-}
+use case_table::{run, Case};
 
 fn q(limit: u64) -> Quota {
     Quota::per_second(limit).unwrap()
