@@ -206,7 +206,7 @@ fn batch_command(batch: &[Waiting]) -> redis::Cmd {
 fn keys_distinct(batch: &[Waiting]) -> bool {
     let mut keys: Vec<&[u8]> = batch.iter().map(|w| w.call.key.as_slice()).collect();
     keys.sort_unstable();
-    keys.windows(2).all(|pair| pair[0] != pair[1])
+    keys.windows(2).all(|pair| !matches!(pair, [a, b] if a == b))
 }
 
 /// One check's 3 values in a batch reply as a lone check's 5 (allowed, remaining, retry, reset,

@@ -19,6 +19,10 @@ use crate::node::SingleNode;
 use crate::policy::FailurePolicy;
 use crate::store::Store;
 
+/// The most keys [`Builder::local_max_keys`] takes: as many as one kova table holds (each
+/// algorithm's degraded table is one).
+pub const MAX_LOCAL_KEYS: usize = kova::KeyedBuilder::<Vec<u8>>::MAX_KEYS;
+
 /// How a limiter is made: from a [`Builder`], or with the defaults.
 impl RedisLimiter {
     /// A [`Builder`] with the defaults.
@@ -114,7 +118,9 @@ impl Builder {
     }
 
     /// The most one call may take, reconnecting and reloading scripts included (default 50 ms).
-    /// Past it the failure policy decides.
+    /// Past it the failure policy decides. `Duration::ZERO`: a call not answered at its first
+    /// poll is the failure policy's; a timeout of more than about 30 years (up to
+    /// `Duration::MAX`) waits about 30 years.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -183,7 +189,9 @@ impl Builder {
         self
     }
 
-    /// The most keys the local layer (denial cache, leases) tracks (default 100,000).
+    /// The most keys the local layer (denial cache, leases, the degraded tables of
+    /// [`FailurePolicy::Degrade`]) tracks, from 1 to [`MAX_LOCAL_KEYS`] (default 100,000);
+    /// [`Error::LocalMaxKeys`] from `open` / `connect` otherwise.
     pub fn local_max_keys(mut self, max: usize) -> Self {
         self.local_max_keys = max;
         self
@@ -227,6 +235,9 @@ impl Builder {
     }
 
     fn finish(self, store: Store) -> Result<RedisLimiter, Error> {
+        if self.local_max_keys == 0 || self.local_max_keys > MAX_LOCAL_KEYS {
+            return Err(Error::LocalMaxKeys { max_keys: self.local_max_keys, max: MAX_LOCAL_KEYS });
+        }
         let keys = KeyBuilder::new(&self.prefix)?;
         let margin = self.ttl_margin.unwrap_or(if self.clock.is_some() {
             Duration::from_secs(1)

@@ -181,9 +181,11 @@ impl RedisLimiter {
                         // earlier limits give back what they took; every other limit reports a
                         // peek of its share.
                         allowed = false;
-                        for (j, (key, limit)) in keys.iter().zip(&limits.limits).enumerate().take(i) {
+                        for (earlier, (key, limit)) in
+                            decisions.iter_mut().zip(keys.iter().zip(&limits.limits)).take(i)
+                        {
                             degraded.refund(key, limit, cost);
-                            decisions[j] = degraded.decide(key, limit, 0, retry);
+                            *earlier = degraded.decide(key, limit, 0, retry);
                         }
                         for (key, limit) in keys.iter().zip(&limits.limits).skip(i + 1) {
                             decisions.push(degraded.decide(key, limit, 0, retry));
@@ -208,8 +210,8 @@ fn limits_invocation(
     now: Option<u64>,
     cost: u64,
 ) -> redis::ScriptInvocation<'static> {
-    let mut invocation = operation_script(Operation::Limits).key(keys[0].as_slice());
-    for key in &keys[1..] {
+    let mut invocation = operation_script(Operation::Limits).prepare_invoke();
+    for key in keys {
         invocation.key(key.as_slice());
     }
     arg_now(&mut invocation, now);
@@ -224,20 +226,23 @@ fn limits_invocation(
 /// The script's reply: whether admitted, then four values per limit.
 fn parse(raw: &[i64], limits: &Limits) -> Result<LimitsDecision, StoreError> {
     let bad = || StoreError::Reply(format!("{raw:?}"));
-    if raw.len() != 1 + 4 * limits.len() {
+    let Some((&verdict, each)) = raw.split_first() else { return Err(bad()) };
+    if each.len() != 4 * limits.len() {
         return Err(bad());
     }
     let as_u64 = |v: i64| u64::try_from(v).map_err(|_| bad());
     let mut decisions = Vec::with_capacity(limits.len());
-    for (limit, r) in limits.limits.iter().zip(raw[1..].chunks_exact(4)) {
-        let (remaining, retry, reset) = (as_u64(r[1])?, as_u64(r[2])? * MICROS, as_u64(r[3])? * MICROS);
-        decisions.push(match r[0] {
+    for (limit, r) in limits.limits.iter().zip(each.chunks_exact(4)) {
+        let &[allowed, remaining, retry, reset] = r else { return Err(bad()) };
+        let nanos = |micros: i64| as_u64(micros)?.checked_mul(MICROS).ok_or_else(bad);
+        let (remaining, retry, reset) = (as_u64(remaining)?, nanos(retry)?, nanos(reset)?);
+        decisions.push(match allowed {
             1 => Decision::allowed(limit.capacity(), remaining, reset),
             0 => Decision::denied(limit.capacity(), remaining, retry, reset),
             _ => return Err(bad()),
         });
     }
-    let allowed = match raw[0] {
+    let allowed = match verdict {
         1 => true,
         0 => false,
         _ => return Err(bad()),

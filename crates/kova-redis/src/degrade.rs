@@ -61,6 +61,10 @@ macro_rules! on_table {
     };
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "1 per second is a quota every algorithm holds, and the builder checked max_keys (1 to MAX_LOCAL_KEYS)"
+)]
 fn table<A: kova::Algorithm>(clock: &LocalClock, max_keys: usize) -> Keyed<Vec<u8>, A, LocalClock> {
     // Any quota the five algorithms accept: every check passes the limit's own share.
     let default = Quota::per_second(1).expect("1 per second is a valid quota");

@@ -44,6 +44,14 @@ pub enum Error {
     },
     /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::MAX_LIMITS).
     Limits(LimitsError),
+    /// [`Builder::local_max_keys`](crate::Builder::local_max_keys) outside 1 to
+    /// [`MAX_LOCAL_KEYS`](crate::MAX_LOCAL_KEYS): refused when the limiter is built.
+    LocalMaxKeys {
+        /// The count asked for.
+        max_keys: usize,
+        /// The most the local layer holds.
+        max: usize,
+    },
 }
 
 /// A failure of the store itself.
@@ -72,6 +80,9 @@ impl fmt::Display for Error {
                 write!(f, "{operation} is not supported for {algorithm} (it takes no refunds)")
             }
             Error::Limits(e) => e.fmt(f),
+            Error::LocalMaxKeys { max_keys, max } => {
+                write!(f, "the local layer holds from 1 to {max} keys, not {max_keys}")
+            }
         }
     }
 }
@@ -94,7 +105,7 @@ impl std::error::Error for Error {
             Error::Store(e) => Some(e),
             Error::Reserve(e) => Some(e),
             Error::Limits(e) => Some(e),
-            Error::TimeOutOfRange { .. } | Error::Unsupported { .. } => None,
+            Error::TimeOutOfRange { .. } | Error::Unsupported { .. } | Error::LocalMaxKeys { .. } => None,
         }
     }
 }

@@ -126,6 +126,7 @@ fn is_verbatim(b: u8) -> bool {
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
 
+#[expect(clippy::indexing_slicing, reason = "a nibble (b >> 4, b & 15) is below 16, each table's length")]
 fn push_tag(out: &mut Vec<u8>, user_key: &[u8]) {
     let escaped_len: usize = user_key.iter().map(|&b| if is_verbatim(b) { 1 } else { 3 }).sum();
     if escaped_len <= MAX_VERBATIM_KEY {

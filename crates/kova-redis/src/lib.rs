@@ -128,6 +128,18 @@
 //! their decisions [`Fallback::LocalCache`](kova::Fallback::LocalCache).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// Nothing a caller or a Redis reply passes makes the library panic: a new panic site is a
+// decision, taken with `#[expect(..., reason = "why it cannot fire")]`. Not in its unit tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::indexing_slicing
+    )
+)]
 
 mod batch;
 mod builder;
@@ -150,7 +162,7 @@ mod settle;
 mod store;
 
 pub use batch::BatchStats;
-pub use builder::Builder;
+pub use builder::{Builder, MAX_LOCAL_KEYS};
 pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};

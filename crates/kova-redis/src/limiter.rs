@@ -19,6 +19,10 @@ use crate::local::{Before, Local};
 use crate::policy::FailurePolicy;
 use crate::store::Store;
 
+/// The deadline of a call whose timeout overflows the clock's instants: about 30 years, as
+/// tokio's own `sleep` does for such durations.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Counters of what a limiter did (all since it was built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
@@ -362,9 +366,11 @@ impl RedisLimiter {
         self.inner.counters.fallback_decisions.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The deadline of a call starting now.
+    /// The deadline of a call starting now: a timeout past the instant's range (up to
+    /// `Duration::MAX`, which the builder takes) waits as long as [`FAR_FUTURE`].
     pub(crate) fn deadline(&self) -> tokio::time::Instant {
-        tokio::time::Instant::now() + self.inner.timeout
+        let now = tokio::time::Instant::now();
+        now.checked_add(self.inner.timeout).unwrap_or(now + FAR_FUTURE)
     }
 
     /// Runs one script call (never batched) by `deadline`.

@@ -94,6 +94,7 @@ static OPERATION_SCRIPTS: LazyLock<[Script; 3]> = LazyLock::new(|| {
 });
 
 /// `operation`'s script (its SHA-1 computed once).
+#[expect(clippy::indexing_slicing, reason = "the array holds one script per Operation, in declaration order")]
 pub(crate) fn operation_script(operation: Operation) -> &'static Script {
     &OPERATION_SCRIPTS[operation as usize]
 }
@@ -152,6 +153,10 @@ pub(crate) fn index(kind: AlgorithmKind) -> usize {
 }
 
 /// The script for one check of `kind` (its SHA-1 computed once).
+#[expect(
+    clippy::indexing_slicing,
+    reason = "the array holds one script per AlgorithmKind::ALL, in index's order"
+)]
 pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
     &SCRIPTS[index(kind)]
 }

@@ -29,6 +29,18 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
+// Nothing a request or a config file holds makes the library panic: a new panic site is a
+// decision, taken with `#[expect(..., reason = "why it cannot fire")]`. Not in its unit tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::indexing_slicing
+    )
+)]
 
 mod backend;
 mod config;

@@ -67,6 +67,10 @@ impl<C: Clock + Clone> MemoryBackend<C> {
 }
 
 impl<C: Clock> MemoryBackend<C> {
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "new builds one table per AlgorithmKind::ALL, and index is a position in it (or 0)"
+    )]
     fn table(&self, kind: AlgorithmKind) -> &Keyed<Vec<u8>, AnyAlgorithm, C> {
         let index = AlgorithmKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
         &self.tables[index]

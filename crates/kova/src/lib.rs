@@ -65,6 +65,18 @@
 //!   is monotonic for every thread, on any CPU.
 //! - Bad input gets a typed error ([`QuotaError`], [`CheckError`]), never a panic.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// Bad input gets a typed error, never a panic (invariant 4): a new panic site in the library is a
+// decision, taken with `#[expect(..., reason = "why it cannot fire")]`. Not in its unit tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::indexing_slicing
+    )
+)]
 
 mod algorithm;
 mod cas;
@@ -76,6 +88,14 @@ mod limiter;
 mod limits;
 mod loom;
 #[cfg(feature = "model")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing,
+    reason = "test support behind the `model` feature, not the limiters: a reference model or a checker may panic on a broken history"
+)]
 pub mod model;
 mod quota;
 mod quota_change;

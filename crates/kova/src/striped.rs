@@ -197,6 +197,10 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
 
     /// The state without changing it: the central word's peek, with the units the stripes hold
     /// added to `remaining` (and then marked [`Fallback::StripeLease`](crate::Fallback::StripeLease)).
+    #[expect(
+        clippy::unreachable,
+        reason = "the limiter's own central word is never closed: only a keyed table's demotion closes a slot"
+    )]
     pub fn peek(&self) -> Decision {
         match self.stripes.peek(&self.exact()) {
             Some(decision) => decision,
@@ -248,6 +252,10 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
 
     /// `cost <= capacity` was checked.
     #[inline]
+    #[expect(
+        clippy::unreachable,
+        reason = "the limiter's own central word is never closed: only a keyed table's demotion closes a slot"
+    )]
     fn decide_on(&self, stripe: usize, cost: u64) -> Decision {
         if cost == 0 {
             return self.peek();

@@ -10,6 +10,7 @@ mod cluster;
 mod degrade;
 mod failover;
 mod faults;
+mod hostile_input;
 mod integers;
 mod integers_operations;
 mod local;

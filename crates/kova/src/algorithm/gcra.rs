@@ -16,7 +16,10 @@ use crate::{Decision, Quota, QuotaError};
 ///
 /// # Layout
 /// The whole word is the TAT in nanoseconds on the clock's timeline. A fresh key has TAT 0 (full
-/// for any `now`). TAT saturates at `u64::MAX` (584 years), where it stays, denying: never a wrap.
+/// for any `now`). TAT saturates at `u64::MAX` (584 years): never a wrap. The timeline ends
+/// there too: once `now` is within `burst * interval` of `u64::MAX` (only a
+/// [`ManualClock`](crate::ManualClock) set or advanced there reads such a time), the saturated
+/// TAT stays within the burst of `now`, and every check of at most the burst admits.
 /// A clock reading older than the TAT sees a larger deficit, so it never grants.
 ///
 /// ```

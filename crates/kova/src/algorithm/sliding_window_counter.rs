@@ -28,6 +28,8 @@ use crate::{Decision, Quota, QuotaError};
 /// - window index = `now / period` modulo 2^24. One window on, `current` becomes `prev`; two or
 ///   more on, both are zero. A reading up to 2^8 windows behind the stored window counts as the
 ///   stored window's start (the strictest point of it): a clock running backwards never grants.
+///   A reading further behind is, modulo 2^24, a later window: it reads as fresh (no clock kova
+///   provides runs backwards by that much; only [`ManualClock::set`](crate::ManualClock::set) can).
 ///   A key untouched for a multiple of 2^24 windows (194 days of 1 s windows) reads as if no time
 ///   had passed: stricter, never looser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

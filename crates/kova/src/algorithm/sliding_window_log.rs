@@ -82,6 +82,10 @@ struct Header {
 const SLOTS_AT: usize = std::mem::size_of::<Header>().next_multiple_of(std::mem::align_of::<Slot>());
 
 /// The allocation of a cell with `len` slots.
+#[expect(
+    clippy::unreachable,
+    reason = "len is at most MAX_LIMIT (from_quota), far below a size that overflows a Layout"
+)]
 fn ring_layout(len: usize) -> Layout {
     let align = std::mem::align_of::<Header>().max(std::mem::align_of::<Slot>());
     let size = len.checked_mul(std::mem::size_of::<Slot>()).and_then(|slots| slots.checked_add(SLOTS_AT));
@@ -209,6 +213,7 @@ impl LogCell {
 }
 
 impl Ring<'_> {
+    #[expect(clippy::indexing_slicing, reason = "each branch computes unit % len, below slots.len()")]
     fn slot(&self, unit: u64) -> &Slot {
         let len = self.slots.len() as u64;
         // `base` is a multiple of `len`, so each branch is `unit % len`: an attempt reads units

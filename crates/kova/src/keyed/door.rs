@@ -151,6 +151,10 @@ impl Door {
 
     /// The word of `hash` (a remix, so that it does not follow the shard's or the probe's bits)
     /// and the key's fingerprint (other bits of the hash).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "index is 0 for one word, else the top `bits` bits of a u64, below words.len() == 1 << bits"
+    )]
     fn place(&self, hash: u64) -> (&AtomicU64, u64) {
         let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let index = if self.bits == 0 { 0 } else { (mixed >> (64 - self.bits)) as usize };

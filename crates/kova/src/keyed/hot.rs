@@ -239,6 +239,10 @@ impl<A: Algorithm> HotSlots<A> {
 
     /// Counts a failed compare-exchange of the word of the key of `hash` at `now`; `true` when
     /// the count within the current window reaches the threshold (once per window).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "masked by contention.len() - 1, a power of two of at least 64"
+    )]
     pub(super) fn note(&self, hash: u64, now: u64) -> bool {
         let counter = &self.contention[(hash >> 32) as usize & (self.contention.len() - 1)];
         let stamp = (now >> CONTENTION_WINDOW_SHIFT) & u64::from(u32::MAX);
@@ -252,6 +256,10 @@ impl<A: Algorithm> HotSlots<A> {
 
     /// Whether no stripe leased from `slot` (its central word unchanged) since the last call:
     /// the key has cooled. Called by sweeps, under the key's shard lock.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     pub(super) fn quiet(&self, slot: usize) -> bool {
         let place = &self.slots[slot];
         // Relaxed: a heuristic comparison; the demotion that may follow closes the word itself.
@@ -269,6 +277,10 @@ impl<A: Algorithm> HotSlots<A> {
     }
 
     /// The central word of `slot` as the stripes see it.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     pub(super) fn central<'a, C: Clock + ?Sized>(
         &'a self,
         slot: usize,
@@ -281,6 +293,10 @@ impl<A: Algorithm> HotSlots<A> {
     /// Decides `cost` units for the key in `slot` on the calling thread's stripe (cost 0: a
     /// peek). `None` when the slot is closed: the key is being demoted.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     pub(super) fn decide<C: Clock + ?Sized>(
         &self,
         slot: usize,
@@ -299,6 +315,10 @@ impl<A: Algorithm> HotSlots<A> {
     /// Moves the state in `line` (a held key's inline word, of `hash`) into a free slot; the
     /// caller holds the key's shard lock. Returns the slot, or `None` when every slot is in use
     /// or waiting, or the state looks like a marker (it stays where it is).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     pub(super) fn promote(&self, line: &AtomicU64, hash: u64, guard: &Guard) -> Option<usize> {
         let slot = self.take_free(guard)?;
         // AcqRel: a freeze (`word.rs`): a check's CAS came before, and is in `state`, or fails
@@ -325,6 +345,10 @@ impl<A: Algorithm> HotSlots<A> {
     /// Moves the state of the key in `slot` back into `line` (its inline word, which holds the
     /// slot's marker); the caller holds the key's shard lock, and the slot waits for a grace
     /// period before it is reused.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     pub(super) fn demote<C: Clock + ?Sized>(
         &self,
         slot: usize,
@@ -352,6 +376,10 @@ impl<A: Algorithm> HotSlots<A> {
     }
 
     /// A free slot, first freeing those whose grace period has ended.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a slot index is one this table handed out (a marker it wrote, or its free list), below slots.len()"
+    )]
     fn take_free(&self, guard: &Guard) -> Option<usize> {
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         if registry.free.is_empty() && !registry.waiting.is_empty() {

@@ -108,6 +108,10 @@ fn advise_huge_pages(_start: *mut u8, _bytes: usize) {}
 
 impl<K> LineArray<K> {
     /// The allocation of `len` lines.
+    #[expect(
+        clippy::expect_used,
+        reason = "len is at most a shard's lines for KeyedBuilder::MAX_KEYS, far below isize::MAX bytes"
+    )]
     fn layout(len: usize) -> Layout {
         let bytes = std::mem::size_of::<Line<K>>().saturating_mul(len);
         let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { ARRAY_ALIGN };

@@ -107,6 +107,7 @@ pub(super) unsafe fn drop_cell<A: Algorithm>(value: u64) {
 /// The word as the table's cell, for an inline cell ([`CellStorage::INLINE`], which kova's own
 /// storages, the only ones, keep with `inline_cell` `Some`: sealed, so this cannot fail).
 #[inline(always)]
+#[expect(clippy::unreachable, reason = "CellStorage is sealed, and kova's inline storages all return Some")]
 fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
     match A::Storage::inline_cell(word) {
         Some(cell) => cell,
@@ -116,6 +117,7 @@ fn as_cell<A: Algorithm>(word: &AtomicU64) -> &A::Cell {
 
 /// The table's cell as the word it is (see [`as_cell`]).
 #[inline(always)]
+#[expect(clippy::unreachable, reason = "CellStorage is sealed, and kova's inline storages all return Some")]
 fn as_word<A: Algorithm>(cell: &A::Cell) -> &AtomicU64 {
     match A::Storage::inline_word(cell) {
         Some(word) => word,

@@ -64,6 +64,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 
     /// Drops the keys (and boxed cells) of removed lines whose grace period has ended, making
     /// them reusable, and frees replaced arrays.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a retired place is a line of the current array: a rehash hands the places retired so far to the old array"
+    )]
     fn collect(&mut self) {
         let ready = self.writer.retired.collect(self.guard);
         for place in ready.places {
@@ -85,6 +89,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// through the free lines before it: no probe needs to pass them, since no key was ever
     /// placed by passing the vacant line after them, so `find` stops there as it would one line
     /// later. Fewer lines in use mean fewer rehashes to shed them.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
+    )]
     fn vacate_run_end(&mut self, mut pos: usize) {
         let w = &mut *self.writer;
         while w.marks[pos] == Mark::Free && w.marks[w.array.next(pos)] == Mark::Vacant {
@@ -97,6 +105,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// The first line from `hash`'s home a new key can take: vacant, or free.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
+    )]
     fn open_line(&self, hash: u64) -> usize {
         let w = &*self.writer;
         let mut pos = home(hash, w.array.len());
@@ -108,6 +120,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 
     /// Writes `key` with the word `value` (`line_cell::into_word`, a cell owning `heap` heap
     /// bytes) and `quota` into the open line `pos`, and publishes it.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
+    )]
     fn fill(&mut self, pos: usize, key: K, value: u64, heap: usize, quota: QuotaId) {
         let w = &mut *self.writer;
         let line = w.array.line(pos);
@@ -128,6 +144,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 
     /// Marks the held line `pos` dead: `TOMB` over its word, and its key (and its cell, whose
     /// word was `value` before any look, owning `heap` heap bytes) retired.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
+    )]
     fn bury(&mut self, pos: usize, value: u64, heap: usize) {
         let w = &mut *self.writer;
         // An exchange, like a freeze, so that both sides of a race with a check's CAS are
@@ -142,6 +162,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Moves every held key into a new array of `len` lines and publishes it.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "positions come from 0..array.len() and home/next over the fresh array, as long as the new marks"
+    )]
     fn rehash(&mut self, len: usize, hash_key: &impl Fn(&K) -> u64) {
         // User code first: nothing is frozen if a `Hash` panics.
         let held: Vec<(usize, u64)> = (0..self.writer.array.len())
@@ -202,6 +226,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// (module docs): an inline word is frozen; a boxed cell's line is hidden, then its own
     /// word frozen if it has one. `f` gets the state to look at: the frozen copy, or the hidden
     /// cell itself.
+    #[expect(
+        clippy::unreachable,
+        reason = "an inline cell is one AtomicU64, and the word freezer freezes every word"
+    )]
     fn look<R>(
         &self,
         pos: usize,
@@ -260,6 +288,10 @@ pub(super) struct NewKey<K> {
 /// until the lock is released or a change through it moves the key (a rehash).
 impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// Finds `key` (authoritative): its position.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
+    )]
     pub(super) fn find(&self, hash: u64, key: &K) -> Option<usize>
     where
         K: Eq,
@@ -279,6 +311,10 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Whether position `pos` holds a key.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "callers pass positions of this array: from find, or a sweep over 0..array.len()"
+    )]
     pub(super) fn is_held(&self, pos: usize) -> bool {
         self.writer.marks[pos] == Mark::Held
     }

@@ -43,6 +43,7 @@ impl<A: Algorithm> Quotas<A> {
 
     /// The algorithm of quota `id` (the default for an id this table never handed out).
     #[inline]
+    #[expect(clippy::indexing_slicing, reason = "i % PAGE is below PAGE, each page's length")]
     pub(super) fn get(&self, id: QuotaId) -> &A {
         if id == DEFAULT_ID {
             return &self.default;
@@ -57,6 +58,10 @@ impl<A: Algorithm> Quotas<A> {
 
     /// The id of `quota`, building its algorithm the first time: an error when the algorithm
     /// cannot represent it, or when the table already holds [`MAX_QUOTAS`] distinct quotas.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "next < MAX_QUOTAS, checked above, so i / PAGE is below pages.len() and i % PAGE below PAGE"
+    )]
     pub(super) fn intern(&self, quota: Quota) -> Result<QuotaId, QuotaError> {
         if quota == self.default.quota() {
             return Ok(DEFAULT_ID);

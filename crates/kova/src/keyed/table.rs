@@ -198,6 +198,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// The shard of `hash` (chosen by its low bits).
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "masked by shard_mask, shards.len() - 1 of a power-of-two count"
+    )]
     fn shard(&self, hash: u64) -> &LineShard<K, A> {
         &self.shards[hash as usize & self.shard_mask]
     }

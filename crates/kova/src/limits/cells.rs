@@ -64,6 +64,7 @@ impl Outcome for Verdict {
 /// admit, every word takes it; otherwise nothing changes and the admitting limits report a peek.
 /// Each limit's decision is written to `decisions`.
 #[inline(always)]
+#[expect(clippy::indexing_slicing, reason = "every index runs over 0..N, the length of each array")]
 fn decide_all<W: WordAlgorithm, const N: usize>(
     algorithms: &[W; N],
     words: [u64; N],
@@ -95,6 +96,10 @@ fn decide_all<W: WordAlgorithm, const N: usize>(
 /// The first `N` algorithms, as an array (the composite holds exactly `N` when its cells are a
 /// one- or two-word cell).
 #[inline(always)]
+#[expect(
+    clippy::expect_used,
+    reason = "callers pass exactly N algorithms: Cells::One and Pair are built for one and two limits, a chain is matched by its count"
+)]
 fn exactly<W, const N: usize>(algorithms: &[W]) -> &[W; N] {
     algorithms.try_into().expect("the cells were built for this many limits")
 }
@@ -186,6 +191,10 @@ impl Cells {
 
     /// Charges up to `cost` units to every limit whatever its state
     /// ([`WordAlgorithm::charge`]: what is left, then the overdraft): the units each took.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the cells were built for exactly these algorithms: Cells::One for one limit, Pair for two (one 128-bit word), Chain for 3 or 4 (one word each)"
+    )]
     pub(super) fn charge<W: WordAlgorithm, C: Clock + ?Sized>(
         &self,
         algorithms: &[W],
@@ -215,6 +224,10 @@ impl Cells {
         charged
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the cells were built for exactly these algorithms: Cells::One for one limit, Pair for two (one 128-bit word), Chain for 3 or 4 (one word each)"
+    )]
     pub(super) fn refund<W: WordAlgorithm, C: Clock + ?Sized>(&self, algorithms: &[W], clock: &C, cost: u64) {
         match self {
             Cells::One(cell) => {
@@ -237,6 +250,10 @@ impl Cells {
 
 impl Cells {
     /// Every limit's word back to fresh.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the cells were built for exactly these algorithms: Cells::One for one limit, Pair for two (one 128-bit word), Chain for 3 or 4 (one word each)"
+    )]
     pub(super) fn reset<W: WordAlgorithm>(&self, algorithms: &[W]) {
         // Release, as a check's CAS: a reader that sees the fresh state sees what came before.
         match self {
@@ -253,6 +270,10 @@ impl Cells {
     }
 
     /// Whether every limit's word is indistinguishable from fresh at `now`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the cells were built for exactly these algorithms: Cells::One for one limit, Pair for two (one 128-bit word), Chain for 3 or 4 (one word each)"
+    )]
     pub(super) fn is_idle<W: WordAlgorithm>(&self, algorithms: &[W], now: u64) -> bool {
         // Acquire: pairs with the Release of the check that wrote the word.
         match self {
@@ -304,6 +325,10 @@ fn check_chain_into<W: WordAlgorithm, C: Clock + ?Sized>(
 /// denial the limits already charged get their units back before returning ([`undo_chain`]).
 /// Each limit's decision goes to its place in `decisions`; whether all admitted.
 #[inline(always)]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "i and j run below N, a chain's count (3 or 4, at most MAX_LIMITS, each array's length)"
+)]
 fn check_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     cells: &[AtomicU64; MAX_LIMITS],
     algorithms: &[W; N],
@@ -329,6 +354,10 @@ fn check_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
 /// those that admit).
 #[cold]
 #[inline(never)]
+#[expect(
+    clippy::indexing_slicing,
+    reason = "i and j run below N, a chain's count (3 or 4, at most MAX_LIMITS, each array's length)"
+)]
 fn undo_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     cells: &[AtomicU64; MAX_LIMITS],
     algorithms: &[W; N],

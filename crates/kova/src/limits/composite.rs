@@ -101,6 +101,10 @@ impl<W: WordAlgorithm> Algorithm for Composite<W> {
     }
 
     /// The first limit's quota.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a composite has at least one limit: its constructors refuse an empty list"
+    )]
     fn quota(&self) -> Quota {
         self.algorithms[0].quota()
     }

@@ -47,6 +47,10 @@ impl LimitsDecision {
     /// The answer of exactly `N` limits, built where it is returned: with `N` known, every
     /// place is written by a fixed index.
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "N is a composite's count of one-word limits, at most 2 <= MAX_LIMITS"
+    )]
     pub(crate) fn of<const N: usize>(each: [Decision; N], allowed: bool) -> Self {
         let mut decisions = [NONE; MAX_LIMITS];
         decisions[..N].copy_from_slice(&each);
@@ -57,6 +61,10 @@ impl LimitsDecision {
 
     /// Writes the decisions of exactly `N` limits, the answer's count, in place.
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "N is a composite's count of one-word limits, at most 2 <= MAX_LIMITS"
+    )]
     pub(crate) fn set<const N: usize>(&mut self, each: [Decision; N], allowed: bool) {
         debug_assert_eq!(self.len, N);
         self.decisions[..N].copy_from_slice(&each);
@@ -65,6 +73,10 @@ impl LimitsDecision {
 
     /// Chooses the deciding limit by the rule above, once every limit's decision is in.
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
+    )]
     pub(crate) fn decide(&mut self, allowed: bool) {
         let each = &self.decisions[..self.len];
         let mut decided_by = 0;
@@ -99,7 +111,9 @@ impl LimitsDecision {
             return None;
         }
         let mut all = [NONE; MAX_LIMITS];
-        all[..decisions.len()].copy_from_slice(decisions);
+        for (place, &decision) in all.iter_mut().zip(decisions) {
+            *place = decision;
+        }
         Some(Self::new(all, decisions.len(), allowed))
     }
 
@@ -111,6 +125,10 @@ impl LimitsDecision {
 
     /// The deciding limit's decision (what a single `RateLimit-*` / `Retry-After` header shows).
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
+    )]
     pub fn decision(&self) -> Decision {
         self.decisions[self.decided_by]
     }
@@ -123,6 +141,10 @@ impl LimitsDecision {
 
     /// Every limit's decision, in the composite's order.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
+    )]
     pub fn limit_decisions(&self) -> &[Decision] {
         &self.decisions[..self.len]
     }

@@ -137,6 +137,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// assert_eq!(settled[1], Settlement { refunded: 0, charged: 16, uncharged: 0 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "self.len is the composite's limit count, at most MAX_LIMITS, the array's length"
+    )]
     pub fn settle(&self, key: &K, estimated: u64, actual: u64) -> Vec<Settlement> {
         if actual <= estimated {
             let back = estimated - actual;

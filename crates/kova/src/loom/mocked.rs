@@ -12,17 +12,18 @@ pub(crate) use ::loom::thread_local;
 #[derive(Debug)]
 pub(crate) struct AtomicU128(Mutex<u128>);
 
+// A poisoned lock still holds a whole value: every operation writes it in one step.
 impl AtomicU128 {
     pub(crate) fn new(value: u128) -> Self {
         AtomicU128(Mutex::new(value))
     }
 
     pub(crate) fn load(&self, _: atomic::Ordering) -> u128 {
-        *self.0.lock().unwrap()
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn store(&self, value: u128, _: atomic::Ordering) {
-        *self.0.lock().unwrap() = value;
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
     }
 
     pub(crate) fn compare_exchange_weak(
@@ -32,7 +33,7 @@ impl AtomicU128 {
         _: atomic::Ordering,
         _: atomic::Ordering,
     ) -> Result<u128, u128> {
-        let mut value = self.0.lock().unwrap();
+        let mut value = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if *value == current {
             *value = new;
             Ok(current)

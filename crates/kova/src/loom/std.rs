@@ -34,6 +34,10 @@ pub(crate) use portable_atomic::AtomicU128;
 /// `len` atomics, all 0, from memory the allocator hands over zeroed: large arrays come straight
 /// from the system, whose pages are committed only as they are first written, so an array that
 /// is mostly never touched costs little memory.
+#[expect(
+    clippy::expect_used,
+    reason = "its one caller, the doorkeeper, is bounded by KeyedBuilder::MAX_DOOR_WORDS (128 MiB), far below isize::MAX bytes"
+)]
 pub(crate) fn zeroed_atomics(len: usize) -> Box<[atomic::AtomicU64]> {
     use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
     if len == 0 {

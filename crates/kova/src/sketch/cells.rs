@@ -45,6 +45,10 @@ impl Cells {
 
     /// The earliest TAT among the cells of the key hashed to `hash`: never earlier than the
     /// key's own state (what a table seeds the key with when it finds room for it).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a place's line is hash & line_mask over lines.len() == line_mask + 1 (a power of two), and its positions are below WORDS_PER_LINE, each line's length"
+    )]
     pub(crate) fn least(&self, hash: u64) -> u64 {
         let place = self.place(hash);
         let cells = &self.lines[place.line].0;
@@ -60,6 +64,10 @@ impl Cells {
     /// Steps 1-4 of the module docs: `cost` units (0: a peek; the caller checked the capacity)
     /// of the key hashed to `hash`, under `gcra`, at `clock`'s time.
     #[inline]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a place's line is hash & line_mask over lines.len() == line_mask + 1 (a power of two), and its positions are below WORDS_PER_LINE, each line's length"
+    )]
     pub(crate) fn decide<C: Clock + ?Sized>(&self, gcra: &Gcra, clock: &C, hash: u64, cost: u64) -> Decision {
         let place = self.place(hash);
         let cells = &self.lines[place.line].0;
@@ -106,6 +114,10 @@ impl Cells {
 
     /// Raises the key's cells other than `decided` to at least `tat`.
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a place's line is hash & line_mask over lines.len() == line_mask + 1 (a power of two), and its positions are below WORDS_PER_LINE, each line's length"
+    )]
     fn raise_others(&self, place: Place, decided: usize, tat: u64, raise: SketchRaise) {
         let cells = &self.lines[place.line].0;
         for i in 0..self.subsets.cells() {

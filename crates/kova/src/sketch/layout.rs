@@ -56,6 +56,10 @@ impl Place {
 
 impl Subsets {
     /// All subsets of `cells` positions (1 to 8; the builder checked).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "len counts the subsets of cells positions among 8, at most 8 choose 4 = MAX_SUBSETS"
+    )]
     pub(crate) fn new(cells: u32) -> Self {
         let mut packed = [0; MAX_SUBSETS];
         let mut len = 0;
@@ -90,6 +94,10 @@ impl Subsets {
 
     /// The place of a key hashed to `hash` among `line_mask + 1` lines.
     #[inline(always)]
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "Lemire's multiply-shift maps the hash onto 0..len, and len <= MAX_SUBSETS"
+    )]
     pub(crate) fn place(&self, hash: u64, line_mask: usize) -> Place {
         let line = hash as usize & line_mask;
         // Lemire's multiply-shift maps the high half onto 0..len without a division.

@@ -111,6 +111,7 @@ impl Stripes {
     /// Decides `cost` units (at least 1, at most the capacity) on stripe `stripe` (taken modulo
     /// the count) at clock reading `now`.
     #[inline]
+    #[expect(clippy::indexing_slicing, reason = "masked by mask, words.len() - 1 of a power-of-two count")]
     pub(crate) fn decide(&self, central: &impl Central, stripe: usize, now: u64, cost: u64) -> Leased {
         if cost > self.batch {
             return Leased::decided_or_closed(central_check(central, cost), 0);

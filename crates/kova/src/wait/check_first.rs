@@ -54,6 +54,10 @@ where
     // Always: inside a caller's larger loop or task, the inliner leaves a poll of this size out
     // of line, and the first check's decision then crosses the call through memory.
     #[inline(always)]
+    #[expect(
+        clippy::panic,
+        reason = "polling a completed future breaks Future's contract, which allows a panic (as async fn does); Pending would hang the caller silently"
+    )]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let this = self.get_mut();
         loop {
