@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use kova::{Decision, Fallback, MAX_LIMITS};
+use smallvec::SmallVec;
 
 use self::checked::{Checked, Entry, ToSettle};
 pub(crate) use self::settling::Settling;
@@ -76,7 +77,9 @@ impl Run {
         }
         while let Some(limit) = config.limits.get(self.next) {
             let index = self.next;
-            let group = limit.member().filter(|m| m.heads_whole_group(&config.limits[index..]));
+            let group = limit
+                .member()
+                .filter(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
             let members = group.map_or(1, |m| m.group.len);
             self.next += members;
             if !limit.applies_to(parts) {
@@ -176,11 +179,11 @@ impl Run {
         members: usize,
         parts: &Parts,
     ) -> Result<Option<LimitKey>, Box<Verdict>> {
-        let limit = &config.limits[index];
+        let limit = config.limit(index);
         match limit.key().extract(parts) {
             Ok(key) => Ok(Some(key)),
             Err(error) => {
-                for member in &config.limits[index..index + members] {
+                for member in config.members(index, members) {
                     config.record(member.name(), None, EventKind::KeyError(&error));
                 }
                 if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
@@ -206,7 +209,7 @@ impl Run {
             }
             Answer::All(result) => {
                 let index = check.index;
-                let members = config.limits[index].member().map_or(1, |m| m.group.len);
+                let members = config.limit(index).member().map_or(1, |m| m.group.len);
                 // A composite that answers for another number of limits is a failing backend.
                 let result = result.and_then(|all| match all.limit_decisions().len() {
                     len if len == members => Ok(all),
@@ -215,29 +218,28 @@ impl Run {
                     ))),
                 });
                 // Every decision of this check, without allocating.
-                let mut decisions = [Decision::allowed(0, 0, 0); MAX_LIMITS];
-                let (by, allowed) = match result {
+                let (decisions, by, allowed): (SmallVec<[Decision; MAX_LIMITS]>, _, _) = match result {
                     Ok(all) => {
                         if let Some(fallback) = store_fallback(&all.decision()) {
                             let kind = EventKind::BackendFailure { error: None, fallback: Some(fallback) };
-                            for member in &config.limits[index..index + members] {
+                            for member in config.members(index, members) {
                                 config.record(member.name(), Some(&check.key), kind);
                             }
                         }
-                        decisions[..members].copy_from_slice(all.limit_decisions());
-                        (all.decided_by(), all.is_allowed())
+                        let decisions = all.limit_decisions().iter().copied().collect();
+                        (decisions, all.decided_by(), all.is_allowed())
                     }
                     Err(error) => {
                         let decided = match self.fallback_of(config, check, error, members) {
                             Ok(decided) => decided,
                             Err(verdict) => return verdict.map(|v| *v),
                         };
-                        decisions[..members].copy_from_slice(&decided);
                         let by = decided.iter().position(|d| !d.is_allowed()).unwrap_or(0);
-                        (by, decided.iter().all(Decision::is_allowed))
+                        let allowed = decided.iter().all(Decision::is_allowed);
+                        (decided.into_iter().collect(), by, allowed)
                     }
                 };
-                let decided = Decided { decisions: &decisions[..members], by, allowed };
+                let decided = Decided { decisions: &decisions, by, allowed };
                 self.decided(config, check, decided, true, decision_time)
             }
         }
@@ -270,8 +272,8 @@ impl Run {
         if decided.allowed || config.shadow {
             return None;
         }
-        let limit = &config.limits[index + decided.by];
-        Some(self.reject(config, &Rejection::Limited { limit, decision: &decided.decisions[decided.by] }))
+        let limit = config.limit(index + decided.by);
+        Some(self.reject(config, &Rejection::Limited { limit, decision: decided.decider() }))
     }
 
     /// A single limit's decision from its limiter's result: `Err(None)` to go on without it
@@ -282,7 +284,7 @@ impl Run {
         check: &Check,
         result: Result<Decision, LimiterError>,
     ) -> Result<Decision, Halt> {
-        let limit = &config.limits[check.index];
+        let limit = config.limit(check.index);
         let name = limit.name();
         let key = Some(&check.key);
         match result {
@@ -324,24 +326,26 @@ impl Run {
         error: LimiterError,
         members: usize,
     ) -> Result<Vec<Decision>, Halt> {
-        let limits = &config.limits[check.index..check.index + members];
+        let limits = config.members(check.index, members);
         let key = Some(&check.key);
         if let LimiterError::CostExceedsCapacity { cost, capacity } = error {
             // The member whose quota sets the composite's capacity is the misconfigured one.
-            let limit = limits.iter().find(|l| l.quota().burst() == capacity).unwrap_or(&limits[0]);
+            let first = config.limit(check.index);
+            let limit = limits.iter().find(|l| l.quota().burst() == capacity).unwrap_or(first);
             return Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new));
         }
         let decided: Option<Vec<Decision>> =
             limits.iter().map(|limit| config.on_backend_error.decide(&limit.quota())).collect();
         for (n, limit) in limits.iter().enumerate() {
-            let fallback = decided.as_ref().and_then(|decisions| decisions[n].fallback());
+            let fallback = decided.as_ref().and_then(|decisions| decisions.get(n)?.fallback());
             config.record(limit.name(), key, EventKind::BackendFailure { error: Some(&error), fallback });
         }
         match decided {
             Some(decisions) => Ok(decisions),
             None if config.shadow => Err(None),
             None => {
-                let rejection = Rejection::BackendUnavailable { limit: &limits[0], error: &error };
+                let limit = config.limit(check.index);
+                let rejection = Rejection::BackendUnavailable { limit, error: &error };
                 Err(Some(Box::new(self.reject(config, &rejection))))
             }
         }
@@ -374,7 +378,7 @@ impl Run {
         settles: bool,
     ) {
         let key = &check.key;
-        let limit = &config.limits[index];
+        let limit = config.limit(index);
         let name = limit.name();
         report(config, name, key, &decision, decision_time);
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
@@ -382,7 +386,9 @@ impl Run {
         // Only what was really charged is settled: not a failure policy's decision.
         if settles && decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some()
         {
-            let composite = limit.member().is_some_and(|m| m.heads_whole_group(&config.limits[index..]));
+            let composite = limit
+                .member()
+                .is_some_and(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
             self.checked.to_settle.push(ToSettle {
                 index,
                 key: key.clone(),
@@ -403,7 +409,7 @@ impl Run {
     /// updates their entries to the state after the refund where the limiter can say it now.
     fn refund_charged(&mut self, config: &Config) {
         for charge in std::mem::take(&mut self.charged) {
-            let limit = &config.limits[charge.index];
+            let limit = config.limit(charge.index);
             let group = limit.member().filter(|_| charge.composite);
             match group {
                 Some(member) => {
@@ -462,6 +468,17 @@ struct Decided<'a> {
     /// The member that decided (the first that denied).
     by: usize,
     allowed: bool,
+}
+
+impl Decided<'_> {
+    /// The deciding member's decision.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "`by` is a position in `decisions`: 0 of one limit's, a composite answer's `decided_by` (checked to hold one decision per member), or the first denial of a failure policy's"
+    )]
+    fn decider(&self) -> &Decision {
+        &self.decisions[self.by]
+    }
 }
 
 /// A check that gave no decision: `None` to go on without it (shadow mode), or the answer

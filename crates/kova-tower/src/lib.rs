@@ -117,6 +117,16 @@
 //!   `RedisCompositeBackend`, several Redis limits decided in one script, with
 //!   `CompositeLimit::redis`.
 #![forbid(unsafe_code)]
+// Nothing a request carries may panic a server's worker: each site that could panic in the
+// library is an `#[expect]` saying why it cannot fire, so a new one is a decision (unit tests
+// are allowed them by `clippy.toml`).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing
+)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod body;
