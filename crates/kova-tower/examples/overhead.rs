@@ -14,7 +14,9 @@
 //!    second and wrk's latency percentiles, rounds interleaved. Run only when asked for.
 //!
 //! The limit is one per-IP limit with a quota no client reaches (every request is allowed: the
-//! common path). kova-tower's responses carry its `RateLimit-Policy` and `RateLimit` headers.
+//! common path). kova-tower's responses carry its `RateLimit-Policy` and `RateLimit` headers,
+//! in axum's own body type (`RateLimitLayer::same_body`; `count kova-wrap` counts the default
+//! `ResponseBody`, which axum boxes again).
 //! Beside it, the same router with tower_governor's layer (per peer IP, a quota no run
 //! reaches), as its docs build it: once as it comes (no headers on allowed responses) and once
 //! with `use_headers` (`x-ratelimit-limit` and `x-ratelimit-remaining`). Both are added with
@@ -35,7 +37,7 @@
 //! ```
 //!
 //! 4. **Counted**: `-- count SUBJECT N` makes N in-process calls of one subject (`bare`, `kova`,
-//!    `governor`, `governor-headers`) after a warm-up, in one function an instruction counter
+//!    `kova-wrap`, `governor`, `governor-headers`) after a warm-up, in one function an instruction counter
 //!    can count alone: its count over N is the instructions per request, exact on a busy host
 //!    where wall time is not:
 //!
@@ -73,6 +75,8 @@ const WRK_CONNECTIONS: usize = 64;
 enum Subject {
     Bare,
     Kova,
+    /// kova-tower with its default body mode (`ResponseBody`, which axum boxes again): counted only.
+    KovaWrap,
     KovaAround,
     Governor,
     GovernorHeaders,
@@ -102,6 +106,7 @@ impl Subject {
         match self {
             Subject::Bare => "without layer",
             Subject::Kova => "kova-tower",
+            Subject::KovaWrap => "kova (wrapped)",
             Subject::KovaAround => "kova around",
             Subject::Governor => "tower_governor",
             Subject::GovernorHeaders => "governor+headers",
@@ -136,7 +141,8 @@ fn router(subject: Subject) -> Router {
         Subject::GovernorHeaders => {
             app.layer(GovernorLayer::new(governor.use_headers().finish().expect("governor config")))
         }
-        Subject::Kova => app.layer(kova_layer()),
+        Subject::Kova => app.layer(kova_layer().same_body()),
+        Subject::KovaWrap => app.layer(kova_layer()),
         // Wrapped by the caller, around the whole router.
         Subject::KovaAround => app,
     };
@@ -178,7 +184,7 @@ struct Round {
 async fn in_process_round(subject: Subject) -> Round {
     match subject {
         Subject::Tower => calls_round(tower_limit().layer(router(Subject::Bare))).await,
-        Subject::KovaAround => calls_round(kova_layer().layer(router(subject))).await,
+        Subject::KovaAround => calls_round(kova_layer().same_body().layer(router(subject))).await,
         _ => calls_round(router(subject)).await,
     }
 }
@@ -320,9 +326,12 @@ fn counted(name: Option<String>, calls: Option<String>) {
     let subject = match name.as_deref() {
         Some("bare") => Subject::Bare,
         Some("kova") => Subject::Kova,
+        Some("kova-wrap") => Subject::KovaWrap,
         Some("governor") => Subject::Governor,
         Some("governor-headers") => Subject::GovernorHeaders,
-        other => panic!("count SUBJECT N: SUBJECT is bare, kova, governor or governor-headers, not {other:?}"),
+        other => {
+            panic!("count SUBJECT N: SUBJECT is bare, kova, kova-wrap, governor or governor-headers, not {other:?}")
+        }
     };
     let calls: usize = calls.and_then(|n| n.parse().ok()).expect("count SUBJECT N: N is a number of calls");
     // A runtime entered (as a server's handlers run), though nothing here waits.
@@ -355,14 +364,18 @@ fn calls_answered_at_once(app: &mut Router, peers: &[ConnectInfo<SocketAddr>], c
             std::task::Poll::Ready(Ok(response)) => {
                 assert!(response.status().is_success(), "call {i}: every request is allowed")
             }
-            other => panic!("call {i}: the response is ready at once, got {:?}", other.map(|r| r.map(|_| ()))),
+            other => {
+                panic!("call {i}: the response is ready at once, got {:?}", other.map(|r| r.map(|_| ())))
+            }
         }
     }
 }
 
 /// The client addresses the in-process calls come from, as axum's `ConnectInfo`.
 fn peers() -> Vec<ConnectInfo<SocketAddr>> {
-    (0..4096u32).map(|i| ConnectInfo(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000))).collect()
+    (0..4096u32)
+        .map(|i| ConnectInfo(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
+        .collect()
 }
 
 fn in_process() {

@@ -25,6 +25,9 @@
 //!   quota's overdraft once the response says what the request cost.
 //! - Shadow mode decides and records without denying; a [`Metrics`] hook sees every decision,
 //!   near-limit pass, key failure, backend failure and settle.
+//! - Responses carry a [`ResponseBody`] around the inner service's body or the layer's own, for
+//!   any inner body; with [`RateLimitLayer::same_body`] they keep the inner body type instead
+//!   (`From<Bytes>`: axum's `Body`), which axum then does not box again: use it under axum.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -162,7 +165,7 @@ mod service;
 mod settle;
 mod stopwatch;
 
-pub use body::ResponseBody;
+pub use body::{BodyMode, ResponseBody, SameBody, Wrap};
 pub use composite::CompositeLimit;
 pub use composite_limiter::{CompositeCheckFuture, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
