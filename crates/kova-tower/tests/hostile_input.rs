@@ -159,6 +159,33 @@ async fn costs_at_their_edges() {
     assert_eq!(status_through(single, &[]).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
+/// The near-limit share: a percentage, above 100 meaning 100 (documented); 0 reports only an
+/// allowed request that left nothing.
+#[tokio::test]
+async fn near_limit_percents_at_their_edges() {
+    // A quota of 10: the first request leaves 9 (90%), the tenth leaves 0.
+    let cases: [(&str, u8, u64, u64); 6] = [
+        ("zero", 0, 1, 9),
+        ("one", 1, 1, 9),
+        ("ninety", 90, 10, 0),
+        ("a hundred", 100, 10, 0),
+        ("one more than a hundred", 101, 10, 0),
+        ("u8::MAX", u8::MAX, 10, 0),
+    ];
+    for (case, percent, near, allowed) in cases {
+        let metrics = Arc::new(CountingMetrics::default());
+        let quota = Quota::per_minute(10).unwrap();
+        let limit =
+            Limit::in_memory_with::<Gcra, _>("ip", quota, Key::peer_ip(), ManualClock::new()).unwrap();
+        let layer = RateLimitLayer::new(limit).metrics(metrics.clone()).near_limit_percent(percent);
+        for _ in 0..10 {
+            assert_eq!(status_through(layer.clone(), &[]).await, StatusCode::OK, "{case}");
+        }
+        let counts = metrics.snapshot();
+        assert_eq!((counts.near_limit, counts.allowed), (near, allowed), "{case}");
+    }
+}
+
 /// A key read from a header: once, 1 to `MAX_HEADER_KEY_LEN` visible ASCII characters, else a
 /// typed error (and a 400 through the layer).
 #[tokio::test]
