@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::headers::{self, RateLimitHeaders};
 pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
 use crate::stopwatch::Stopwatch;
-use crate::{EventKind, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
+use crate::{EventKind, KeyError, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
 
 /// What an allowed check took, while a later limit could still reject the request.
 #[derive(Debug)]
@@ -44,6 +44,15 @@ pub(crate) struct Run {
     checked: Checked,
     /// Given back if a later limit rejects, so that a rejected request consumes no quota.
     charged: Vec<Charge>,
+}
+
+/// How the run of a layer of one plain limit starts: passed at once (allowed), or a run under
+/// way (boxed: the rare answers, a denial, a key error or a check to await, which build far more
+/// than a box).
+pub(crate) enum Start {
+    /// Pass the request on with these headers.
+    Passed(Option<RateLimitHeaders>),
+    Running(Box<Run>, Progress),
 }
 
 pub(crate) enum Progress {
@@ -70,11 +79,6 @@ impl Run {
     /// Checks limits from where the run stands until all are done, one rejects, or one must be
     /// awaited.
     pub(crate) fn drive(&mut self, config: &Config, parts: &Parts) -> Progress {
-        if self.next == 0 {
-            if let Some(limit) = config.one_plain_limit() {
-                return self.drive_one(config, limit, parts);
-            }
-        }
         while let Some(limit) = config.limits.get(self.next) {
             let index = self.next;
             let group = limit
@@ -113,19 +117,23 @@ impl Run {
         Progress::Done(Verdict::Pass(self.pass(config)))
     }
 
-    /// [`drive`](Self::drive) for a layer of one plain limit (see
-    /// [`Config::one_plain_limit`]): an allowed answer that is ready goes straight to its
-    /// headers, without a run's bookkeeping (there is nothing to refund or settle); any other
-    /// answer goes on as `drive` takes it.
-    fn drive_one(&mut self, config: &Config, limit: &Limit, parts: &Parts) -> Progress {
-        self.next = 1;
+    /// Starts the run of a layer of one plain limit (see [`Config::one_plain_limit`]): a ready
+    /// allowed answer goes straight to its headers, without a run's bookkeeping (there is
+    /// nothing to refund or settle); any other answer goes on in a run.
+    pub(crate) fn start_one(config: &Config, limit: &Limit, parts: &Parts) -> Start {
+        // A run past the only limit, for the answers that need its bookkeeping.
+        let run = || Box::new(Run { next: 1, ..Run::default() });
         if !limit.applies_to(parts) {
-            return Progress::Done(Verdict::Pass(Pass::Now(None)));
+            return Start::Passed(None);
         }
-        let key = match self.find_key(config, 0, 1, parts) {
-            Ok(Some(key)) => key,
-            Ok(None) => return Progress::Done(Verdict::Pass(Pass::Now(None))),
-            Err(verdict) => return Progress::Done(*verdict),
+        let key = match limit.key().extract(parts) {
+            Ok(key) => key,
+            Err(error) => {
+                let mut run = run();
+                let verdict = run.key_missing(config, 0, 1, &error);
+                let progress = Progress::Done(verdict.map_or(Verdict::Pass(Pass::Now(None)), |v| *v));
+                return Start::Running(run, progress);
+            }
         };
         let cost = limit.cost_of(parts);
         let started = Stopwatch::start();
@@ -133,25 +141,27 @@ impl Run {
             Ok(result) => result,
             Err(future) => {
                 let check = Check { index: 0, key, cost, started };
-                return Progress::Pending(Pending { check, future: PendingCheck::One(future) });
+                let pending = Pending { check, future: PendingCheck::One(future) };
+                return Start::Running(run(), Progress::Pending(pending));
             }
         };
         match result {
             Ok(decision) if decision.is_allowed() && decision.fallback().is_none() => {
                 report(config, limit.name(), &key, &decision, started.elapsed());
-                let headers = (!config.shadow).then(|| RateLimitHeaders {
+                Start::Passed((!config.shadow).then(|| RateLimitHeaders {
                     policy: config.all_policies.clone(),
                     state: headers::state_value_of(limit.name(), &decision),
                     legacy: config.legacy_headers.then(|| headers::legacy_values(&decision)),
-                });
-                Progress::Done(Verdict::Pass(Pass::Now(headers)))
+                }))
             }
             result => {
+                let mut run = run();
                 let check = Check { index: 0, key, cost, started };
-                match self.answered(config, &check, Answer::One(result)) {
+                let progress = match run.answered(config, &check, Answer::One(result)) {
                     Some(verdict) => Progress::Done(verdict),
-                    None => Progress::Done(Verdict::Pass(self.pass(config))),
-                }
+                    None => Progress::Done(Verdict::Pass(run.pass(config))),
+                };
+                Start::Running(run, progress)
             }
         }
     }
@@ -179,19 +189,30 @@ impl Run {
         members: usize,
         parts: &Parts,
     ) -> Result<Option<LimitKey>, Box<Verdict>> {
-        let limit = config.limit(index);
-        match limit.key().extract(parts) {
+        match config.limit(index).key().extract(parts) {
             Ok(key) => Ok(Some(key)),
-            Err(error) => {
-                for member in config.members(index, members) {
-                    config.record(member.name(), None, EventKind::KeyError(&error));
-                }
-                if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
-                    return Ok(None);
-                }
-                Err(Box::new(self.reject(config, &Rejection::KeyError { limit, error: &error })))
-            }
+            Err(error) => self.key_missing(config, index, members, &error).map_or(Ok(None), Err),
         }
+    }
+
+    /// The limit at `index` (and its composite's other members) found no key: reports it, and
+    /// gives the rejection, or `None` to go on without the limit (shadow mode, or
+    /// [`OnMissingKey::Skip`]).
+    fn key_missing(
+        &mut self,
+        config: &Config,
+        index: usize,
+        members: usize,
+        error: &KeyError,
+    ) -> Option<Box<Verdict>> {
+        for member in config.members(index, members) {
+            config.record(member.name(), None, EventKind::KeyError(error));
+        }
+        let limit = config.limit(index);
+        if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
+            return None;
+        }
+        Some(Box::new(self.reject(config, &Rejection::KeyError { limit, error })))
     }
 
     /// Records one check's answer; `Some` when it ends the run with a response.

@@ -10,7 +10,7 @@ use tower_service::Service;
 
 use crate::body::{BodyMode, Wrap};
 use crate::config::Config;
-use crate::enforce::{Pass, Pending, Progress, Run, Verdict};
+use crate::enforce::{Pass, Pending, Progress, Run, Start, Verdict};
 use crate::ResponseFuture;
 
 /// Rate-limits requests to an inner service; made by [`RateLimitLayer`](crate::RateLimitLayer).
@@ -69,8 +69,24 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let mut run = Run::default();
-        match run.drive(&self.config, &parts) {
+        // Built in place: a layer of several limits pays no box for its run.
+        let mut run: Run;
+        let progress = match self.config.one_plain_limit() {
+            Some(limit) => match Run::start_one(&self.config, limit, &parts) {
+                Start::Passed(headers) => {
+                    return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers);
+                }
+                Start::Running(started, progress) => {
+                    run = *started;
+                    progress
+                }
+            },
+            None => {
+                run = Run::default();
+                run.drive(&self.config, &parts)
+            }
+        };
+        match progress {
             Progress::Done(Verdict::Pass(Pass::Now(headers))) => {
                 ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
             }
