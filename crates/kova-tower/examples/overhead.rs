@@ -14,7 +14,9 @@
 //!    second and wrk's latency percentiles, rounds interleaved. Run only when asked for.
 //!
 //! The limit is one per-IP limit with a quota no client reaches (every request is allowed: the
-//! common path). kova-tower's responses carry its `RateLimit-Policy` and `RateLimit` headers.
+//! common path). kova-tower's responses carry its `RateLimit-Policy` and `RateLimit` headers,
+//! in axum's own body type (`RateLimitLayer::same_body`; `count kova-wrap` counts the default
+//! `ResponseBody`, which axum boxes again).
 //! Beside it, the same router with tower_governor's layer (per peer IP, a quota no run
 //! reaches), as its docs build it: once as it comes (no headers on allowed responses) and once
 //! with `use_headers` (`x-ratelimit-limit` and `x-ratelimit-remaining`). Both are added with
@@ -33,7 +35,18 @@
 //! cargo run --release -p kova-tower --example overhead -- http
 //! cargo run --release -p kova-tower --example overhead -- wrk     # ROUNDS=5 WRK_SECS=5
 //! ```
+//!
+//! 4. **Counted**: `-- count SUBJECT N` makes N in-process calls of one subject (`bare`, `kova`,
+//!    `kova-wrap`, `governor`, `governor-headers`) after a warm-up, in one function an instruction counter
+//!    can count alone: its count over N is the instructions per request, exact on a busy host
+//!    where wall time is not:
+//!
+//! ```text
+//! valgrind --tool=callgrind --toggle-collect='*serve_calls*' --callgrind-out-file=/tmp/kova.cg \
+//!   target/release/examples/overhead count kova 10000 2>&1 | grep Collected
+//! ```
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -62,6 +75,8 @@ const WRK_CONNECTIONS: usize = 64;
 enum Subject {
     Bare,
     Kova,
+    /// kova-tower with its default body mode (`ResponseBody`, which axum boxes again): counted only.
+    KovaWrap,
     KovaAround,
     Governor,
     GovernorHeaders,
@@ -91,6 +106,7 @@ impl Subject {
         match self {
             Subject::Bare => "without layer",
             Subject::Kova => "kova-tower",
+            Subject::KovaWrap => "kova (wrapped)",
             Subject::KovaAround => "kova around",
             Subject::Governor => "tower_governor",
             Subject::GovernorHeaders => "governor+headers",
@@ -105,14 +121,14 @@ fn tower_limit() -> tower::limit::RateLimitLayer {
 }
 
 /// The router of `subject`, with its layer added by `Router::layer` (for `KovaAround`, the bare
-/// router that layer then wraps).
+/// router that layer then wraps), its routes built.
 fn router(subject: Subject) -> Router {
     let app =
         Router::new().route("/", get(|| async { "hello\n" })).route("/search", get(|| async { "results\n" }));
     // tower_governor: one element back every nanosecond (10^9 a second), bursts of a million.
     let mut governor = GovernorConfigBuilder::default();
     governor.per_nanosecond(1).burst_size(1_000_000);
-    match subject {
+    let app = match subject {
         Subject::Bare => app,
         Subject::Tower => {
             let buffered = ServiceBuilder::new()
@@ -125,10 +141,14 @@ fn router(subject: Subject) -> Router {
         Subject::GovernorHeaders => {
             app.layer(GovernorLayer::new(governor.use_headers().finish().expect("governor config")))
         }
-        Subject::Kova => app.layer(kova_layer()),
+        Subject::Kova => app.layer(kova_layer().same_body()),
+        Subject::KovaWrap => app.layer(kova_layer()),
         // Wrapped by the caller, around the whole router.
         Subject::KovaAround => app,
-    }
+    };
+    // Each route made once, as `axum::serve` does (`into_make_service*` calls it): a router
+    // still waiting for its state builds the route of every request anew.
+    app.with_state(())
 }
 
 fn kova_layer() -> RateLimitLayer {
@@ -164,7 +184,7 @@ struct Round {
 async fn in_process_round(subject: Subject) -> Round {
     match subject {
         Subject::Tower => calls_round(tower_limit().layer(router(Subject::Bare))).await,
-        Subject::KovaAround => calls_round(kova_layer().layer(router(subject))).await,
+        Subject::KovaAround => calls_round(kova_layer().same_body().layer(router(subject))).await,
         _ => calls_round(router(subject)).await,
     }
 }
@@ -174,9 +194,7 @@ where
     S: Service<Request<Body>, Response = Response<B>>,
     S::Error: std::fmt::Debug,
 {
-    let peers: Vec<ConnectInfo<SocketAddr>> = (0..4096u32)
-        .map(|i| ConnectInfo(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
-        .collect();
+    let peers = peers();
     let mut latencies = Vec::with_capacity(CALLS_PER_ROUND);
     let started = Instant::now();
     for i in 0..CALLS_PER_ROUND {
@@ -297,6 +315,67 @@ fn main() {
     if only.as_deref() == Some("wrk") {
         under_wrk();
     }
+    if only.as_deref() == Some("count") {
+        counted(std::env::args().nth(2), std::env::args().nth(3));
+    }
+}
+
+/// Makes `calls` in-process calls of the subject named `name` after a warm-up (see the module
+/// docs: for an instruction counter).
+fn counted(name: Option<String>, calls: Option<String>) {
+    let subject = match name.as_deref() {
+        Some("bare") => Subject::Bare,
+        Some("kova") => Subject::Kova,
+        Some("kova-wrap") => Subject::KovaWrap,
+        Some("governor") => Subject::Governor,
+        Some("governor-headers") => Subject::GovernorHeaders,
+        other => {
+            panic!("count SUBJECT N: SUBJECT is bare, kova, kova-wrap, governor or governor-headers, not {other:?}")
+        }
+    };
+    let calls: usize = calls.and_then(|n| n.parse().ok()).expect("count SUBJECT N: N is a number of calls");
+    // A runtime entered (as a server's handlers run), though nothing here waits.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let _entered = runtime.enter();
+    let mut app = router(subject);
+    let peers = peers();
+    // Warm up: every peer's key seen twice, the allocator's size classes in use.
+    calls_answered_at_once(&mut app, &peers, 2 * peers.len());
+    serve_calls(&mut app, &peers, calls);
+}
+
+/// The counted calls, kept out of line so that an instruction counter can count only them
+/// (callgrind's `--toggle-collect=*serve_calls*`).
+#[inline(never)]
+fn serve_calls(app: &mut Router, peers: &[ConnectInfo<SocketAddr>], calls: usize) {
+    calls_answered_at_once(app, peers, calls);
+}
+
+/// `calls` requests through `app`, each polled to its response on the spot (every subject
+/// answers at once).
+fn calls_answered_at_once(app: &mut Router, peers: &[ConnectInfo<SocketAddr>], calls: usize) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for (i, peer) in peers.iter().cycle().take(calls).enumerate() {
+        let request = Request::get("/").extension(*peer).body(Body::empty()).expect("request");
+        let ready = Service::<Request<Body>>::poll_ready(app, &mut cx);
+        assert!(matches!(ready, std::task::Poll::Ready(Ok(()))), "the router is always ready");
+        let mut future = std::pin::pin!(app.call(request));
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(Ok(response)) => {
+                assert!(response.status().is_success(), "call {i}: every request is allowed")
+            }
+            other => {
+                panic!("call {i}: the response is ready at once, got {:?}", other.map(|r| r.map(|_| ())))
+            }
+        }
+    }
+}
+
+/// The client addresses the in-process calls come from, as axum's `ConnectInfo`.
+fn peers() -> Vec<ConnectInfo<SocketAddr>> {
+    (0..4096u32)
+        .map(|i| ConnectInfo(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40_000)))
+        .collect()
 }
 
 fn in_process() {

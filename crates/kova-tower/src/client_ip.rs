@@ -276,10 +276,14 @@ fn strip_obfuscated_port(value: &str) -> &str {
 /// ```
 pub fn mask(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpNet {
     let ip = ip.to_canonical();
-    let prefix = match ip {
-        IpAddr::V4(_) => v4_prefix.min(32),
-        IpAddr::V6(_) => v6_prefix.min(128),
+    let (prefix, whole) = match ip {
+        IpAddr::V4(_) => (v4_prefix.min(32), 32),
+        IpAddr::V6(_) => (v6_prefix.min(128), 128),
     };
+    // The whole address (every IPv4 key by default): nothing to cut, on every request.
+    if prefix == whole {
+        return IpNet::from(ip);
+    }
     // The prefix is within the address's length, so `new` cannot fail; the fallback keeps the
     // whole address rather than panicking.
     IpNet::new(ip, prefix).map_or_else(|_| IpNet::from(ip), |net| net.trunc())

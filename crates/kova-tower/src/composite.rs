@@ -12,8 +12,8 @@ use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Q
 use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
 use crate::{
-    CheckFuture, CompositeLimiter, ConfigError, Key, KeyedLimiter, Limit, LimitKey, OnMissingKey,
-    SettleError, SettleFuture, Settled,
+    CheckFuture, CompositeLimiter, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError,
+    OnMissingKey, SettleError, SettleFuture, Settled,
 };
 
 /// A member limit used on its own (cloned out of its composite into another layer): it checks
@@ -23,10 +23,18 @@ struct MemberLimiter(Member);
 impl KeyedLimiter for MemberLimiter {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         let position = self.0.position;
-        let pick = move |all: LimitsDecision| all.limit_decisions()[position];
+        // A composite (a store's own, say) that answers for fewer limits is a failing backend.
+        let pick = move |all: LimitsDecision| {
+            let len = all.limit_decisions().len();
+            all.limit_decisions().get(position).copied().ok_or_else(|| {
+                LimiterError::backend(format!(
+                    "a composite answered {len} decisions, none for limit {position}"
+                ))
+            })
+        };
         match self.0.group.limiter.check(key, cost).into_ready() {
-            Ok(result) => CheckFuture::ready(result.map(pick)),
-            Err(future) => CheckFuture::new(async move { future.await.map(pick) }),
+            Ok(result) => CheckFuture::ready(result.and_then(pick)),
+            Err(future) => CheckFuture::new(async move { future.await.and_then(pick) }),
         }
     }
 

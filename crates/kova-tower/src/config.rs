@@ -58,6 +58,24 @@ impl Config {
         }
     }
 
+    /// The limit at `index`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "every index a request's run holds comes from walking these limits, which never change once the layer is built"
+    )]
+    pub(crate) fn limit(&self, index: usize) -> &Limit {
+        &self.limits[index]
+    }
+
+    /// The `len` limits from `index`: a composite's members, in order.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a composite's members are counted only where `Member::heads_whole_group` found all of them, in order, from `index`"
+    )]
+    pub(crate) fn members(&self, index: usize, len: usize) -> &[Limit] {
+        &self.limits[index..index + len]
+    }
+
     /// The layer's only limit when it needs none of a run's bookkeeping: not a composite's
     /// member, not settled from the response, no partition key to publish.
     pub(crate) fn one_plain_limit(&self) -> Option<&Limit> {

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use kova::{Decision, Fallback, MAX_LIMITS};
+use smallvec::SmallVec;
 
 use self::checked::{Checked, Entry, ToSettle};
 pub(crate) use self::settling::Settling;
@@ -22,7 +23,7 @@ use crate::config::Config;
 use crate::headers::{self, RateLimitHeaders};
 pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
 use crate::stopwatch::Stopwatch;
-use crate::{EventKind, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
+use crate::{EventKind, KeyError, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
 
 /// What an allowed check took, while a later limit could still reject the request.
 #[derive(Debug)]
@@ -43,6 +44,15 @@ pub(crate) struct Run {
     checked: Checked,
     /// Given back if a later limit rejects, so that a rejected request consumes no quota.
     charged: Vec<Charge>,
+}
+
+/// How the run of a layer of one plain limit starts: passed at once (allowed), or a run under
+/// way (boxed: the rare answers, a denial, a key error or a check to await, which build far more
+/// than a box).
+pub(crate) enum Start {
+    /// Pass the request on with these headers.
+    Passed(Option<RateLimitHeaders>),
+    Running(Box<Run>, Progress),
 }
 
 pub(crate) enum Progress {
@@ -69,14 +79,11 @@ impl Run {
     /// Checks limits from where the run stands until all are done, one rejects, or one must be
     /// awaited.
     pub(crate) fn drive(&mut self, config: &Config, parts: &Parts) -> Progress {
-        if self.next == 0 {
-            if let Some(limit) = config.one_plain_limit() {
-                return self.drive_one(config, limit, parts);
-            }
-        }
         while let Some(limit) = config.limits.get(self.next) {
             let index = self.next;
-            let group = limit.member().filter(|m| m.heads_whole_group(&config.limits[index..]));
+            let group = limit
+                .member()
+                .filter(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
             let members = group.map_or(1, |m| m.group.len);
             self.next += members;
             if !limit.applies_to(parts) {
@@ -110,19 +117,23 @@ impl Run {
         Progress::Done(Verdict::Pass(self.pass(config)))
     }
 
-    /// [`drive`](Self::drive) for a layer of one plain limit (see
-    /// [`Config::one_plain_limit`]): an allowed answer that is ready goes straight to its
-    /// headers, without a run's bookkeeping (there is nothing to refund or settle); any other
-    /// answer goes on as `drive` takes it.
-    fn drive_one(&mut self, config: &Config, limit: &Limit, parts: &Parts) -> Progress {
-        self.next = 1;
+    /// Starts the run of a layer of one plain limit (see [`Config::one_plain_limit`]): a ready
+    /// allowed answer goes straight to its headers, without a run's bookkeeping (there is
+    /// nothing to refund or settle); any other answer goes on in a run.
+    pub(crate) fn start_one(config: &Config, limit: &Limit, parts: &Parts) -> Start {
+        // A run past the only limit, for the answers that need its bookkeeping.
+        let run = || Box::new(Run { next: 1, ..Run::default() });
         if !limit.applies_to(parts) {
-            return Progress::Done(Verdict::Pass(Pass::Now(None)));
+            return Start::Passed(None);
         }
-        let key = match self.find_key(config, 0, 1, parts) {
-            Ok(Some(key)) => key,
-            Ok(None) => return Progress::Done(Verdict::Pass(Pass::Now(None))),
-            Err(verdict) => return Progress::Done(*verdict),
+        let key = match limit.key().extract(parts) {
+            Ok(key) => key,
+            Err(error) => {
+                let mut run = run();
+                let verdict = run.key_missing(config, 0, 1, &error);
+                let progress = Progress::Done(verdict.map_or(Verdict::Pass(Pass::Now(None)), |v| *v));
+                return Start::Running(run, progress);
+            }
         };
         let cost = limit.cost_of(parts);
         let started = Stopwatch::start();
@@ -130,25 +141,27 @@ impl Run {
             Ok(result) => result,
             Err(future) => {
                 let check = Check { index: 0, key, cost, started };
-                return Progress::Pending(Pending { check, future: PendingCheck::One(future) });
+                let pending = Pending { check, future: PendingCheck::One(future) };
+                return Start::Running(run(), Progress::Pending(pending));
             }
         };
         match result {
             Ok(decision) if decision.is_allowed() && decision.fallback().is_none() => {
                 report(config, limit.name(), &key, &decision, started.elapsed());
-                let headers = (!config.shadow).then(|| RateLimitHeaders {
+                Start::Passed((!config.shadow).then(|| RateLimitHeaders {
                     policy: config.all_policies.clone(),
                     state: headers::state_value_of(limit.name(), &decision),
                     legacy: config.legacy_headers.then(|| headers::legacy_values(&decision)),
-                });
-                Progress::Done(Verdict::Pass(Pass::Now(headers)))
+                }))
             }
             result => {
+                let mut run = run();
                 let check = Check { index: 0, key, cost, started };
-                match self.answered(config, &check, Answer::One(result)) {
+                let progress = match run.answered(config, &check, Answer::One(result)) {
                     Some(verdict) => Progress::Done(verdict),
-                    None => Progress::Done(Verdict::Pass(self.pass(config))),
-                }
+                    None => Progress::Done(Verdict::Pass(run.pass(config))),
+                };
+                Start::Running(run, progress)
             }
         }
     }
@@ -176,19 +189,30 @@ impl Run {
         members: usize,
         parts: &Parts,
     ) -> Result<Option<LimitKey>, Box<Verdict>> {
-        let limit = &config.limits[index];
-        match limit.key().extract(parts) {
+        match config.limit(index).key().extract(parts) {
             Ok(key) => Ok(Some(key)),
-            Err(error) => {
-                for member in &config.limits[index..index + members] {
-                    config.record(member.name(), None, EventKind::KeyError(&error));
-                }
-                if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
-                    return Ok(None);
-                }
-                Err(Box::new(self.reject(config, &Rejection::KeyError { limit, error: &error })))
-            }
+            Err(error) => self.key_missing(config, index, members, &error).map_or(Ok(None), Err),
         }
+    }
+
+    /// The limit at `index` (and its composite's other members) found no key: reports it, and
+    /// gives the rejection, or `None` to go on without the limit (shadow mode, or
+    /// [`OnMissingKey::Skip`]).
+    fn key_missing(
+        &mut self,
+        config: &Config,
+        index: usize,
+        members: usize,
+        error: &KeyError,
+    ) -> Option<Box<Verdict>> {
+        for member in config.members(index, members) {
+            config.record(member.name(), None, EventKind::KeyError(error));
+        }
+        let limit = config.limit(index);
+        if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
+            return None;
+        }
+        Some(Box::new(self.reject(config, &Rejection::KeyError { limit, error })))
     }
 
     /// Records one check's answer; `Some` when it ends the run with a response.
@@ -206,7 +230,7 @@ impl Run {
             }
             Answer::All(result) => {
                 let index = check.index;
-                let members = config.limits[index].member().map_or(1, |m| m.group.len);
+                let members = config.limit(index).member().map_or(1, |m| m.group.len);
                 // A composite that answers for another number of limits is a failing backend.
                 let result = result.and_then(|all| match all.limit_decisions().len() {
                     len if len == members => Ok(all),
@@ -215,29 +239,28 @@ impl Run {
                     ))),
                 });
                 // Every decision of this check, without allocating.
-                let mut decisions = [Decision::allowed(0, 0, 0); MAX_LIMITS];
-                let (by, allowed) = match result {
+                let (decisions, by, allowed): (SmallVec<[Decision; MAX_LIMITS]>, _, _) = match result {
                     Ok(all) => {
                         if let Some(fallback) = store_fallback(&all.decision()) {
                             let kind = EventKind::BackendFailure { error: None, fallback: Some(fallback) };
-                            for member in &config.limits[index..index + members] {
+                            for member in config.members(index, members) {
                                 config.record(member.name(), Some(&check.key), kind);
                             }
                         }
-                        decisions[..members].copy_from_slice(all.limit_decisions());
-                        (all.decided_by(), all.is_allowed())
+                        let decisions = all.limit_decisions().iter().copied().collect();
+                        (decisions, all.decided_by(), all.is_allowed())
                     }
                     Err(error) => {
                         let decided = match self.fallback_of(config, check, error, members) {
                             Ok(decided) => decided,
                             Err(verdict) => return verdict.map(|v| *v),
                         };
-                        decisions[..members].copy_from_slice(&decided);
                         let by = decided.iter().position(|d| !d.is_allowed()).unwrap_or(0);
-                        (by, decided.iter().all(Decision::is_allowed))
+                        let allowed = decided.iter().all(Decision::is_allowed);
+                        (decided.into_iter().collect(), by, allowed)
                     }
                 };
-                let decided = Decided { decisions: &decisions[..members], by, allowed };
+                let decided = Decided { decisions: &decisions, by, allowed };
                 self.decided(config, check, decided, true, decision_time)
             }
         }
@@ -270,8 +293,8 @@ impl Run {
         if decided.allowed || config.shadow {
             return None;
         }
-        let limit = &config.limits[index + decided.by];
-        Some(self.reject(config, &Rejection::Limited { limit, decision: &decided.decisions[decided.by] }))
+        let limit = config.limit(index + decided.by);
+        Some(self.reject(config, &Rejection::Limited { limit, decision: decided.decider() }))
     }
 
     /// A single limit's decision from its limiter's result: `Err(None)` to go on without it
@@ -282,7 +305,7 @@ impl Run {
         check: &Check,
         result: Result<Decision, LimiterError>,
     ) -> Result<Decision, Halt> {
-        let limit = &config.limits[check.index];
+        let limit = config.limit(check.index);
         let name = limit.name();
         let key = Some(&check.key);
         match result {
@@ -324,24 +347,26 @@ impl Run {
         error: LimiterError,
         members: usize,
     ) -> Result<Vec<Decision>, Halt> {
-        let limits = &config.limits[check.index..check.index + members];
+        let limits = config.members(check.index, members);
         let key = Some(&check.key);
         if let LimiterError::CostExceedsCapacity { cost, capacity } = error {
             // The member whose quota sets the composite's capacity is the misconfigured one.
-            let limit = limits.iter().find(|l| l.quota().burst() == capacity).unwrap_or(&limits[0]);
+            let first = config.limit(check.index);
+            let limit = limits.iter().find(|l| l.quota().burst() == capacity).unwrap_or(first);
             return Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new));
         }
         let decided: Option<Vec<Decision>> =
             limits.iter().map(|limit| config.on_backend_error.decide(&limit.quota())).collect();
         for (n, limit) in limits.iter().enumerate() {
-            let fallback = decided.as_ref().and_then(|decisions| decisions[n].fallback());
+            let fallback = decided.as_ref().and_then(|decisions| decisions.get(n)?.fallback());
             config.record(limit.name(), key, EventKind::BackendFailure { error: Some(&error), fallback });
         }
         match decided {
             Some(decisions) => Ok(decisions),
             None if config.shadow => Err(None),
             None => {
-                let rejection = Rejection::BackendUnavailable { limit: &limits[0], error: &error };
+                let limit = config.limit(check.index);
+                let rejection = Rejection::BackendUnavailable { limit, error: &error };
                 Err(Some(Box::new(self.reject(config, &rejection))))
             }
         }
@@ -374,7 +399,7 @@ impl Run {
         settles: bool,
     ) {
         let key = &check.key;
-        let limit = &config.limits[index];
+        let limit = config.limit(index);
         let name = limit.name();
         report(config, name, key, &decision, decision_time);
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
@@ -382,7 +407,9 @@ impl Run {
         // Only what was really charged is settled: not a failure policy's decision.
         if settles && decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some()
         {
-            let composite = limit.member().is_some_and(|m| m.heads_whole_group(&config.limits[index..]));
+            let composite = limit
+                .member()
+                .is_some_and(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
             self.checked.to_settle.push(ToSettle {
                 index,
                 key: key.clone(),
@@ -403,7 +430,7 @@ impl Run {
     /// updates their entries to the state after the refund where the limiter can say it now.
     fn refund_charged(&mut self, config: &Config) {
         for charge in std::mem::take(&mut self.charged) {
-            let limit = &config.limits[charge.index];
+            let limit = config.limit(charge.index);
             let group = limit.member().filter(|_| charge.composite);
             match group {
                 Some(member) => {
@@ -462,6 +489,17 @@ struct Decided<'a> {
     /// The member that decided (the first that denied).
     by: usize,
     allowed: bool,
+}
+
+impl Decided<'_> {
+    /// The deciding member's decision.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "`by` is a position in `decisions`: 0 of one limit's, a composite answer's `decided_by` (checked to hold one decision per member), or the first denial of a failure policy's"
+    )]
+    fn decider(&self) -> &Decision {
+        &self.decisions[self.by]
+    }
 }
 
 /// A check that gave no decision: `None` to go on without it (shadow mode), or the answer

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -9,46 +10,51 @@ use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
 
+use crate::body::{BodyMode, Wrap};
 use crate::headers::RateLimitHeaders;
-use crate::ResponseBody;
 
-type BoxedResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send>>;
+pub(crate) type BoxedResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
 
 pin_project! {
-    /// The future of a [`RateLimit`](crate::RateLimit) call.
-    pub struct ResponseFuture<F, B, E> {
+    /// The future of a [`RateLimit`](crate::RateLimit) call: a response whose body is `M`'s
+    /// for the inner service's body `B` (see [`BodyMode`]).
+    pub struct ResponseFuture<F, B, E, M = Wrap>
+    where
+        M: BodyMode<B>,
+    {
         #[pin]
-        state: State<F, B, E>,
+        state: State<F, M::Body, E>,
+        mode: PhantomData<fn(B) -> M>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, B, E> {
+    enum State<F, R, E> {
         /// Allowed: the inner service's future, and the headers to add to its response.
         Inner { #[pin] future: F, headers: Option<RateLimitHeaders> },
         /// Answered by the layer.
         Rejected { response: Option<Response<Bytes>> },
         /// Waiting on a limiter, then on the inner service.
-        Boxed { future: BoxedResponse<B, E> },
+        Boxed { future: BoxedResponse<R, E> },
     }
 }
 
-impl<F, B, E> ResponseFuture<F, B, E> {
+impl<F, B, E, M: BodyMode<B>> ResponseFuture<F, B, E, M> {
     pub(crate) fn inner(future: F, headers: Option<RateLimitHeaders>) -> Self {
-        ResponseFuture { state: State::Inner { future, headers } }
+        ResponseFuture { state: State::Inner { future, headers }, mode: PhantomData }
     }
 
     pub(crate) fn rejected(response: Response<Bytes>) -> Self {
-        ResponseFuture { state: State::Rejected { response: Some(response) } }
+        ResponseFuture { state: State::Rejected { response: Some(response) }, mode: PhantomData }
     }
 
-    pub(crate) fn boxed(future: BoxedResponse<B, E>) -> Self {
-        ResponseFuture { state: State::Boxed { future } }
+    pub(crate) fn boxed(future: BoxedResponse<M::Body, E>) -> Self {
+        ResponseFuture { state: State::Boxed { future }, mode: PhantomData }
     }
 }
 
-impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
+impl<F, B, E, M: BodyMode<B>> fmt::Debug for ResponseFuture<F, B, E, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Inner { .. } => "inner",
@@ -59,11 +65,12 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B, E>
+impl<F, B, E, M> Future for ResponseFuture<F, B, E, M>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    M: BodyMode<B>,
 {
-    type Output = Result<Response<ResponseBody<B>>, E>;
+    type Output = Result<Response<M::Body>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
@@ -72,10 +79,10 @@ where
                 if let Some(headers) = headers.take() {
                     headers.apply(response.headers_mut());
                 }
-                Poll::Ready(Ok(response.map(ResponseBody::inner)))
+                Poll::Ready(Ok(response.map(M::inner)))
             }
             StateProj::Rejected { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response.map(ResponseBody::full))),
+                Some(response) => Poll::Ready(Ok(response.map(M::full))),
                 // Polled again after completing: stay pending rather than panic.
                 None => Poll::Pending,
             },

@@ -216,8 +216,9 @@ fn partition_key(out: &mut impl Text, digest: &[u8]) {
     out.put(";pk=:");
     // On the stack for digests up to 48 bytes (the layer's are `PARTITION_KEY_LEN`).
     let mut encoded = [0u8; 64];
-    match base64.encode_slice(digest, &mut encoded).map(|len| std::str::from_utf8(&encoded[..len])) {
-        Ok(Ok(text)) => out.put(text),
+    let written = base64.encode_slice(digest, &mut encoded).ok().and_then(|len| encoded.get(..len));
+    match written.map(std::str::from_utf8) {
+        Some(Ok(text)) => out.put(text),
         _ => out.put(&base64.encode(digest)),
     }
     out.put(":");
@@ -264,19 +265,27 @@ impl Text for ValueText {
     fn put(&mut self, text: &str) {
         let bytes = text.as_bytes();
         let end = self.len + bytes.len();
-        if self.spilled.is_empty() && end <= STACK_TEXT {
-            self.stack[self.len..end].copy_from_slice(bytes);
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.stack[..self.len]);
+        match self.stack.get_mut(self.len..end) {
+            Some(room) if self.spilled.is_empty() => room.copy_from_slice(bytes),
+            _ => {
+                if self.spilled.is_empty() {
+                    let written = self.stack.get(..self.len).unwrap_or_default();
+                    self.spilled.extend_from_slice(written);
+                }
+                self.spilled.extend_from_slice(bytes);
             }
-            self.spilled.extend_from_slice(bytes);
         }
         self.len = end;
     }
 }
 
 impl ValueText {
+    /// The text on the stack: all of it until it spilled.
+    fn written_on_stack(&self) -> &[u8] {
+        // Until it spilled, `len` only grew where the text fit the stack.
+        self.stack.get(..self.len).unwrap_or_default()
+    }
+
     /// Starts the next member of a list (`, ` after the first).
     fn next_member(&mut self) {
         if self.len > 0 {
@@ -287,7 +296,7 @@ impl ValueText {
     /// The header value; `None` when nothing was written (or, never for text written here, when
     /// the text is not a valid header value).
     fn into_value(self) -> Option<HeaderValue> {
-        let text = if self.spilled.is_empty() { &self.stack[..self.len] } else { &self.spilled[..] };
+        let text = if self.spilled.is_empty() { self.written_on_stack() } else { &self.spilled };
         if text.is_empty() {
             return None;
         }

@@ -1,12 +1,14 @@
 //! RateLimitLayer: the builder of a `Config`, and the tower `Layer` that wraps a service with it.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Response;
 use tower_layer::Layer;
 
+use crate::body::{SameBody, Wrap};
 use crate::config::Config;
 use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
 
@@ -35,12 +37,21 @@ use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateL
 /// // layer sees the peer address.
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
-pub struct RateLimitLayer {
+///
+/// `M` is the response body's [`BodyMode`](crate::BodyMode): [`Wrap`] unless
+/// [`same_body`](Self::same_body) chose [`SameBody`].
+pub struct RateLimitLayer<M = Wrap> {
     config: Arc<Config>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl fmt::Debug for RateLimitLayer {
+impl<M> Clone for RateLimitLayer<M> {
+    fn clone(&self) -> Self {
+        RateLimitLayer { config: self.config.clone(), mode: PhantomData }
+    }
+}
+
+impl<M> fmt::Debug for RateLimitLayer<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("limits", &self.config.limits)
@@ -62,19 +73,21 @@ impl RateLimitLayer {
         for limit in limits {
             config.push(limit);
         }
-        RateLimitLayer { config: Arc::new(config) }
-    }
-
-    /// Also enforces `limit`, after the ones already added (several limits on one request: per
-    /// IP and per user).
-    pub fn limit(mut self, limit: Limit) -> Self {
-        Arc::make_mut(&mut self.config).push(limit);
-        self
+        RateLimitLayer { config: Arc::new(config), mode: PhantomData }
     }
 
     /// A layer enforcing `composite`: its limits decided all or nothing in one step.
     pub fn from_composite(composite: CompositeLimit) -> Self {
         Self::with_limits(composite.into_limits())
+    }
+}
+
+impl<M> RateLimitLayer<M> {
+    /// Also enforces `limit`, after the ones already added (several limits on one request: per
+    /// IP and per user).
+    pub fn limit(mut self, limit: Limit) -> Self {
+        Arc::make_mut(&mut self.config).push(limit);
+        self
     }
 
     /// Also enforces `composite`, after the limits already added: its limits are decided all or
@@ -104,7 +117,7 @@ impl RateLimitLayer {
     }
 
     /// Reports every decision, key failure and backend failure to `metrics`.
-    pub fn metrics<M: Metrics>(mut self, metrics: Arc<M>) -> Self {
+    pub fn metrics<R: Metrics>(mut self, metrics: Arc<R>) -> Self {
         Arc::make_mut(&mut self.config).metrics = Some(metrics);
         self
     }
@@ -177,16 +190,37 @@ impl RateLimitLayer {
         self
     }
 
+    /// Responses keep the inner service's own body type `B` (which must be `From<Bytes>`: axum's
+    /// `Body`, `http_body_util::Full<Bytes>`), the layer's own responses converted into it,
+    /// instead of a [`ResponseBody`](crate::ResponseBody) around either. Under axum the router
+    /// then takes the response as its own `Body`, where a `ResponseBody` is boxed into one
+    /// again: one allocation per request less. Leave it off for inner bodies that are not
+    /// `From<Bytes>` (tonic's, hyper's `Incoming`).
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use kova::Quota;
+    /// use kova_tower::{Key, Limit, RateLimitLayer};
+    /// let per_ip = Limit::in_memory("ip", Quota::per_minute(60)?, Key::peer_ip())?;
+    /// let app: Router = Router::new()
+    ///     .route("/", get(|| async { "hello" }))
+    ///     .layer(RateLimitLayer::new(per_ip).same_body());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn same_body(self) -> RateLimitLayer<SameBody> {
+        RateLimitLayer { config: self.config, mode: PhantomData }
+    }
+
     /// The limits, in the order they are checked.
     pub fn limits(&self) -> &[Limit] {
         &self.config.limits
     }
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
+impl<S, M> Layer<S> for RateLimitLayer<M> {
+    type Service = RateLimit<S, M>;
 
-    fn layer(&self, inner: S) -> RateLimit<S> {
+    fn layer(&self, inner: S) -> RateLimit<S, M> {
         RateLimit::new(inner, self.config.clone())
     }
 }

@@ -25,6 +25,9 @@
 //!   quota's overdraft once the response says what the request cost.
 //! - Shadow mode decides and records without denying; a [`Metrics`] hook sees every decision,
 //!   near-limit pass, key failure, backend failure and settle.
+//! - Responses carry a [`ResponseBody`] around the inner service's body or the layer's own, for
+//!   any inner body; with [`RateLimitLayer::same_body`] they keep the inner body type instead
+//!   (`From<Bytes>`: axum's `Body`), which axum then does not box again: use it under axum.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -117,6 +120,16 @@
 //!   `RedisCompositeBackend`, several Redis limits decided in one script, with
 //!   `CompositeLimit::redis`.
 #![forbid(unsafe_code)]
+// Nothing a request carries may panic a server's worker: each site that could panic in the
+// library is an `#[expect]` saying why it cannot fire, so a new one is a decision (unit tests
+// are allowed them by `clippy.toml`).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing
+)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod body;
@@ -152,7 +165,7 @@ mod service;
 mod settle;
 mod stopwatch;
 
-pub use body::ResponseBody;
+pub use body::{BodyMode, ResponseBody, SameBody, Wrap};
 pub use composite::CompositeLimit;
 pub use composite_limiter::{CompositeCheckFuture, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};

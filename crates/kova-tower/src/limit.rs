@@ -417,9 +417,11 @@ impl Member {
     /// Whether `limits` (the layer's, from this member on) hold the whole composite in order:
     /// then the layer decides it in one step.
     pub(crate) fn heads_whole_group(&self, limits: &[Limit]) -> bool {
+        let Some(members) = limits.get(..self.group.len) else {
+            return false;
+        };
         self.position == 0
-            && limits.len() >= self.group.len
-            && limits[..self.group.len].iter().enumerate().all(|(offset, limit)| {
+            && members.iter().enumerate().all(|(offset, limit)| {
                 limit.member().is_some_and(|m| Arc::ptr_eq(&m.group, &self.group) && m.position == offset)
             })
     }

@@ -54,7 +54,8 @@ impl Shared {
         let Some(hold) = server_hints::hold_after(response.status(), response.headers()) else {
             return;
         };
-        let until = arrived + (hold + self.margin).min(self.max_hold);
+        // Saturating: a server may ask for any number of seconds (`Retry-After: 18446744073709551615`).
+        let until = arrived + hold.saturating_add(self.margin).min(self.max_hold);
         let mut current = self.hold_until.lock().unwrap_or_else(PoisonError::into_inner);
         if current.is_none_or(|c| c < until) {
             *current = Some(until);
@@ -126,9 +127,15 @@ impl PacingLayer {
 
     /// The longest the layer holds requests for a server's fields (a server announcing an hour
     /// is waited on for at most this, so that one wrong field cannot stall the client forever).
+    /// At most [`LONGEST_HOLD`](Self::LONGEST_HOLD) (a year): a longer one, up to
+    /// `Duration::MAX`, means a year.
     pub fn max_hold(self, max: Duration) -> Self {
-        self.with_shared(|shared| shared.max_hold = max)
+        self.with_shared(|shared| shared.max_hold = max.min(Self::LONGEST_HOLD))
     }
+
+    /// The longest [`max_hold`](Self::max_hold): a year, well inside what the clock's instants
+    /// can be moved by.
+    pub const LONGEST_HOLD: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
     /// Added to every hold the server asks for (default 25 ms): the server's clock may run a
     /// little late at one moment and less at the next (a coarse clock under load), and a request

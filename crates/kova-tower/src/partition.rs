@@ -11,6 +11,7 @@ use crate::LimitKey;
 /// Bytes of a digest that are published: 128 bits of HMAC-SHA256, enough that two clients
 /// never share a `pk` by chance.
 pub const PARTITION_KEY_LEN: usize = 16;
+const _: () = assert!(PARTITION_KEY_LEN <= 32, "a partition key is cut from a 32-byte HMAC-SHA256");
 
 /// Makes the `pk` of a request: HMAC-SHA256 under a secret, over the limit's name and the
 /// client's [`LimitKey`], cut to [`PARTITION_KEY_LEN`] bytes.
@@ -45,6 +46,10 @@ impl fmt::Debug for PartitionKeys {
 impl PartitionKeys {
     /// Digests under `secret` (share it between servers that should agree).
     pub fn with_secret(secret: [u8; 32]) -> Self {
+        #[expect(
+            clippy::expect_used,
+            reason = "HMAC takes keys of any length: `new_from_slice` never fails for it"
+        )]
         let mac = <Hmac<Sha256> as Mac>::new_from_slice(&secret).expect("HMAC takes keys of any length");
         PartitionKeys { mac }
     }
@@ -69,9 +74,11 @@ impl PartitionKeys {
         mac.update(&[0]);
         // `LimitKey`'s text form is injective: two keys never hash the same input.
         mac.update(key.to_string().as_bytes());
-        let full = mac.finalize().into_bytes();
+        let full: [u8; 32] = mac.finalize().into_bytes().into();
         let mut out = [0; PARTITION_KEY_LEN];
-        out.copy_from_slice(&full[..PARTITION_KEY_LEN]);
+        for (out, byte) in out.iter_mut().zip(full) {
+            *out = byte;
+        }
         out
     }
 }

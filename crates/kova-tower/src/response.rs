@@ -154,10 +154,13 @@ impl Rejection<'_> {
                 "policy": self.limit().name(),
             }),
         };
-        problem["status"] = status.as_u16().into();
-        problem["detail"] = self.detail().into();
-        if let Some(secs) = self.retry_after_secs() {
-            problem["retry_after"] = secs.into();
+        // Every arm above is an object.
+        if let Value::Object(fields) = &mut problem {
+            fields.insert("status".into(), status.as_u16().into());
+            fields.insert("detail".into(), self.detail().into());
+            if let Some(secs) = self.retry_after_secs() {
+                fields.insert("retry_after".into(), secs.into());
+            }
         }
         problem
     }

@@ -1,15 +1,17 @@
 //! RateLimit: the tower `Service` that checks each request before passing it on.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use tower_service::Service;
 
+use crate::body::{BodyMode, Wrap};
 use crate::config::Config;
-use crate::enforce::{Pass, Pending, Progress, Run, Verdict};
-use crate::{ResponseBody, ResponseFuture};
+use crate::enforce::{Pass, Pending, Progress, Run, Start, Verdict};
+use crate::ResponseFuture;
 
 /// Rate-limits requests to an inner service; made by [`RateLimitLayer`](crate::RateLimitLayer).
 ///
@@ -17,21 +19,30 @@ use crate::{ResponseBody, ResponseFuture};
 /// and passed to the inner service directly: no extra allocation or await. When a limiter has to
 /// wait (a shared store), the inner service, already ready, is taken for the request and a clone
 /// left in its place (the usual tower pattern), and the request waits in a boxed future.
-#[derive(Clone)]
-pub struct RateLimit<S> {
+///
+/// `M` chooses the response body type ([`BodyMode`]): [`Wrap`] by default,
+/// [`SameBody`](crate::SameBody) with [`RateLimitLayer::same_body`](crate::RateLimitLayer::same_body).
+pub struct RateLimit<S, M = Wrap> {
     inner: S,
     config: Arc<Config>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
+impl<S: Clone, M> Clone for RateLimit<S, M> {
+    fn clone(&self) -> Self {
+        RateLimit { inner: self.inner.clone(), config: self.config.clone(), mode: PhantomData }
+    }
+}
+
+impl<S: fmt::Debug, M> fmt::Debug for RateLimit<S, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit").field("inner", &self.inner).finish_non_exhaustive()
     }
 }
 
-impl<S> RateLimit<S> {
+impl<S, M> RateLimit<S, M> {
     pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
-        RateLimit { inner, config }
+        RateLimit { inner, config, mode: PhantomData }
     }
 
     /// The inner service.
@@ -40,16 +51,17 @@ impl<S> RateLimit<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
+impl<S, ReqBody, ResBody, M> Service<Request<ReqBody>> for RateLimit<S, M>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: Send + 'static,
     ResBody: Send + 'static,
+    M: BodyMode<ResBody>,
 {
-    type Response = Response<ResponseBody<ResBody>>;
+    type Response = Response<M::Body>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -57,8 +69,24 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let mut run = Run::default();
-        match run.drive(&self.config, &parts) {
+        // Built in place: a layer of several limits pays no box for its run.
+        let mut run: Run;
+        let progress = match self.config.one_plain_limit() {
+            Some(limit) => match Run::start_one(&self.config, limit, &parts) {
+                Start::Passed(headers) => {
+                    return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers);
+                }
+                Start::Running(started, progress) => {
+                    run = *started;
+                    progress
+                }
+            },
+            None => {
+                run = Run::default();
+                run.drive(&self.config, &parts)
+            }
+        };
+        match progress {
             Progress::Done(Verdict::Pass(Pass::Now(headers))) => {
                 ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
             }
@@ -66,7 +94,9 @@ where
             Progress::Done(Verdict::Pass(pass)) => {
                 let (inner, config) = self.take_ready();
                 let request = Request::from_parts(parts, body);
-                ResponseFuture::boxed(Box::pin(async move { serve(inner, request, pass, &config).await }))
+                ResponseFuture::boxed(Box::pin(async move {
+                    serve::<_, _, _, M>(inner, request, pass, &config).await
+                }))
             }
             Progress::Pending(pending) => {
                 let (inner, config) = self.take_ready();
@@ -80,9 +110,9 @@ where
                         }
                     };
                     match verdict {
-                        Verdict::Reject(response) => Ok(response.map(ResponseBody::full)),
+                        Verdict::Reject(response) => Ok(response.map(M::full)),
                         Verdict::Pass(pass) => {
-                            serve(inner, Request::from_parts(parts, body), pass, &config).await
+                            serve::<_, _, _, M>(inner, Request::from_parts(parts, body), pass, &config).await
                         }
                     }
                 }))
@@ -91,7 +121,7 @@ where
     }
 }
 
-impl<S: Clone> RateLimit<S> {
+impl<S: Clone, M> RateLimit<S, M> {
     /// The instance that was polled ready, for a request that goes on in a future of its own;
     /// a clone (to be polled ready before the next call) stays behind (the usual tower pattern).
     fn take_ready(&mut self) -> (S, Arc<Config>) {
@@ -102,14 +132,15 @@ impl<S: Clone> RateLimit<S> {
 
 /// Passes the request on and writes the headers of `pass` on its response, settling from the
 /// response first where a limit asks for it.
-async fn serve<S, ReqBody, ResBody>(
+async fn serve<S, ReqBody, ResBody, M>(
     mut inner: S,
     request: Request<ReqBody>,
     pass: Pass,
     config: &Config,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+) -> Result<Response<M::Body>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    M: BodyMode<ResBody>,
 {
     let mut response = inner.call(request).await?;
     let headers = match pass {
@@ -122,5 +153,5 @@ where
     if let Some(headers) = headers {
         headers.apply(response.headers_mut());
     }
-    Ok(response.map(ResponseBody::inner))
+    Ok(response.map(M::inner))
 }

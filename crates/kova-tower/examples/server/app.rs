@@ -87,7 +87,8 @@ pub fn app(settings: Settings, metrics: PrometheusHandle) -> Result<Router, Box<
     let public = Router::new()
         .route("/", get(|| async { "hello\n" }))
         .route("/search", get(|| async { "results\n" }))
-        .layer(RateLimitLayer::new(per_ip));
+        // `same_body`: responses in axum's own body type, which the router does not box again.
+        .layer(RateLimitLayer::new(per_ip).same_body());
 
     // Authenticated: per API key, 100 a minute; reports have their own quota of 2 a minute, and
     // uploads one of 10 MB a minute, counted in bytes (`qu="content-bytes"`). Responses name
@@ -115,7 +116,8 @@ pub fn app(settings: Settings, metrics: PrometheusHandle) -> Result<Router, Box<
                 .limit(reports)
                 .limit(upload_bytes)
                 .legacy_headers(true)
-                .partition_keys(PartitionKeys::random()?),
+                .partition_keys(PartitionKeys::random()?)
+                .same_body(),
         )
         .layer(middleware::from_fn(require_api_key));
 

@@ -78,13 +78,12 @@ impl Checked {
         let policy = if self.entries.len() == config.limits.len() && config.partition_keys.is_none() {
             config.all_policies.clone()
         } else {
-            let items =
-                self.entries.iter().map(|e| (config.limits[e.index].policy_item(), e.partition_key()));
+            let items = self.entries.iter().map(|e| (config.limit(e.index).policy_item(), e.partition_key()));
             headers::policy_value(items)?
         };
         let measured = self.entries.iter().filter(|e| headers::is_measurement(&e.decision));
         let state = headers::state_value(
-            measured.map(|e| (config.limits[e.index].name(), &e.decision, e.partition_key())),
+            measured.map(|e| (config.limit(e.index).name(), &e.decision, e.partition_key())),
         );
         let legacy = legacy.filter(|_| config.legacy_headers).map(headers::legacy_values);
         Some(RateLimitHeaders { policy, state, legacy })

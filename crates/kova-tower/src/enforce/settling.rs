@@ -27,7 +27,7 @@ impl Settling {
         headers: &HeaderMap,
         extensions: &http::Extensions,
     ) -> Vec<Option<Result<u64, SettleError>>> {
-        let source = |item: &ToSettle| config.limits[item.index].settle_from();
+        let source = |item: &ToSettle| config.limit(item.index).settle_from();
         self.checked.to_settle.iter().map(|item| source(item)?.read(headers, extensions)).collect()
     }
 
@@ -40,11 +40,11 @@ impl Settling {
     ) -> Option<RateLimitHeaders> {
         let to_settle = std::mem::take(&mut self.checked.to_settle);
         for (item, actual) in to_settle.into_iter().zip(actuals) {
-            let limit = &config.limits[item.index];
+            let limit = config.limit(item.index);
             let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
             if let Some(member) = limit.member().filter(|_| item.composite) {
                 // A composite settles every limit at once, each reported under its own name.
-                let members = &config.limits[item.index..item.index + member.group.len];
+                let members = config.members(item.index, member.group.len);
                 let failed = |actual, error: &SettleError| {
                     for limit in members {
                         let kind = EventKind::SettleFailed { estimated, actual, error };
