@@ -220,7 +220,11 @@ impl CoarseClock {
     /// use kova::{Clock, CoarseClock};
     /// let clock = CoarseClock::new();
     /// let a = clock.now_nanos();
-    /// std::thread::sleep(std::time::Duration::from_millis(5));
+    /// // The upkeep thread moves it about every millisecond; later on a loaded machine.
+    /// let waited = std::time::Instant::now();
+    /// while clock.now_nanos() == a && waited.elapsed() < std::time::Duration::from_secs(5) {
+    ///     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// }
     /// assert!(clock.now_nanos() > a);
     /// assert!(clock.now_nanos_precise() >= clock.now_nanos());
     /// assert!(clock.max_lag_nanos() >= 4_000_000);
