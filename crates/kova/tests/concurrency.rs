@@ -97,22 +97,23 @@ fn assert_between(name: &str, admitted: u64, low: f64, high: u64) {
 #[test]
 fn bucket_algorithms_admit_burst_plus_rate_and_lose_nothing() {
     let _alone = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    // 50k/s with a burst of 5000: far below what the threads offer, so the run is overloaded;
-    // the burst (100 ms of refill) keeps a thread descheduled on a busy machine from letting
-    // the bucket overflow, which would lower the admitted count without any update being lost.
-    let quota = Quota::per_second(50_000).unwrap().with_burst(5_000).unwrap();
+    // 50k/s with a burst of 12,500: far below what the threads offer, so the run is overloaded;
+    // the burst (250 ms of refill) keeps threads descheduled on a busy machine from letting the
+    // bucket overflow, which would lower the admitted count without any update being lost.
+    const BURST: u64 = 12_500;
+    let quota = Quota::per_second(50_000).unwrap().with_burst(BURST).unwrap();
     let interval = quota.emission_interval_nanos();
     for cost in [1, 3] {
         let run = hammer(RateLimiter::<Gcra>::new(quota).unwrap(), cost);
-        let low = 0.99 * (5_000 + run.loaded_nanos() / interval) as f64 - cost as f64;
-        assert_between("gcra", run.admitted, low, 5_000 + run.elapsed() / interval);
+        let low = 0.99 * (BURST + run.loaded_nanos() / interval) as f64 - cost as f64;
+        assert_between("gcra", run.admitted, low, BURST + run.elapsed() / interval);
 
         let limiter = RateLimiter::<TokenBucket>::new(quota).unwrap();
         let tb_interval = limiter.algorithm().interval_nanos();
         let run = hammer(limiter, cost);
         // The bucket samples time at 2^shift ns: at most that much refill early.
-        let low = 0.99 * (5_000 + run.loaded_nanos() / tb_interval) as f64 - cost as f64;
-        assert_between("token_bucket", run.admitted, low, 5_000 + (run.elapsed() + (1 << 20)) / tb_interval);
+        let low = 0.99 * (BURST + run.loaded_nanos() / tb_interval) as f64 - cost as f64;
+        assert_between("token_bucket", run.admitted, low, BURST + (run.elapsed() + (1 << 20)) / tb_interval);
     }
 }
 
