@@ -225,6 +225,7 @@ async fn serve<B: Backend>(
     };
 
     let listeners = Listeners::bind(args.grpc_addr, args.http_addr).await?;
+    let shutdown = shutdown_signal();
     // The one line a supervisor (or a test that bound port 0) reads to find the ports.
     println!(
         "kova-rls listening grpc={} http={}",
@@ -232,26 +233,25 @@ async fn serve<B: Backend>(
         listeners.http.local_addr()?
     );
     let render = Arc::new(move || prometheus.render());
-    kova_rls::serve(
-        decider,
-        listeners,
-        render,
-        shutdown_signal(),
-        Duration::from_millis(args.shutdown_grace_ms),
-    )
-    .await?;
+    kova_rls::serve(decider, listeners, render, shutdown, Duration::from_millis(args.shutdown_grace_ms))
+        .await?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// SIGTERM (what Kubernetes and systemd send) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM (what Kubernetes and systemd send) or Ctrl-C. The SIGTERM handler is installed when
+/// this is called, not when the future is first polled: called before the ports are announced,
+/// a supervisor's SIGTERM right after the announcement never meets the default action (which
+/// ends the process at once).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        #[cfg(unix)]
+        match term {
             Ok(mut term) => {
                 tokio::select! {
                     _ = term.recv() => {}
@@ -260,7 +260,7 @@ async fn shutdown_signal() {
             }
             Err(_) => ctrl_c.await,
         }
+        #[cfg(not(unix))]
+        ctrl_c.await;
     }
-    #[cfg(not(unix))]
-    ctrl_c.await;
 }
