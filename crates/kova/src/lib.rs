@@ -41,7 +41,8 @@
 //! ## Beyond a check
 //! - **Waiting**: [`RateLimiter::until_ready`] / [`until_n_ready`](RateLimiter::until_n_ready)
 //!   futures (any executor), [`RateLimiter::wait_n`] (blocking), per key
-//!   [`Keyed::until_key_n_ready`]; a [`Pacer`] for fair order, jitter and other [`Timer`]s.
+//!   [`Keyed::until_key_ready`] / [`until_key_n_ready`](Keyed::until_key_n_ready); a [`Pacer`]
+//!   for fair order, jitter and other [`Timer`]s.
 //! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`Reservation::cancel`];
 //!   per key [`Keyed::reserve_key_n`] and [`KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into

@@ -268,6 +268,39 @@ where
     A: Algorithm,
     C: Clock,
 {
+    /// Completes once one unit of `key` is admitted (the keyed
+    /// [`RateLimiter::until_ready`]), on the default [`ThreadTimer`]. Dropping it consumes
+    /// nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kova::{Gcra, Keyed, Quota};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let table = Keyed::<&str, Gcra>::new(Quota::per_second(100)?.with_burst(1)?)?;
+    /// assert!(table.until_key_ready(&"a").await.is_allowed());
+    /// let start = std::time::Instant::now();
+    /// assert!(table.until_key_ready(&"b").await.is_allowed()); // another key: at once
+    /// assert!(table.until_key_ready(&"a").await.is_allowed()); // about 10 ms later
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok(()) }
+    /// ```
+    pub fn until_key_ready<'a>(&'a self, key: &'a K) -> impl Future<Output = Decision> + 'a {
+        CheckFirst::new(
+            // Inlined as in `RateLimiter::until_ready`.
+            #[inline(always)]
+            move || Some(self.check(key)).filter(Decision::is_allowed),
+            move || async move {
+                let pacer = Pacer::new();
+                let check = || Ok::<_, std::convert::Infallible>(self.check(key));
+                match pacer.wait(pacer.line_of(key), check, |d| pacer.timer.sleep(d)).await {
+                    Ok(decision) => decision,
+                    Err(never) => match never {},
+                }
+            },
+        )
+    }
+
     /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
     /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
     pub fn until_key_n_ready<'a>(
