@@ -21,6 +21,26 @@ pub struct LimitsDecision {
     decided_by: usize,
 }
 
+/// The deciding limit of `each` by [`LimitsDecision`]'s rule (the first of equals): admitted,
+/// the one with the fewest units remaining; denied, the denying one to be waited for longest.
+#[inline(always)]
+#[expect(clippy::indexing_slicing, reason = "decided_by is always an index of `each`, which is never empty")]
+fn deciding(each: &[Decision], allowed: bool) -> usize {
+    let mut decided_by = 0;
+    for (i, d) in each.iter().enumerate() {
+        let best = &each[decided_by];
+        let better = if allowed {
+            d.remaining() < best.remaining()
+        } else {
+            !d.is_allowed() && (best.is_allowed() || d.retry_after_nanos() > best.retry_after_nanos())
+        };
+        if better {
+            decided_by = i;
+        }
+    }
+    decided_by
+}
+
 impl LimitsDecision {
     /// Builds the answer from each limit's decision (`allowed` says whether the whole check
     /// was admitted).
@@ -52,11 +72,12 @@ impl LimitsDecision {
         reason = "N is a composite's count of one-word limits, at most 2 <= MAX_LIMITS"
     )]
     pub(crate) fn of<const N: usize>(each: [Decision; N], allowed: bool) -> Self {
+        // Chosen on the fixed-size array, before the answer is built: the answer is then only
+        // written, by fixed indices, and need not be read back from memory.
+        let decided_by = deciding(&each, allowed);
         let mut decisions = [NONE; MAX_LIMITS];
         decisions[..N].copy_from_slice(&each);
-        let mut answer = LimitsDecision { decisions, len: N, decided_by: 0 };
-        answer.decide(allowed);
-        answer
+        LimitsDecision { decisions, len: N, decided_by }
     }
 
     /// Writes the decisions of exactly `N` limits, the answer's count, in place.
@@ -78,20 +99,7 @@ impl LimitsDecision {
         reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
     )]
     pub(crate) fn decide(&mut self, allowed: bool) {
-        let each = &self.decisions[..self.len];
-        let mut decided_by = 0;
-        for (i, d) in each.iter().enumerate() {
-            let best = &each[decided_by];
-            let better = if allowed {
-                d.remaining() < best.remaining()
-            } else {
-                !d.is_allowed() && (best.is_allowed() || d.retry_after_nanos() > best.retry_after_nanos())
-            };
-            if better {
-                decided_by = i;
-            }
-        }
-        self.decided_by = decided_by;
+        self.decided_by = deciding(&self.decisions[..self.len], allowed);
     }
 
     /// The answer for limits decided elsewhere (kova-redis's composite script decides the same
