@@ -19,14 +19,14 @@
 # crate and loom adds about 1.5 minutes), with the test harness's 2 threads per file:
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
-#   racy (20 should-fail models, bound 3; 11 in child processes)   ~2 s
+#   racy (23 should-fail models, bound 3; 14 in child processes)   ~4 s
 #   limits (4 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   sketch (4 models, 2 should-fail, bound 3)                     ~4 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
-#   door (1 model over 4 key pairs, bound 4)                       <5 s
+#   door (3 models, one over 4 key pairs; 2 open ones ignored)    <5 s
 #   hot (a striped key's check racing its demotion, bound 4)       <1 s
 #   sketch_policy (a table-full sketch check racing the key's insert, bound 4)
 #     (its should-fail twin, a demotion that leaves the slot open, is in racy)

@@ -198,3 +198,42 @@ pub fn a_reset_on_another_thread_after_a_check() {
         assert_keys_linearizable(quota, &recorder.history(vec![before, lane, their_lane, last]), &[0]);
     });
 }
+
+/// Key 0's first check (admitted at the door without the lock) races another thread's check of
+/// two units of key 0 (which inserts it, taking the door's entry) and then that thread's first
+/// check of `other`, which shares the door's only word; quota three. The taken mark must hold
+/// the word until the entry would have expired: replaced by `other`'s entry, the first check
+/// finds no mark when it undoes its claim and is charged again at the lock (found by
+/// `kova/tests/keyed_door.rs`'s racing first checks: a key admitted 2 of its burst of 3).
+pub fn door_admission_races_an_insert_then_another_key(other: u64) {
+    model(move || {
+        let quota = Quota::per_second(3).expect("valid quota");
+        let clock = ManualClock::new();
+        let table = Arc::new(
+            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+                .shards(1)
+                .doorkeeper(1)
+                .build()
+                .expect("valid table"),
+        );
+        let recorder = Arc::new(Recorder::new(clock));
+        let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
+        let thread = loom::thread::spawn(move || {
+            let mut lane = their_recorder.lane("thread");
+            let two = checked(&mut lane, &their_recorder, &theirs, 0, 2);
+            checked(&mut lane, &their_recorder, &theirs, other, 1);
+            (lane, two)
+        });
+        let mut lane = recorder.lane("main");
+        let one = checked(&mut lane, &recorder, &table, 0, 1);
+        let (their_lane, two) = thread.join().expect("the other thread returns");
+        let mut last = recorder.lane("after");
+        let after = checked(&mut last, &recorder, &table, 0, 1);
+        assert_keys_linearizable(quota, &recorder.history(vec![lane, their_lane, last]), &[0, other]);
+        let units = u64::from(one) + 2 * u64::from(two) + u64::from(after);
+        assert!(
+            units == 3,
+            "door: not linearizable: {units} admitted of 3 (first check {one}, after {after})"
+        );
+    });
+}

@@ -1,13 +1,14 @@
 //! Loom models of the keyed table's doorkeeper (`kova_loom_tests::door`); their should-fail
 //! twins, the door taking its word by load and store, an admission without the lock that
 //! ignores the shard's insert count, and inserts that read a door entry without taking it, are
-//! `racy.rs`'s `door_claim_by_load_and_store`, `door_admission_without_checking_inserts` and
-//! `door_entry_read_without_taking_it`.
+//! `racy.rs`'s `door_claim_by_load_and_store`, `door_admission_without_checking_inserts`,
+//! `door_entry_read_without_taking_it` and `door_taken_mark_replaced_at_once`.
 #![cfg(kova_loom)]
 
 use kova_loom_tests::door::{
     a_reset_on_another_thread_after_a_check, door_admission_races_an_insert,
-    door_admission_races_an_insert_and_a_reset, first_checks_share_a_door_word,
+    door_admission_races_an_insert_and_a_reset, door_admission_races_an_insert_then_another_key,
+    first_checks_share_a_door_word,
 };
 
 /// Keys 1..=4 beside key 0: with two shards, at least one lands in the other shard.
@@ -22,6 +23,13 @@ fn first_checks_of_two_keys_share_a_door_word() {
 #[test]
 fn a_door_admission_races_an_insert_of_its_key() {
     door_admission_races_an_insert();
+}
+
+/// A first check admitted at the door without the lock, racing an insert of its key and then a
+/// first check of another key sharing the door's word.
+#[test]
+fn a_door_admission_races_an_insert_then_another_keys_first_check() {
+    door_admission_races_an_insert_then_another_key(1);
 }
 
 /// A first check admitted at the door without the lock, racing an insert of its key and then

@@ -339,6 +339,18 @@ fn door_entry_read_without_taking_it() {
     assert!(message.contains("not linearizable against door: key"), "{message}");
 }
 
+/// A door word's taken mark free for any key's claim at once (`kova::loom_racy::door_mark_free`):
+/// another key's first check replaces it before the admission whose entry was taken undoes its
+/// claim, and that admission is charged a second time at the lock.
+#[test]
+fn door_taken_mark_replaced_at_once() {
+    use kova_loom_tests::door::door_admission_races_an_insert_then_another_key;
+    let message = table_model_fails_in_child("door_taken_mark_replaced_at_once", || {
+        kova::loom_racy::door_mark_free(|| door_admission_races_an_insert_then_another_key(1));
+    });
+    assert!(message.contains("not linearizable against door: key"), "{message}");
+}
+
 /// A demotion that reads the slot's central word without closing it
 /// (`kova::loom_racy::hot_demote_without_close`): a check that leases a batch from the slot
 /// after that read spends units the state written back into the line never counted.

@@ -24,6 +24,8 @@
 //!   checking the shard's insert count (an insert of the same key misses it: one unit too many).
 //! - [`door_entry_kept`]: inserts that read a key's door entry without taking it (an admission
 //!   that then undoes its claim is charged twice).
+//! - [`door_mark_free`]: a taken mark that any key's claim may replace at once (an admission
+//!   whose entry an insert took finds another key's entry when it undoes, and is charged twice).
 //! - [`looking_without_freezing`]: the real `Keyed` table, but an eviction looks at a word
 //!   cell with a plain load instead of freezing it (a check's write racing the look is lost).
 //!
@@ -237,6 +239,14 @@ pub fn door_admission_unchecked<R>(f: impl FnOnce() -> R) -> R {
 /// and is charged again at the lock (one check, two units).
 pub fn door_entry_kept<R>(f: impl FnOnce() -> R) -> R {
     faults::with_door_entry_kept(f)
+}
+
+/// RACY: runs `f` (a loom model of a `Keyed` table with a doorkeeper) with a door word's taken
+/// mark free for any key's claim at once: a first check admitted at the door without the lock,
+/// whose entry an insert of its key took (and charged), finds another key's entry in the word
+/// when it undoes its claim, reads the claim as not taken and is charged again at the lock.
+pub fn door_mark_free<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_door_mark_free(f)
 }
 
 /// RACY: runs `f` (a loom model of `KeyedLimits`) with a check's write on its key's boxed cell

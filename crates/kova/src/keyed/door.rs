@@ -9,11 +9,11 @@
 //!   idle (`Door::new`'s `ttl`: at any later time the state is indistinguishable from fresh), or
 //!   until an insert of the key takes it.
 //! - Every insert of a key into the table takes its entry (a compare-exchange to the entry's
-//!   taken mark, which reads as empty, once the insert is sure to happen): if one is young, the new state is charged that unit *at `t`*
-//!   (rounded up to the door's time unit, never earlier) before it is published, so the key's
-//!   state is what it would have been had the first check inserted it. So the door charges
-//!   exactly as the table does (up to the rounding, which only ever charges later, so denies
-//!   sooner), and each entry once.
+//!   taken mark, which no key's fingerprint matches, once the insert is sure to happen): if one
+//!   is young, the new state is charged that unit *at `t`* (rounded up to the door's time unit,
+//!   never earlier) before it is published, so the key's state is what it would have been had
+//!   the first check inserted it. So the door charges exactly as the table does (up to the
+//!   rounding, which only ever charges later, so denies sooner), and each entry once.
 //! - An insert of a key sees the entry of every admission of it that stands. Inserts run under
 //!   the shard's lock and announce themselves first (`lock.rs`'s insert count, odd while one is
 //!   under way). An admission is made without the lock (`table/lookup.rs`): it reads the
@@ -26,8 +26,9 @@
 //!   other way does not make it stand: a reset, removal or refund of the key that an insert made
 //!   held meanwhile forgets it, and then nothing counts the unit while the fresh decision
 //!   ignores what the key used.
-//! - Keys of other shards share the array, but only replace an entry once it is expired (a
-//!   compare-exchange, so that two keys never both take one word): a young entry is never lost.
+//! - Keys of other shards share the array, but only replace an entry or a taken mark once it
+//!   is expired (a compare-exchange, so that two keys never both take one word): a young entry
+//!   is never lost, and an undo finds the mark of its entry as long as the entry would be young.
 //!   A key whose word holds another key's young entry goes to the table as without a doorkeeper.
 //! - Two keys with one word and one fingerprint make the second key pay the first key's unit:
 //!   a rare false charge (never a false grant).
@@ -90,8 +91,12 @@ impl Claim<'_> {
 }
 
 /// The mark [`Door::take`] leaves of `entry`: the entry without its fingerprint's top bit, so
-/// it reads as no entry ([`Door::young`]) but tells the claim that made it that an insert took
-/// it.
+/// that no key's fingerprint matches it, but tells the claim that made it that an insert took
+/// it. Until the entry would have expired, no other key's claim replaces it
+/// ([`Door::young`]): replaced, the undo would read the claim as untaken and charge its unit a
+/// second time at the lock. A mark that is 0 (a fingerprint whose other bits are all clear,
+/// written at time unit 0 modulo the time range) reads as an empty word: that rare claim may
+/// be charged twice, a false charge (never a false grant).
 fn taken(entry: u64) -> u64 {
     entry & !ENTRY_BIT
 }
@@ -174,8 +179,11 @@ impl Door {
     }
 
     /// When `entry` was written (nanoseconds, a multiple of the unit), if it is young at `now`.
+    /// A taken mark is young for as long as its entry would have been: it holds the word (every
+    /// key's claim, its own key's too, reads it as another key's entry, [`Admission::Busy`]), so
+    /// that the claim whose entry it was still finds it when that claim is undone.
     fn young(&self, entry: u64, now: u64) -> Option<u64> {
-        if entry & ENTRY_BIT == 0 {
+        if entry == 0 || (entry & ENTRY_BIT == 0 && crate::loom::faults::door_mark_free()) {
             return None;
         }
         let now_units = now >> self.shift;
@@ -368,12 +376,28 @@ mod tests {
         assert_eq!(door.take(hash, 200), Some(200));
         assert!(!claim.undo(), "an insert took it and charged it: it stands");
         assert_eq!(door.seen(hash, 200), None, "the taken mark is no entry");
-        assert_eq!(door.admit(hash, 300), Admission::Admitted(300), "the word is free again");
+        assert_eq!(door.admit(hash, 300), Admission::Busy, "the mark holds the word until it expires");
+        assert_eq!(door.admit(hash, 1_300), Admission::Admitted(1_300), "the word is free again");
         door.forget(hash);
 
         let claim = door.claim(hash, 400).ok().unwrap();
         door.forget(hash);
         assert!(claim.undo(), "forgotten by a reset: charged nowhere, to the lock");
+    }
+
+    /// Another key sharing the word does not replace a young taken mark: if it did, the claim
+    /// whose entry was taken would find that key's entry when undone and go to the lock, charged
+    /// a second time. Found by `tests/keyed_door.rs`'s racing first checks (a key admitted 2 of
+    /// its burst of 3).
+    #[test]
+    fn a_taken_mark_keeps_its_word_until_it_expires() {
+        let door = Door::new(1, 1_000);
+        let (a, b) = (0x1111_0000_0000_0100, 0x2222_0000_0000_0200);
+        let claim = door.claim(a, 100).ok().unwrap();
+        assert_eq!(door.take(a, 100), Some(100));
+        assert_eq!(door.admit(b, 150), Admission::Busy, "another key's claim keeps off the mark");
+        assert!(!claim.undo(), "the undo still finds its entry taken: the admission stands");
+        assert_eq!(door.admit(b, 1_200), Admission::Admitted(1_200), "an expired mark is replaced");
     }
 
     #[test]

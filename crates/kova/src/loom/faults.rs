@@ -60,6 +60,7 @@ mod switches {
         static SKIP_DOOR_CAS: Cell<bool> = const { Cell::new(false) };
         static SKIP_DOOR_COUNT: Cell<bool> = const { Cell::new(false) };
         static KEEP_DOOR_ENTRY: Cell<bool> = const { Cell::new(false) };
+        static FREE_DOOR_MARK: Cell<bool> = const { Cell::new(false) };
         static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
         static SKIP_VISIT_RELOOK: Cell<bool> = const { Cell::new(false) };
         static SKETCH_RAISE: Cell<SketchRaise> = const { Cell::new(SketchRaise::BeforeCommit) };
@@ -132,6 +133,15 @@ mod switches {
 
     pub(crate) fn door_entry_kept() -> bool {
         KEEP_DOOR_ENTRY.with(Cell::get)
+    }
+
+    /// Runs `f` with a door word's taken mark free for any key's claim at once.
+    pub(crate) fn with_door_mark_free<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&FREE_DOOR_MARK, true, f)
+    }
+
+    pub(crate) fn door_mark_free() -> bool {
+        FREE_DOOR_MARK.with(Cell::get)
     }
 
     pub(crate) fn pin_fence_skipped() -> bool {
@@ -265,6 +275,14 @@ pub(crate) const fn door_count_unchecked() -> bool {
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn door_entry_kept() -> bool {
+    false
+}
+
+/// Whether a door word's taken mark is free for any key's claim at once
+/// (`loom_racy::door_mark_free`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn door_mark_free() -> bool {
     false
 }
 
