@@ -16,6 +16,18 @@ use crate::harness::model;
 
 type Table = Keyed<u64, Gcra, ManualClock>;
 
+/// A table of `shards` shards and a door of `door` words under `quota`, with the clock still,
+/// and a recorder on its clock.
+fn table_and_recorder(quota: Quota, shards: usize, door: usize) -> (Arc<Table>, Arc<Recorder>) {
+    let clock = ManualClock::new();
+    let table = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+        .shards(shards)
+        .doorkeeper(door)
+        .build()
+        .expect("valid table");
+    (Arc::new(table), Arc::new(Recorder::new(clock)))
+}
+
 /// `check_n(&key, cost)` on `table`, recorded in `lane`; whether it was admitted.
 fn checked(
     lane: &mut LaneRecorder<(u64, Op), Output>,
@@ -63,15 +75,7 @@ impl kova::model::lincheck::Spec for KeyOnly {
 pub fn first_checks_share_a_door_word(other: u64) {
     model(move || {
         let quota = Quota::per_second(1).expect("valid quota");
-        let clock = ManualClock::new();
-        let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
-                .shards(2)
-                .doorkeeper(1)
-                .build()
-                .expect("valid table"),
-        );
-        let recorder = Arc::new(Recorder::new(clock));
+        let (table, recorder) = table_and_recorder(quota, 2, 1);
         let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
         let thread = loom::thread::spawn(move || {
             let mut lane = their_recorder.lane("thread");
@@ -99,15 +103,7 @@ pub fn first_checks_share_a_door_word(other: u64) {
 pub fn door_admission_races_an_insert() {
     model(|| {
         let quota = Quota::per_second(3).expect("valid quota");
-        let clock = ManualClock::new();
-        let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
-                .shards(1)
-                .doorkeeper(1)
-                .build()
-                .expect("valid table"),
-        );
-        let recorder = Arc::new(Recorder::new(clock));
+        let (table, recorder) = table_and_recorder(quota, 1, 1);
         let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
         let thread = loom::thread::spawn(move || {
             let mut lane = their_recorder.lane("thread");
@@ -135,15 +131,7 @@ pub fn door_admission_races_an_insert() {
 pub fn door_admission_races_an_insert_and_a_reset() {
     model(|| {
         let quota = Quota::per_second(3).expect("valid quota");
-        let clock = ManualClock::new();
-        let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
-                .shards(1)
-                .doorkeeper(1)
-                .build()
-                .expect("valid table"),
-        );
-        let recorder = Arc::new(Recorder::new(clock));
+        let (table, recorder) = table_and_recorder(quota, 1, 1);
         let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
         let thread = loom::thread::spawn(move || {
             let mut lane = their_recorder.lane("thread");
@@ -170,15 +158,7 @@ pub fn door_admission_races_an_insert_and_a_reset() {
 pub fn a_reset_on_another_thread_after_a_check() {
     model(|| {
         let quota = Quota::per_second(3).expect("valid quota");
-        let clock = ManualClock::new();
-        let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
-                .shards(1)
-                .doorkeeper(0)
-                .build()
-                .expect("valid table"),
-        );
-        let recorder = Arc::new(Recorder::new(clock));
+        let (table, recorder) = table_and_recorder(quota, 1, 0);
         let mut before = recorder.lane("before");
         checked(&mut before, &recorder, &table, 0, 2);
         let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
@@ -208,15 +188,7 @@ pub fn a_reset_on_another_thread_after_a_check() {
 pub fn door_admission_races_an_insert_then_another_key(other: u64) {
     model(move || {
         let quota = Quota::per_second(3).expect("valid quota");
-        let clock = ManualClock::new();
-        let table = Arc::new(
-            KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
-                .shards(1)
-                .doorkeeper(1)
-                .build()
-                .expect("valid table"),
-        );
-        let recorder = Arc::new(Recorder::new(clock));
+        let (table, recorder) = table_and_recorder(quota, 1, 1);
         let (theirs, their_recorder) = (Arc::clone(&table), Arc::clone(&recorder));
         let thread = loom::thread::spawn(move || {
             let mut lane = their_recorder.lane("thread");
