@@ -3,15 +3,19 @@
 //! models check this same code. Nothing else in the crate imports `std::sync::atomic`, names
 //! `std::cell::UnsafeCell` for shared state, or reads `cfg(kova_loom)` in a hot function.
 //!
+//! - `address_word`: a word that holds plain bits or an address with its provenance (a keyed
+//!   table's line word).
 //! - [`faults`]: the switches the should-fail models turn on (`kova::loom_racy`), as functions
 //!   that are constants outside loom.
 
+mod address_word;
 pub(crate) mod faults;
 #[cfg(kova_loom)]
 mod mocked;
 #[cfg(not(kova_loom))]
 mod std;
 
+pub(crate) use self::address_word::{AddressWord, AtomicAddressWord};
 #[cfg(kova_loom)]
 pub(crate) use self::mocked::*;
 #[cfg(not(kova_loom))]

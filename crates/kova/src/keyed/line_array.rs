@@ -10,7 +10,8 @@ use super::line_cell;
 use super::quotas::{QuotaId, DEFAULT_ID};
 use super::reclaim::{Reclaimable, RetiredPlace};
 use super::word::VACANT;
-use crate::loom::atomic::{AtomicPtr, AtomicU16, AtomicU64, Ordering};
+use crate::loom::atomic::{AtomicPtr, AtomicU16, Ordering};
+use crate::loom::AtomicAddressWord;
 use crate::loom::UnsafeCell;
 use crate::Algorithm;
 
@@ -31,13 +32,13 @@ pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
 
 /// A key and its state word.
 pub(super) struct Line<K> {
-    pub(super) word: AtomicU64,
+    pub(super) word: AtomicAddressWord,
     pub(super) key: UnsafeCell<MaybeUninit<K>>,
 }
 
 impl<K> Line<K> {
     fn vacant() -> Self {
-        Line { word: AtomicU64::new(VACANT), key: UnsafeCell::new(MaybeUninit::uninit()) }
+        Line { word: AtomicAddressWord::new(VACANT), key: UnsafeCell::new(MaybeUninit::uninit()) }
     }
 
     /// The key.
@@ -236,7 +237,7 @@ impl<K> Drop for LineArray<K> {
         for pos in 0..self.len {
             // SAFETY: `pos < len`; `&mut self`: no other reference to the lines.
             let line = unsafe { self.lines.add(pos).as_mut() };
-            line.word.with_mut(|_| ());
+            line.word.with_mut();
             line.key.with_mut(|_| ());
         }
         // SAFETY: the lines were allocated with this layout and initialised in `new`; `&mut

@@ -5,7 +5,9 @@
 //!   of a held key touches one cache line. The lock holder stops checks from writing it by
 //!   freezing the word itself (`word.rs`).
 //! - **Boxed**: any other cell ([`AnyAlgorithm`](crate::AnyAlgorithm)'s enum) lives on the
-//!   heap, and the line's word holds its address. A cell that is itself one owning pointer to
+//!   heap, and the line's word holds its address, as a pointer that keeps its provenance
+//!   ([`AtomicAddressWord`]): the cell is reached through that pointer, never through an
+//!   integer turned back into one, so Miri checks every access to it. A cell that is itself one owning pointer to
 //!   an allocation beginning with that pointer (the sliding log's, [`CellStorage::SELF_ADDRESSED`])
 //!   needs no box: the word holds the allocation's address, which is a reference to the cell,
 //!   so a check reaches the state in one hop. Either way the address never equals a marker
@@ -25,6 +27,7 @@
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults;
+use crate::loom::{AddressWord, AtomicAddressWord};
 use crate::{Algorithm, CellStorage};
 
 /// Whether a table of `A` keeps its cells boxed (module docs). Under loom,
@@ -55,21 +58,20 @@ pub(super) fn held_bytes<A: Algorithm>(heap: usize) -> usize {
 }
 
 /// The word a line holds for `cell`, owning it from now on (see [`drop_cell`]).
-pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
+pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> AddressWord {
     if self_addressed::<A>() {
-        assert_eq!(std::mem::size_of::<A::Cell>(), std::mem::size_of::<*const u8>());
+        assert_eq!(std::mem::size_of::<A::Cell>(), std::mem::size_of::<*mut u8>());
         let cell = std::mem::ManuallyDrop::new(cell);
         // SAFETY: the cell is one pointer (`CellStorage::SELF_ADDRESSED`'s contract, its size
         // checked above); it is read out, and `cell` never dropped: the allocation's own copy
         // of the pointer owns it from now on.
-        let address = unsafe { std::ptr::read((&raw const *cell).cast::<*const u8>()) };
-        address.expose_provenance() as u64
+        let address = unsafe { std::ptr::read((&raw const *cell).cast::<*mut u8>()) };
+        AddressWord::from_ptr(address)
     } else if boxed::<A>() {
-        // The address is kept as an integer: `cell` takes the provenance back from it.
-        Box::into_raw(Box::new(cell)).expose_provenance() as u64
+        AddressWord::from_ptr(Box::into_raw(Box::new(cell)))
     } else {
         // Relaxed: `cell` is ours alone; the line's Release store publishes the value.
-        as_word::<A>(&cell).load(Ordering::Relaxed)
+        AddressWord::from_bits(as_word::<A>(&cell).load(Ordering::Relaxed))
     }
 }
 
@@ -80,12 +82,13 @@ pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> u64 {
 /// pinned (or under the shard's lock) by a caller that stays so while the reference lives: the
 /// cell is dropped only after a grace period that began after its line was removed.
 #[inline(always)]
-pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicU64, value: u64) -> &A::Cell {
+pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicAddressWord, value: AddressWord) -> &A::Cell {
     if boxed::<A>() {
-        // SAFETY: an address `into_word` exposed, alive by the caller's contract.
-        unsafe { &*std::ptr::with_exposed_provenance::<A::Cell>(value as usize) }
+        // SAFETY: the address `into_word` made, with its provenance, alive by the caller's
+        // contract.
+        unsafe { &*value.as_ptr::<A::Cell>() }
     } else {
-        as_cell::<A>(word)
+        as_cell::<A>(word.as_u64())
     }
 }
 
@@ -93,14 +96,14 @@ pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicU64, value: u64) -> &A::Cel
 ///
 /// # Safety
 /// `value` is an address [`into_word`] made, dropped once, when no check can reach it any more.
-pub(super) unsafe fn drop_cell<A: Algorithm>(value: u64) {
+pub(super) unsafe fn drop_cell<A: Algorithm>(value: AddressWord) {
     if self_addressed::<A>() {
         // SAFETY: the allocation begins with the cell that owns it (`into_word`); read out, it
         // is dropped once, freeing the allocation, and no reference to it remains.
-        drop(unsafe { std::ptr::read(std::ptr::with_exposed_provenance::<A::Cell>(value as usize)) });
+        drop(unsafe { std::ptr::read(value.as_ptr::<A::Cell>()) });
     } else if boxed::<A>() {
         // SAFETY: made by `Box::into_raw` (caller's contract), and no reference to it remains.
-        drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<A::Cell>(value as usize)) });
+        drop(unsafe { Box::from_raw(value.as_ptr::<A::Cell>()) });
     }
 }
 
@@ -146,8 +149,8 @@ mod tests {
         let log = <SlidingWindowLog as Algorithm>::from_quota(Quota::per_second(3).unwrap()).unwrap();
         let value = into_word::<SlidingWindowLog>(log.new_cell());
         // SAFETY: the allocation `into_word` kept begins with a pointer (`CellStorage::SELF_ADDRESSED`'s contract).
-        let first = unsafe { std::ptr::with_exposed_provenance::<usize>(value as usize).read() };
-        assert_eq!(first as u64, value);
+        let first = unsafe { value.as_ptr::<*mut u8>().read() };
+        assert_eq!(AddressWord::from_ptr(first), value);
         let handle = std::mem::size_of::<crate::LogCell>();
         let heap = log.cell_bytes() - handle;
         assert_eq!(held_bytes::<SlidingWindowLog>(heap), heap);
@@ -167,7 +170,8 @@ mod tests {
         let clock = ManualClock::new();
         let log = <SlidingWindowLog as Algorithm>::from_quota(Quota::per_second(2).unwrap()).unwrap();
         let value = into_word::<SlidingWindowLog>(log.new_cell());
-        let word = AtomicU64::new(value);
+        let word = AtomicAddressWord::new(0);
+        word.store_word(value, Ordering::Relaxed);
         // SAFETY: made just above, dropped below.
         let cell = unsafe { super::cell::<SlidingWindowLog>(&word, value) };
         assert!(log.decide_cell(cell, &clock, 2).is_allowed());

@@ -14,6 +14,7 @@ use super::reclaim::RetiredPlace;
 use super::scan_order::ScanOrder;
 use super::word::{Freezer, FROZEN, TOMB, VACANT};
 use crate::loom::atomic::{fence, Ordering};
+use crate::loom::AddressWord;
 use crate::Algorithm;
 
 /// The shard with its lock held, on a pinned thread.
@@ -29,7 +30,7 @@ pub(super) struct LineLocked<'a, K, A: Algorithm> {
 /// stays.
 struct Look<C> {
     /// The word the line held: the inline state, or the boxed cell's address.
-    value: u64,
+    value: AddressWord,
     /// The frozen state, when the cell is a word (inline, or a boxed cell's own word).
     frozen: Option<C>,
 }
@@ -59,7 +60,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         // Relaxed: under the lock, a held line's word is only written by checks (an inline
         // state, which `cell` does not read) or by us.
         // SAFETY: a held line's word; we hold the lock, so its cell is not dropped.
-        unsafe { line_cell::cell::<A>(word, word.load(Ordering::Relaxed)) }
+        unsafe { line_cell::cell::<A>(word, word.load_word(Ordering::Relaxed)) }
     }
 
     /// Drops the keys (and boxed cells) of removed lines whose grace period has ended, making
@@ -124,7 +125,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         clippy::indexing_slicing,
         reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
     )]
-    fn fill(&mut self, pos: usize, key: K, value: u64, heap: usize, quota: QuotaId) {
+    fn fill(&mut self, pos: usize, key: K, value: AddressWord, heap: usize, quota: QuotaId) {
         let w = &mut *self.writer;
         let line = w.array.line(pos);
         // SAFETY: the line is vacant or free (its key dropped after its grace period): no
@@ -133,7 +134,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         w.array.set_quota(pos, quota);
         // Release: a check that loads this word (Acquire) sees the key and id written (and a
         // boxed cell's contents).
-        line.word.store(value, Ordering::Release);
+        line.word.store_word(value, Ordering::Release);
         if w.marks[pos] == Mark::Free {
             w.removed -= 1;
         }
@@ -148,7 +149,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         clippy::indexing_slicing,
         reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
     )]
-    fn bury(&mut self, pos: usize, value: u64, heap: usize) {
+    fn bury(&mut self, pos: usize, value: AddressWord, heap: usize) {
         let w = &mut *self.writer;
         // An exchange, like a freeze, so that both sides of a race with a check's CAS are
         // read-modify-writes of the word: the CAS came before (and is counted before the
@@ -197,7 +198,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             };
             fresh.set_quota(to, w.array.quota_at(from));
             // Relaxed: published by the array's Release store below.
-            fresh.line(to).word.store(value, Ordering::Relaxed);
+            fresh.line(to).word.store_word(value, Ordering::Relaxed);
             marks[to] = Mark::Held;
         }
         // Release: checks that load the new array (Acquire) see its lines.
@@ -239,7 +240,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         let word = &self.line(pos).word;
         if !boxed::<A>() {
             // Relaxed: only to keep the shape of `Look`; the freeze below reads the state.
-            let value = word.load(Ordering::Relaxed);
+            let value = word.load_word(Ordering::Relaxed);
             let Some(copy) = freezer.freeze(self.cell(pos)) else {
                 unreachable!("an inline cell is a word, which freezes");
             };
@@ -272,7 +273,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             freezer.thaw(cell, copy);
         }
         // Release: a check that loads the address (Acquire) sees the cell as we left it.
-        word.store(look.value, Ordering::Release);
+        word.store_word(look.value, Ordering::Release);
     }
 }
 
@@ -411,7 +412,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     pub(super) fn remove(&mut self, pos: usize, heap: usize) {
         // Relaxed: under the lock, only we write a boxed cell's line word (an inline one's
         // value is not kept).
-        let value = self.line(pos).word.load(Ordering::Relaxed);
+        let value = self.line(pos).word.load_word(Ordering::Relaxed);
         self.bury(pos, value, heap);
     }
 

@@ -55,7 +55,8 @@ use super::quotas::QuotaId;
 use super::reclaim::Retired;
 use super::scan_order::ScanOrder;
 use super::word::{MARKERS, TOMB, VACANT};
-use crate::loom::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::loom::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+use crate::loom::AtomicAddressWord;
 use crate::Algorithm;
 
 /// The most keys one shard holds, so that a rehash, which holds the shard's lock while it moves
@@ -111,7 +112,7 @@ pub(super) struct LineShard<K, A: Algorithm> {
 
 /// A key found without the lock.
 pub(super) struct LineHit<'g, A: Algorithm> {
-    word: &'g AtomicU64,
+    word: &'g AtomicAddressWord,
     /// The word as loaded: a boxed cell's address.
     value: u64,
     cell: &'g A::Cell,
@@ -233,7 +234,8 @@ impl<K, A: Algorithm> LineShard<K, A> {
             // SAFETY: `pos < len` (`home` and the wrap below keep it so).
             let line = unsafe { array.line_unchecked(pos) };
             // Acquire: pairs with the Release store of the word after the key was written.
-            let word = line.word.load(Ordering::Acquire);
+            let loaded = line.word.load_word(Ordering::Acquire);
+            let word = loaded.bits();
             if word == VACANT {
                 return None;
             }
@@ -245,7 +247,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
                     return None;
                 }
                 // SAFETY: a held line's word, loaded while pinned (and we stay so for `'g`).
-                let cell = unsafe { line_cell::cell::<A>(&line.word, word) };
+                let cell = unsafe { line_cell::cell::<A>(&line.word, loaded) };
                 let quota = array.quota_at(pos);
                 return Some(LineHit { word: &line.word, value: word, cell, quota, pos: pos as u32 });
             }
@@ -311,7 +313,7 @@ impl<K, A: Algorithm> Drop for LineShard<K, A> {
                 match mark {
                     Mark::Held => {
                         ptr::drop_in_place((*write(&line.key)).as_mut_ptr());
-                        line_cell::drop_cell::<A>(line.word.load(Ordering::Relaxed));
+                        line_cell::drop_cell::<A>(line.word.load_word(Ordering::Relaxed));
                     }
                     Mark::Dead => ptr::drop_in_place((*write(&line.key)).as_mut_ptr()),
                     Mark::Vacant | Mark::Free => {}

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use super::epoch::{self, Guard};
 use crate::loom::faults;
+use crate::loom::AddressWord;
 
 /// Something replaced as a whole (a line array), freed after its grace period.
 pub(super) trait Reclaimable {
@@ -29,7 +30,7 @@ pub(super) struct RetiredPlace {
     /// Heap bytes its cell owns.
     pub(super) heap: usize,
     /// The word its cell was (a boxed cell's address: `line_cell.rs`).
-    pub(super) cell: u64,
+    pub(super) cell: AddressWord,
 }
 
 /// One retired line and its batch.
