@@ -26,7 +26,7 @@
 #   sketch (4 models, 2 should-fail, bound 3)                     ~4 s
 #   keyed (19 models, bound 4)                                     ~30 s
 #     (the word algorithms' models run on inline cells, and the main ones again on boxed cells)
-#   door (3 models, one over 4 key pairs; 2 open ones ignored)    <5 s
+#   door (5 models, one over 4 key pairs; a canary of loom#254)   ~3 s
 #   hot (a striped key's check racing its demotion, bound 4)       <1 s
 #   sketch_policy (a table-full sketch check racing the key's insert, bound 4)
 #     (its should-fail twin, a demotion that leaves the slot open, is in racy)

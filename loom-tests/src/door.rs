@@ -3,7 +3,7 @@
 //! The door must admit at most one of them there, and keep that key's entry, so that the key's
 //! second check is charged the first one's unit (a quota of one: denied).
 //!
-//! Both models record their calls (`kova::model::lincheck::Recorder`) and check each key's
+//! The models record their calls (`kova::model::lincheck::Recorder`) and check each key's
 //! history for linearizability against the key's sequential specification
 //! (`model::lincheck::word_api`) before their own assertions, which say what went wrong.
 
@@ -152,9 +152,13 @@ pub fn door_admission_races_an_insert_and_a_reset() {
 }
 
 /// Key 0 checked for two units (inserting it), then, with no door, one more unit on the main
-/// thread while another thread resets the key, and three units afterwards. The reset comes after
-/// the check in real time (the check returns before the reset is called), so the last check must
-/// find the key fresh; loom finds executions where it finds all three units used.
+/// thread while another thread resets the key, and three units afterwards. Whichever the order
+/// of the reset and the check, the last check finds the key fresh (reset after the check) or
+/// the check's unit taken from a fresh state (reset before): it is allowed. With the reset a
+/// plain store, loom 0.7 found it denied, every unit used: the check's compare-and-swap read the
+/// word before the reset's store, and the last check, which happens after that store, still read
+/// the CAS's word, which the memory model forbids (tokio-rs/loom#254,
+/// [`store_slips_into_a_racing_cas`]); the reset is a swap since.
 pub fn a_reset_on_another_thread_after_a_check() {
     model(|| {
         let quota = Quota::per_second(3).expect("valid quota");
@@ -208,4 +212,30 @@ pub fn door_admission_races_an_insert_then_another_key(other: u64) {
             "door: not linearizable: {units} admitted of 3 (first check {one}, after {after})"
         );
     });
+}
+
+/// Whether loom explores an execution the memory model forbids: a store racing a successful
+/// compare-and-swap that read the value before it, and a load after both threads joined that
+/// still reads the CAS's value (tokio-rs/loom#254). The shape of
+/// [`a_reset_on_another_thread_after_a_check`] on one bare atomic.
+pub fn store_slips_into_a_racing_cas() -> bool {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    // std's flag: set from inside the model, read after it.
+    let slipped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::clone(&slipped);
+    model(move || {
+        let word = Arc::new(AtomicU64::new(0));
+        // Orderings as the table's: Release stores, the CAS loop's AcqRel/Acquire, Acquire loads.
+        word.store(1, Ordering::Release);
+        let theirs = Arc::clone(&word);
+        let reset = loom::thread::spawn(move || theirs.store(5, Ordering::Release));
+        let swapped = word.compare_exchange(1, 2, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        reset.join().expect("the store returns");
+        if swapped && word.load(Ordering::Acquire) == 2 {
+            // Relaxed: read after the model returned.
+            seen.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    // Relaxed: the model has returned.
+    slipped.load(std::sync::atomic::Ordering::Relaxed)
 }

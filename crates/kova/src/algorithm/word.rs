@@ -61,8 +61,15 @@ impl<W: WordAlgorithm> Algorithm for W {
     }
 
     fn reset_cell(&self, cell: &AtomicU64) {
-        // Release: a reader that sees the fresh word also sees a clock no older than ours.
-        cell.store(self.fresh_word(), Ordering::Release);
+        // A swap, where a store would do as well in the memory model (a store racing a check's
+        // compare-and-swap lands wholly before or after it): loom 0.7 lets a store slip between
+        // the read and the write of a compare-and-swap it raced (tokio-rs/loom#254), so a later
+        // check reads the older word and the reset looks lost; a swap reads the newest word, and
+        // loom then orders it after that compare-and-swap too. A reset is rare: the swap's cost
+        // does not matter.
+        // Release: a reader that sees the fresh word also sees a clock no older than ours (the
+        // word read is discarded: no Acquire).
+        cell.swap(self.fresh_word(), Ordering::Release);
     }
 
     fn is_idle(&self, cell: &AtomicU64, now: u64) -> bool {

@@ -1,12 +1,15 @@
 //! Recording a history: threads share a [`Recorder`] (the global order of events, the clock and
 //! the values it held) and each fills its own [`LaneRecorder`].
 
-// The std atomic and mutex, not `crate::loom`'s: the recorder is the test's instrument, not
-// part of the object tested. Under loom, whose threads run one at a time, a std counter still
-// gives the order the scheduler ran them in; the mutex is only taken by the one thread that
-// advances the clock there, so it never blocks.
-use std::sync::atomic::{AtomicU64, Ordering};
+// The event counter is `crate::loom`'s atomic: under loom, a model's own atomic, so that a call
+// that returned before another was invoked happens before it, as the counter's SeqCst
+// read-modify-writes make it on real hardware. A std counter, which loom does not see, records
+// the scheduler's order, in which a later call may still read what an earlier one overwrote: a
+// violation of real time that no real run of the recorder allows. The mutex stays std's: the
+// recorder's own, taken only by the one thread that advances the clock, it never blocks.
 use std::sync::Mutex;
+
+use crate::loom::atomic::{AtomicU64, Ordering};
 
 use super::{Call, History, Lane, Response};
 use crate::{Clock, ManualClock};
@@ -20,7 +23,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder for calls made on an object reading `clock`.
+    /// A recorder for calls made on an object reading `clock`. Under `--cfg kova_loom`, made
+    /// inside the loom model: its event counter is loom's.
     pub fn new(clock: ManualClock) -> Self {
         let now = clock.now_nanos();
         Recorder { events: AtomicU64::new(0), clock, clock_values: Mutex::new(vec![now]) }
@@ -32,7 +36,8 @@ impl Recorder {
     }
 
     fn event(&self) -> u64 {
-        // SeqCst: the events' single order is the real-time order of the calls they bracket.
+        // SeqCst: the events' single order is the real-time order of the calls they bracket, and
+        // each event happens after every earlier one (a response before a later invocation).
         self.events.fetch_add(1, Ordering::SeqCst)
     }
 
