@@ -1,6 +1,6 @@
 //! Target 6, the whole keyed API in one sequence: checks, peeks, refunds, resets, removals,
-//! reservations and their cancellation, settling and charges of a few keys, with the clock
-//! moving, on one `kova::Keyed` table with the doorkeeper on or off and hot keys on or off,
+//! reservations and their cancellation, settling, charges and quota changes (`set_quota` between
+//! the table's quota and another) of a few keys, with the clock moving, on one `kova::Keyed` table with the doorkeeper on or off and hot keys on or off,
 //! compared after every step with the sequential specification the linearizability checker uses
 //! (`kova::model::lincheck::word_api`: per key, the algorithm's own pure functions on a word);
 //! and beside it, on the same clock, a `KeyedLimits` of two limits (the table's quota and a
@@ -9,9 +9,8 @@
 //!
 //! Catches: any call whose answer or effect differs from one thread driving the key's word (the
 //! door charging a unit twice or never, a reservation's cancel giving back too much, a refund or
-//! a settlement through the door, a removal that leaves state behind).
-//!
-//! Not driven yet: `set_quota` (its carry-over has no model here yet).
+//! a settlement through the door, a removal that leaves state behind, a quota change that
+//! forgives or forgets what a key consumed).
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -38,6 +37,8 @@ enum Op {
     Cancel,
     Settle(u8, u8, u8),
     Charge(u8, u8),
+    /// `set_quota` to the table's quota (even) or the other one (odd).
+    SetQuota(u8, u8),
     /// `period * n / 64`.
     Advance(u8),
     /// On the `KeyedLimits`: `check_n`, `peek`, `refund`.
@@ -57,8 +58,9 @@ struct Input {
     ops: Vec<Op>,
 }
 
-fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
+fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
     let Ok(algorithm) = W::from_quota(quota) else { return };
+    let Ok(other_algorithm) = W::from_quota(other) else { return };
     let clock = ManualClock::new();
     let builder = KeyedBuilder::<u8, W, _>::new(quota, clock.clone()).shards(2);
     let builder = if input.door { builder } else { builder.doorkeeper(0) };
@@ -66,7 +68,9 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
         if input.hot { builder.hot_keys(HotKeys::new(2)).expect("valid hot keys") } else { builder };
     let table: Keyed<u8, W, ManualClock> = builder.build().expect("quota checked");
     let spec = WordApi::keyed(algorithm);
-    let mut model: BTreeMap<u8, WordState> = BTreeMap::new();
+    // Each key's state under the specification of its quota (an index into `quotas`/`specs`).
+    let (quotas, specs) = ([quota, other], [spec.clone(), WordApi::keyed(other_algorithm)]);
+    let mut model: BTreeMap<u8, (WordState, usize)> = BTreeMap::new();
     let mut held: Vec<(u32, u8, KeyedReservation<'_, u8, W, ManualClock>)> = Vec::new();
     let mut next_id = 0u32;
     let period = quota.period_nanos();
@@ -87,6 +91,24 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
             Op::LimitsRefund(k, cost) => Some((key_of(k), LimitsOp::Refund(u64::from(cost % 4)))),
             _ => None,
         };
+        if let Op::SetQuota(k, to) = op {
+            let (key, to) = (key_of(k), usize::from(to % 2));
+            let moved = table.set_quota(&key, quotas[to]).expect("a quota the table was built with");
+            let (state, at) = model.entry(key).or_insert_with(|| (spec.fresh(), 0));
+            if !moved {
+                // Not held: without the door, nothing changed a key that no call inserted.
+                assert!(
+                    input.door || state.word == spec.fresh().word,
+                    "step {step}: set_quota found key {key} not held, whose state is {state:?} ({input:?})"
+                );
+            } else if *at != to {
+                *state = specs[to].carried_over_from(&specs[*at].algorithm, state, now);
+                *at = to;
+                // A move is a forget: every reservation gives nothing back now (see below).
+                forget_reservations(&mut model, &mut held);
+            }
+            continue;
+        }
         if let Some((key, op)) = limits_op {
             let real = match op {
                 LimitsOp::Check(cost) => Some(limits.check_n(&key, cost)),
@@ -106,6 +128,7 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
                 clock.advance_nanos(period / 64 * u64::from(n));
                 continue;
             }
+            Op::SetQuota(..) => unreachable!("handled above"),
             Op::Check(k, cost) => {
                 let cost = u64::from(cost % 8);
                 (key_of(k), ApiOp::Check(cost), Output::Decided(table.check_n(&key_of(k), cost)))
@@ -160,32 +183,47 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota) {
         // A reservation cancelled after a reset or removal of any key gives nothing back (the
         // table counts those, not per key), so the model forgets every reservation then.
         if matches!(api, ApiOp::Reset) {
-            for state in model.values_mut() {
-                let word = state.word;
-                *state = spec.fresh();
-                state.word = word;
-            }
-            held.clear();
+            forget_reservations(&mut model, &mut held);
         }
-        let state = model.entry(key).or_insert_with(|| spec.fresh());
-        let expected = spec.call(state, now, &api);
+        let (state, at) = model.entry(key).or_insert_with(|| (spec.fresh(), 0));
+        let expected = specs[*at].call(state, now, &api);
+        if matches!(op, Op::Remove(_)) {
+            // A removed key forgets its own quota too: it is fresh under the table's.
+            (*state, *at) = (spec.fresh(), 0);
+        }
         assert_eq!(real, expected, "step {step}: {op:?} on key {key} at t={now} ({input:?})");
     }
+}
+
+/// Forgets every reservation, in the model and in hand, keeping each key's word and quota.
+fn forget_reservations<T>(model: &mut BTreeMap<u8, (WordState, usize)>, held: &mut Vec<T>) {
+    for (state, _) in model.values_mut() {
+        state.forget_reservations();
+    }
+    held.clear();
 }
 
 fuzz_target!(|input: Input| {
     let limit = u64::from(input.limit % 8) + 1;
     let Ok(quota) = Quota::per_second(limit) else { return };
+    // The other quota: another rate, and for the buckets another burst (and overdraft).
+    let Ok(other) = Quota::per_second(limit + 2) else { return };
+    let burst = u64::from(input.burst % 8) + 1;
     match input.algorithm % 4 {
         0 => {
-            let Ok(quota) = quota.with_burst(u64::from(input.burst % 8) + 1) else { return };
-            run::<Gcra>(&input, quota.with_overdraft(u64::from(input.overdraft % 4)));
+            let (Ok(quota), Ok(other)) = (quota.with_burst(burst), other.with_burst(9 - burst)) else {
+                return;
+            };
+            let overdraft = u64::from(input.overdraft % 4);
+            run::<Gcra>(&input, quota.with_overdraft(overdraft), other.with_overdraft(3 - overdraft));
         }
         1 => {
-            let Ok(quota) = quota.with_burst(u64::from(input.burst % 8) + 1) else { return };
-            run::<TokenBucket>(&input, quota);
+            let (Ok(quota), Ok(other)) = (quota.with_burst(burst), other.with_burst(9 - burst)) else {
+                return;
+            };
+            run::<TokenBucket>(&input, quota, other);
         }
-        2 => run::<FixedWindow>(&input, quota),
-        _ => run::<SlidingWindowCounter>(&input, quota),
+        2 => run::<FixedWindow>(&input, quota, other),
+        _ => run::<SlidingWindowCounter>(&input, quota, other),
     }
 });

@@ -54,12 +54,7 @@ impl<W: WordAlgorithm + Clone> Spec for Requota<W> {
                 vec![(Output::Bool(true), state.clone()), (Output::Bool(false), state.clone())]
             }
             QuotaOp::SetQuota(to) => {
-                let (old, new) = (&self.0[*quota], &self.0[to]);
-                let used = old.consumed(word.word, now);
-                let mut moved = WordApi::keyed(new.clone()).fresh();
-                if used > 0 {
-                    moved.word = new.charge(moved.word, now, used).1;
-                }
+                let moved = WordApi::keyed(self.0[to].clone()).carried_over_from(&self.0[*quota], word, now);
                 vec![(Output::Bool(true), (moved, to)), (Output::Bool(false), state.clone())]
             }
         }

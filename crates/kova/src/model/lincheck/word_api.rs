@@ -98,6 +98,14 @@ pub struct WordState {
     reservations: Vec<(u32, u64, u64, u64)>,
 }
 
+impl WordState {
+    /// Forgets the reservations made (a table's reset, removal or quota change of any key:
+    /// a cancel then gives nothing back), keeping the word.
+    pub fn forget_reservations(&mut self) {
+        self.reservations.clear();
+    }
+}
+
 /// The specification; `keyed` answers [`Op::Refund`] with [`Output::Done`] (a table's refund
 /// says whether the key was held) and does not compare a settlement's `refunded` (for the same
 /// reason: the test records it as 0).
@@ -123,6 +131,17 @@ impl<W: WordAlgorithm> WordApi<W> {
     /// The state of a fresh limiter (or key).
     pub fn fresh(&self) -> WordState {
         WordState { word: self.algorithm.fresh_word(), reservations: Vec::new() }
+    }
+
+    /// The state of a key that `Keyed::set_quota` moved at `now` from `from`'s quota, in state
+    /// `state`, to this specification's: the units `from` counts as used then, charged to a fresh
+    /// state (past the burst into the overdraft: a debt is carried over, never forgiven). Its
+    /// reservations are gone: a cancel gives nothing back after a move.
+    pub fn carried_over_from(&self, from: &W, state: &WordState, now: u64) -> WordState {
+        let mut moved = self.fresh();
+        let used = from.consumed(state.word, now);
+        self.charge(&mut moved, now, used);
+        moved
     }
 
     fn refund(&self, state: &mut WordState, now: u64, cost: u64) {
