@@ -55,7 +55,7 @@ use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 /// `inline_cell` and `inline_word` are `Some`, and `A::Cell` is then the word itself;
 /// `SELF_ADDRESSED` only for a cell that is `repr(transparent)` over a pointer to an allocation it
 /// owns, whose first bytes hold that same pointer for as long as it lives, never written); the
-/// keyed table relies on it in its unsafe code (`keyed/line_cell.rs`).
+/// keyed table relies on it in its unsafe code (`keyed/line/cell.rs`).
 pub unsafe trait CellStorage<A: Algorithm>: sealed::Sealed + 'static {
     /// Whether the cell is one word, kept inline as its key's word.
     #[doc(hidden)]

@@ -9,14 +9,15 @@
 //!   there, a new key's insert with its exact charge), and `table/locked.rs` and
 //!   `table/reserve.rs`, the operations written on it; `table/evict.rs`, room for new keys
 //!   (idle keys reclaimed, [`TableFullPolicy`]).
-//! - `line_shard.rs`: a shard, whose keys sit beside their words in the probed array
-//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `line_locked.rs`, the lock
-//!   holder's side of its protocol (inserts, removals, looks before an unlink, rehashes);
-//!   `scan_order.rs`, the order in which the reclamation scan visits the lines.
-//! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
+//! - `line.rs`: the probed array of lines, a map of `line/`: `line/shard.rs`, a shard, whose
+//!   keys sit beside their words in the probed array (`line/array.rs`, sized by
+//!   `line/sizing.rs`), one line per hit; `line/locked.rs`, the lock holder's side of its
+//!   protocol (inserts, removals, looks before an unlink, rehashes); `line/cell.rs`, how a
+//!   line's word holds the cell: inline for a cell that is one word
 //!   ([`InlineWord`](crate::InlineWord), the sealed [`CellStorage`](crate::CellStorage) of every
 //!   [`WordAlgorithm`](crate::WordAlgorithm)), boxed for any other (the sliding log's,
 //!   [`AnyAlgorithm`](crate::AnyAlgorithm)'s), and how a boxed cell's line is hidden.
+//! - `scan_order.rs`: the order in which the reclamation scan visits a shard's lines.
 //! - `word.rs`: the CAS loop on a word cell, which stops at a word the lock holder froze, and
 //!   the freeze itself: how an eviction or a quota change looks at a cell without losing a
 //!   racing check.
@@ -48,11 +49,7 @@ mod door;
 mod epoch;
 mod error;
 mod hot;
-mod line_array;
-mod line_cell;
-mod line_locked;
-mod line_shard;
-mod line_sizing;
+mod line;
 mod lock;
 mod policy;
 mod quotas;
@@ -77,7 +74,7 @@ pub(crate) fn advance_epoch() {
 /// loom models that race the growth itself.
 #[cfg(kova_loom)]
 pub(crate) fn keys_before_first_growth(max_keys: usize) -> usize {
-    line_sizing::keys_in_first_array(max_keys)
+    line::keys_in_first_array(max_keys)
 }
 
 pub use builder::KeyedBuilder;

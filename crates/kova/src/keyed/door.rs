@@ -170,7 +170,7 @@ impl Door {
     /// Asks the cache for the word of `hash`, which a check of a key not held reads next.
     #[inline(always)]
     pub(super) fn prefetch(&self, hash: u64) {
-        super::line_array::prefetch_line(self.place(hash).0);
+        super::line::prefetch_line(self.place(hash).0);
     }
 
     /// `now` in units, rounded up (an entry never reads earlier than its check).

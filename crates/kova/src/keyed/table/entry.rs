@@ -11,7 +11,7 @@ use std::hash::Hash;
 
 use super::super::door::{self, Admission};
 use super::super::epoch::{self, Guard};
-use super::super::line_locked::{LineLocked, NewKey};
+use super::super::line::{LineLocked, NewKey};
 use super::super::quotas::{carry_over, At, QuotaId, DEFAULT_ID};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
@@ -229,7 +229,7 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
         self.table.cool(&self.locked, self.pos, self.hash);
     }
 
-    /// What [`LineHit::place`](super::super::line_shard::LineHit::place) says for this key.
+    /// What [`LineHit::place`](super::super::line::LineHit::place) says for this key.
     pub(super) fn place(&self) -> u64 {
         self.locked.place_of(self.pos)
     }

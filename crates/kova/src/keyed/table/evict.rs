@@ -5,7 +5,7 @@
 use std::hash::Hash;
 
 use super::super::epoch;
-use super::super::line_locked::LineLocked;
+use super::super::line::LineLocked;
 use super::super::policy::TableFullPolicy;
 use super::super::quotas::At;
 use super::super::word::WordFreezer;
