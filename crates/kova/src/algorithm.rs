@@ -3,9 +3,12 @@
 //! Each algorithm is a pure decision function over a plain value plus the packing of that value
 //! into storage. [`Algorithm`] is what limiters and tables drive; [`WordAlgorithm`] is the
 //! single-`AtomicU64` kind (all but the sliding log), for which one CAS loop
-//! ([`WordAlgorithm`]'s blanket `Algorithm` impl) is the whole hot path.
+//! ([`WordAlgorithm`]'s blanket `Algorithm` impl) is the whole hot path. A quota change
+//! carries what a cell consumed over to a fresh cell of the new quota by one rule
+//! (`algorithm/carry_over.rs`), the same for the direct limiter and the keyed table.
 
 mod any;
+mod carry_over;
 mod fixed_window;
 mod gcra;
 mod sliding_window_counter;
@@ -20,6 +23,8 @@ pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
 pub use word::InlineWord;
+
+pub(crate) use carry_over::carry_over;
 
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};

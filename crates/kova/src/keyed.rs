@@ -30,8 +30,8 @@
 //! - `hot.rs`: the opt-in hot keys ([`KeyedBuilder::hot_keys`]): a contended key's state moved
 //!   into a slot whose stripes lease batches from it (`striped/lease.rs`), its line marked;
 //!   `table/hot.rs`, the hit path's branch there and the lock holder's promotion and demotion.
-//! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
-//!   what a key consumed when its quota changes.
+//! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota (the carry-over of
+//!   what a key consumed when its quota changes is the algorithm's: `algorithm/carry_over.rs`).
 //! - `policy.rs`: the table-full policies, and the sketch of [`TableFullPolicy::Sketch`] (its
 //!   cells in `sketch/cells.rs`; decided under the key's shard lock, `table/evict.rs`, and read
 //!   by the key's insert, `table/entry.rs`, so that no insert misses a check of the sketch).
@@ -81,6 +81,5 @@ pub use builder::KeyedBuilder;
 pub use error::KeyedError;
 pub use hot::{HotKeys, CONTENTION_WINDOW, DEFAULT_PROMOTE_AFTER};
 pub use policy::TableFullPolicy;
-pub(crate) use quotas::carry_over;
 pub use table::{Keyed, KeyedReservation};
 pub use word::MAX_HOT_KEYS;

@@ -37,7 +37,7 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::zeroed_atomics;
 use crate::Algorithm;
 
-use super::quotas::At;
+use crate::clock::At;
 
 /// Bits of an entry's time (in the door's units); the rest hold the fingerprint.
 const TIME_BITS: u32 = 40;
