@@ -38,8 +38,8 @@
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `error.rs`.
 //!
 //! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
-//! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other
-//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks) and
+//! `crates/kova/miri.sh` runs the unit tests of `keyed::`, and with `--full` `keyed_table`),
+//! the other integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks) and
 //! `tests/linearizable.rs` (random concurrent histories), the loom models (`loom-tests/`,
 //! through `crate::loom`, whose should-fail switches are `loom/faults.rs`) and the
 //! `keyed_table` and `whole_api` fuzz targets.
