@@ -3,9 +3,12 @@
 //! Each algorithm is a pure decision function over a plain value plus the packing of that value
 //! into storage. [`Algorithm`] is what limiters and tables drive; [`WordAlgorithm`] is the
 //! single-`AtomicU64` kind (all but the sliding log), for which one CAS loop
-//! ([`WordAlgorithm`]'s blanket `Algorithm` impl) is the whole hot path.
+//! ([`WordAlgorithm`]'s blanket `Algorithm` impl) is the whole hot path. A quota change
+//! carries what a cell consumed over to a fresh cell of the new quota by one rule
+//! (`algorithm/carry_over.rs`), the same for the direct limiter and the keyed table.
 
 mod any;
+mod carry_over;
 mod fixed_window;
 mod gcra;
 mod sliding_window_counter;
@@ -20,6 +23,8 @@ pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::{LogCell, SlidingWindowLog};
 pub use token_bucket::TokenBucket;
 pub use word::InlineWord;
+
+pub(crate) use carry_over::carry_over;
 
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
@@ -55,7 +60,7 @@ use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 /// `inline_cell` and `inline_word` are `Some`, and `A::Cell` is then the word itself;
 /// `SELF_ADDRESSED` only for a cell that is `repr(transparent)` over a pointer to an allocation it
 /// owns, whose first bytes hold that same pointer for as long as it lives, never written); the
-/// keyed table relies on it in its unsafe code (`keyed/line_cell.rs`).
+/// keyed table relies on it in its unsafe code (`keyed/line/cell.rs`).
 pub unsafe trait CellStorage<A: Algorithm>: sealed::Sealed + 'static {
     /// Whether the cell is one word, kept inline as its key's word.
     #[doc(hidden)]

@@ -9,14 +9,15 @@
 //!   there, a new key's insert with its exact charge), and `table/locked.rs` and
 //!   `table/reserve.rs`, the operations written on it; `table/evict.rs`, room for new keys
 //!   (idle keys reclaimed, [`TableFullPolicy`]).
-//! - `line_shard.rs`: a shard, whose keys sit beside their words in the probed array
-//!   (`line_array.rs`, sized by `line_sizing.rs`), one line per hit; `line_locked.rs`, the lock
-//!   holder's side of its protocol (inserts, removals, looks before an unlink, rehashes);
-//!   `scan_order.rs`, the order in which the reclamation scan visits the lines.
-//! - `line_cell.rs`: how a line's word holds the cell: inline for a cell that is one word
+//! - `line.rs`: the probed array of lines, a map of `line/`: `line/shard.rs`, a shard, whose
+//!   keys sit beside their words in the probed array (`line/array.rs`, sized by
+//!   `line/sizing.rs`), one line per hit; `line/locked.rs`, the lock holder's side of its
+//!   protocol (inserts, removals, looks before an unlink, rehashes); `line/cell.rs`, how a
+//!   line's word holds the cell: inline for a cell that is one word
 //!   ([`InlineWord`](crate::InlineWord), the sealed [`CellStorage`](crate::CellStorage) of every
 //!   [`WordAlgorithm`](crate::WordAlgorithm)), boxed for any other (the sliding log's,
 //!   [`AnyAlgorithm`](crate::AnyAlgorithm)'s), and how a boxed cell's line is hidden.
+//! - `scan_order.rs`: the order in which the reclamation scan visits a shard's lines.
 //! - `word.rs`: the CAS loop on a word cell, which stops at a word the lock holder froze, and
 //!   the freeze itself: how an eviction or a quota change looks at a cell without losing a
 //!   racing check.
@@ -29,16 +30,16 @@
 //! - `hot.rs`: the opt-in hot keys ([`KeyedBuilder::hot_keys`]): a contended key's state moved
 //!   into a slot whose stripes lease batches from it (`striped/lease.rs`), its line marked;
 //!   `table/hot.rs`, the hit path's branch there and the lock holder's promotion and demotion.
-//! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota, and the carry-over of
-//!   what a key consumed when its quota changes.
+//! - `quotas.rs`: per-key quotas, one built algorithm per distinct quota (the carry-over of
+//!   what a key consumed when its quota changes is the algorithm's: `algorithm/carry_over.rs`).
 //! - `policy.rs`: the table-full policies, and the sketch of [`TableFullPolicy::Sketch`] (its
 //!   cells in `sketch/cells.rs`; decided under the key's shard lock, `table/evict.rs`, and read
 //!   by the key's insert, `table/entry.rs`, so that no insert misses a check of the sketch).
 //! - `lock.rs` (a shard's insert lock and the figures it publishes), `builder.rs`, `error.rs`.
 //!
 //! Checked by the unit tests and `tests/keyed_table.rs` (also under Miri with its default flags:
-//! `cargo +nightly miri test -p kova --lib keyed`, and `--test keyed_table`), the other
-//! integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks) and
+//! `crates/kova/miri.sh` runs the unit tests of `keyed::`, and with `--full` `keyed_table`),
+//! the other integration tests `tests/keyed_*.rs` (threads against a model, floods, leaks) and
 //! `tests/linearizable.rs` (random concurrent histories), the loom models (`loom-tests/`,
 //! through `crate::loom`, whose should-fail switches are `loom/faults.rs`) and the
 //! `keyed_table` and `whole_api` fuzz targets.
@@ -48,11 +49,7 @@ mod door;
 mod epoch;
 mod error;
 mod hot;
-mod line_array;
-mod line_cell;
-mod line_locked;
-mod line_shard;
-mod line_sizing;
+mod line;
 mod lock;
 mod policy;
 mod quotas;
@@ -77,13 +74,12 @@ pub(crate) fn advance_epoch() {
 /// loom models that race the growth itself.
 #[cfg(kova_loom)]
 pub(crate) fn keys_before_first_growth(max_keys: usize) -> usize {
-    line_sizing::keys_in_first_array(max_keys)
+    line::keys_in_first_array(max_keys)
 }
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
 pub use hot::{HotKeys, CONTENTION_WINDOW, DEFAULT_PROMOTE_AFTER};
 pub use policy::TableFullPolicy;
-pub(crate) use quotas::carry_over;
 pub use table::{Keyed, KeyedReservation};
 pub use word::MAX_HOT_KEYS;

@@ -289,7 +289,7 @@ pub fn hiding_entries<R>(f: impl FnOnce() -> R) -> R {
 /// Not racy: runs `f` with the keyed tables it builds keeping word cells boxed (the line holds
 /// the cell's address, and the cell's own word is frozen before a look), as
 /// [`AnyAlgorithm`](crate::AnyAlgorithm)'s word kinds are, instead of inline, so that the models
-/// cover both ways a line holds a cell (`keyed/line_cell.rs`).
+/// cover both ways a line holds a cell (`keyed/line/cell.rs`).
 pub fn boxed_cells<R>(f: impl FnOnce() -> R) -> R {
     faults::with_cells_boxed(f)
 }

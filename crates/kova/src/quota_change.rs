@@ -1,6 +1,6 @@
 //! Changing a direct limiter's quota at run time, keeping what it has consumed.
 
-use crate::keyed::carry_over;
+use crate::algorithm::carry_over;
 use crate::{Algorithm, Clock, Quota, QuotaError, RateLimiter};
 
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {

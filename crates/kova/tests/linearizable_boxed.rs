@@ -2,7 +2,7 @@
 //! (`kova::model::lincheck`) as `tests/linearizable.rs` does for inline words: `AnyAlgorithm` of
 //! the four word kinds keeps each key's cell on the heap, and a keyed table hides the line (a
 //! marker swapped in, then a `SeqCst` fence) rather than freezing the word before it looks at
-//! the cell; a check that wrote the cell looks at the line again (`keyed/line_cell.rs`). The
+//! the cell; a check that wrote the cell looks at the line again (`keyed/line/cell.rs`). The
 //! kinds decide as the word algorithms do, so each key's calls are checked exactly against the
 //! word algorithm's own pure functions (`model::lincheck::word_api::WordApi`), built from the
 //! same quota.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 
 use super::hot::{HotKeys, HotSlots, RefundWord};
-use super::line_shard::MAX_KEYS;
+use super::line::MAX_KEYS;
 use super::policy::{FullSketch, TableFullPolicy};
 use super::{Keyed, KeyedError};
 use crate::striped::StripeShape;

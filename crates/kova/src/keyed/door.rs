@@ -37,7 +37,7 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::zeroed_atomics;
 use crate::Algorithm;
 
-use super::quotas::At;
+use crate::clock::At;
 
 /// Bits of an entry's time (in the door's units); the rest hold the fingerprint.
 const TIME_BITS: u32 = 40;
@@ -170,7 +170,7 @@ impl Door {
     /// Asks the cache for the word of `hash`, which a check of a key not held reads next.
     #[inline(always)]
     pub(super) fn prefetch(&self, hash: u64) {
-        super::line_array::prefetch_line(self.place(hash).0);
+        super::line::prefetch_line(self.place(hash).0);
     }
 
     /// `now` in units, rounded up (an entry never reads earlier than its check).

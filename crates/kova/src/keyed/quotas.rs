@@ -126,20 +126,6 @@ impl<A: Algorithm> Quotas<A> {
     }
 }
 
-pub(super) use crate::clock::At;
-
-/// A fresh cell of `new` that has consumed, at `now`, what `cell` of `old` counts as used, a
-/// debt included (a key's quota change here, a direct limiter's in `quota_change.rs`): charged,
-/// so a debt carries over as far as the new quota's overdraft holds it.
-pub(crate) fn carry_over<A: Algorithm>(old: &A, new: &A, cell: &A::Cell, now: u64) -> A::Cell {
-    let used = old.consumed_cell(cell, now);
-    let fresh = new.new_cell();
-    if used > 0 {
-        new.charge_cell(&fresh, &At(now), used);
-    }
-    fresh
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

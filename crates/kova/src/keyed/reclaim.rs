@@ -29,7 +29,7 @@ pub(super) struct RetiredPlace {
     pub(super) line: u32,
     /// Heap bytes its cell owns.
     pub(super) heap: usize,
-    /// The word its cell was (a boxed cell's address: `line_cell.rs`).
+    /// The word its cell was (a boxed cell's address: `line/cell.rs`).
     pub(super) cell: AddressWord,
 }
 

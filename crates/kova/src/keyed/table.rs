@@ -7,8 +7,7 @@ use std::marker::PhantomData;
 use super::builder::{KeyedBuilder, QuotaFn};
 use super::door::{self, Door};
 use super::hot::HotSlots;
-use super::line_cell;
-use super::line_shard::LineShard;
+use super::line::{self, LineShard};
 use super::policy::{FullSketch, TableFullPolicy};
 use super::quotas::{Quotas, MAX_QUOTAS};
 use super::KeyedError;
@@ -21,7 +20,7 @@ use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
 ///   state word (plus the thread's own epoch record, `epoch.rs`). New keys take their shard's lock.
 /// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes side by side
 ///   in the probed array (one cache line per check); with the array's spare room and marks, at
-///   most 32 bytes per key (`line_shard.rs`'s load constants).
+///   most 32 bytes per key (`line/shard.rs`'s load constants).
 /// - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys and
 ///   [`memory_bound_bytes`](Self::memory_bound_bytes) bytes; idle keys are reclaimed by inserts
 ///   into full shards and by [`sweep_idle`](Self::sweep_idle); beyond that a
@@ -76,7 +75,7 @@ unsafe impl<K: Send, A: Algorithm, C: Clock> Send for Keyed<K, A, C> {}
 
 // SAFETY: shared use reads keys and cells from many threads (`K: Sync`, `A::Cell: Sync`), and a
 // key is dropped by whichever thread removes or reclaims it (`K: Send`). Every mutation of shared
-// state is through atomics or under a shard's mutex; see `line_shard.rs` for the protocol.
+// state is through atomics or under a shard's mutex; see `line/shard.rs` for the protocol.
 unsafe impl<K: Send + Sync, A: Algorithm, C: Clock> Sync for Keyed<K, A, C> {}
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for Keyed<K, A, C> {
@@ -282,7 +281,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// and all 4,095 extra quotas built. Counts each cell's heap (the sliding
     /// log's ring) at the default quota's size: per-key quotas with bigger logs can exceed it.
     pub fn memory_bound_bytes(&self) -> usize {
-        let cell_bytes = line_cell::held_bytes::<A>(heap_of(self.quotas.default_algorithm()));
+        let cell_bytes = line::held_bytes::<A>(heap_of(self.quotas.default_algorithm()));
         std::mem::size_of::<Self>()
             + self.shards_bytes()
             + std::mem::size_of_val(&*self.shard_keys)

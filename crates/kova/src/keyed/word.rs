@@ -8,7 +8,7 @@
 //! either landed before it (the lock holder sees its write in the value it swapped out) or fails
 //! (the word changed) and then finds it frozen. So a check of a word cell needs nothing after
 //! its CAS: no fence and no second look at its line. Other cells (the sliding log's) are hidden
-//! by their line instead, and their checks look again (`line_cell.rs`).
+//! by their line instead, and their checks look again (`line/cell.rs`).
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults::{self, Look};
@@ -18,9 +18,9 @@ use crate::{Algorithm, CellStorage, Clock, Decision};
 /// a key is then checked under the lock every time (where nothing is frozen), which is slower
 /// but decides the same.
 pub(super) const FROZEN: u64 = u64::MAX;
-/// A removed line's word (`line_shard.rs`): a probe goes on past it without reading its key.
+/// A removed line's word (`line/shard.rs`): a probe goes on past it without reading its key.
 pub(super) const TOMB: u64 = u64::MAX - 1;
-/// A never-used line's word (`line_shard.rs`): a probe ends here.
+/// A never-used line's word (`line/shard.rs`): a probe ends here.
 pub(super) const VACANT: u64 = u64::MAX - 2;
 /// The most hot slots a table may have: as many values just below the table's own markers
 /// mark a striped key's line (`hot.rs`).

@@ -1,7 +1,7 @@
 //! An atomic 64-bit word that holds either plain bits (a state, a marker) or the address of a
 //! heap allocation, keeping that address's provenance: a keyed table's line word, which is an
 //! inline cell's state for a word algorithm and a boxed cell's address otherwise
-//! (`keyed/line_cell.rs`).
+//! (`keyed/line/cell.rs`).
 //!
 //! On 64-bit targets outside loom the word is an `AtomicPtr<u8>`: an address stored into it is
 //! a pointer, so what a later load hands back still carries the allocation's provenance (strict
@@ -186,7 +186,7 @@ mod imp {
             &self.0
         }
 
-        /// Loom's record of a write to the word (a freed array's lines, `line_array.rs`).
+        /// Loom's record of a write to the word (a freed array's lines, `line/array.rs`).
         #[cfg(kova_loom)]
         pub(crate) fn with_mut(&mut self) {
             self.0.with_mut(|_| ());

@@ -11,10 +11,12 @@ use std::hash::Hash;
 
 use super::super::door::{self, Admission};
 use super::super::epoch::{self, Guard};
-use super::super::line_locked::{LineLocked, NewKey};
-use super::super::quotas::{carry_over, At, QuotaId, DEFAULT_ID};
+use super::super::line::{LineLocked, NewKey};
+use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
+use crate::algorithm::carry_over;
+use crate::clock::At;
 use crate::loom::atomic::Ordering;
 use crate::{Algorithm, CellStorage, Clock, Decision};
 
@@ -229,7 +231,7 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
         self.table.cool(&self.locked, self.pos, self.hash);
     }
 
-    /// What [`LineHit::place`](super::super::line_shard::LineHit::place) says for this key.
+    /// What [`LineHit::place`](super::super::line::LineHit::place) says for this key.
     pub(super) fn place(&self) -> u64 {
         self.locked.place_of(self.pos)
     }
@@ -272,7 +274,7 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
         self.locked.remove(self.pos, heap_of(self.algorithm()));
     }
 
-    /// Moves the key to quota `id`, carrying over what it consumed (`quotas.rs`'s
+    /// Moves the key to quota `id`, carrying over what it consumed (`algorithm/carry_over.rs`'s
     /// `carry_over`). `false` when no line is free of its grace period: the key keeps its quota
     /// for now.
     pub(super) fn move_to(&mut self, id: QuotaId) -> bool {

@@ -5,12 +5,12 @@
 use std::hash::Hash;
 
 use super::super::epoch;
-use super::super::line_locked::LineLocked;
+use super::super::line::LineLocked;
 use super::super::policy::TableFullPolicy;
-use super::super::quotas::At;
 use super::super::word::WordFreezer;
 use super::entry::{Entry, HeldEntry, NoRoomFor};
 use super::{heap_of, Keyed};
+use crate::clock::At;
 use crate::{Algorithm, Clock, Decision, Fallback};
 
 /// The most idle keys one insert into a full shard reclaims: with the default

@@ -6,8 +6,7 @@ use std::hash::Hash;
 
 use super::super::epoch::Guard;
 use super::super::hot::{self, HotSlots};
-use super::super::line_locked::LineLocked;
-use super::super::line_shard::LineHit;
+use super::super::line::{LineHit, LineLocked};
 use super::entry::Entry;
 use super::Keyed;
 use crate::loom::atomic::Ordering;

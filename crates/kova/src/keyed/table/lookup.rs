@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::hash::Hash;
 
 use super::super::epoch::{self, Guard};
-use super::super::line_shard::{LineHit, LineShard};
+use super::super::line::{LineHit, LineShard};
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::word;
 use super::super::KeyedError;

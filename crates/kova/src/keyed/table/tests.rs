@@ -321,8 +321,9 @@ fn a_word_key_takes_at_most_32_bytes() {
 
 /// A flood of new keys at the key bound, each new key reclaiming an idle one, keeps probes short
 /// for inline and boxed cells: the reclamation scan visits scattered runs of positions
-/// (`store.rs`'s `ScanOrder`). Scanning in position order, which follows the hashes, reclaimed
-/// keys by hash: keys piled up ahead of the cursor and runs of thousands of positions formed.
+/// (`scan_order.rs`'s `ScanOrder`). Scanning in position order, which follows the hashes,
+/// reclaimed keys by hash: keys piled up ahead of the cursor and runs of thousands of positions
+/// formed.
 #[test]
 fn a_flood_at_the_key_bound_keeps_probes_short() {
     fn flood<A: Algorithm>() -> (usize, usize) {

@@ -24,7 +24,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ///
     /// `visit`'s writes must end in a locked read-modify-write of the cell (a compare-and-swap
     /// loop's), which stands for the fence a check's write needs before it looks at its line
-    /// again ([`still_linked_after_rmw`](super::super::line_shard::LineShard::still_linked_after_rmw)).
+    /// again ([`still_linked_after_rmw`](super::super::line::LineShard::still_linked_after_rmw)).
     ///
     /// For tables of cells that are not one word, with no doorkeeper (a first check is
     /// admitted at the door only as a plain decision) and so no hot keys: `KeyedLimits` builds

@@ -1,11 +1,11 @@
 //! A shard: its keys sit beside their words in the probed array itself (a "line",
-//! `line_array.rs`), so a check of a held key reads one line of the table, and the line's word
-//! is the key's cell, or the address of its boxed cell (`line_cell.rs`).
+//! `line/array.rs`), so a check of a held key reads one line of the table, and the line's word
+//! is the key's cell, or the address of its boxed cell (`line/cell.rs`).
 //!
 //! # Protocol
 //! A line's word is the key's cell (or its address), or a marker (`word.rs`): [`VACANT`] (never
 //! used: a probe ends here), [`TOMB`] (its key was removed: a probe goes on, and must not read
-//! the key), or [`FROZEN`](super::word::FROZEN) (the lock holder is looking at it). The lock holder keeps the
+//! the key), or [`FROZEN`](super::super::word::FROZEN) (the lock holder is looking at it). The lock holder keeps the
 //! authoritative state of every position in its own `marks`, so an inline state that happens to
 //! equal a marker only sends checks of that key (or of keys probing past it) to the lock, where
 //! it is decided as is.
@@ -28,7 +28,7 @@
 //!   `check_during_remove`.)
 //! - **unlinks after a look** (eviction, quota change) by freezing the word first (swapping in
 //!   `FROZEN` and looking at the value it swapped out), or for a boxed cell hiding the line
-//!   (`line_cell.rs`) and freezing the cell's own word when it has one, then storing `TOMB` or
+//!   (`line/cell.rs`) and freezing the cell's own word when it has one, then storing `TOMB` or
 //!   putting the value back;
 //! - **rehashes** (grows, or sheds tombstones) by freezing every held line's word, copying the
 //!   key's bytes and the swapped-out value into a new array, and publishing that array
@@ -44,28 +44,28 @@ use std::ptr;
 
 use crossbeam_utils::CachePadded;
 
-use super::epoch::Guard;
-use super::line_array::{
+use super::super::epoch::Guard;
+use super::super::lock::Cold;
+use super::super::quotas::QuotaId;
+use super::super::reclaim::Retired;
+use super::super::scan_order::ScanOrder;
+use super::super::word::{MARKERS, TOMB, VACANT};
+use super::array::{
     home, prefetch_line, write, Line, LineArray, OwnedArray, RetiredLines, PREFETCH_LINES, PROBE_AHEAD,
 };
-use super::line_cell::{self, boxed};
-use super::line_sizing::{lines_for, start_lines, RETIRED_ARRAYS};
-use super::lock::Cold;
-use super::quotas::QuotaId;
-use super::reclaim::Retired;
-use super::scan_order::ScanOrder;
-use super::word::{MARKERS, TOMB, VACANT};
+use super::cell::{self, boxed};
+use super::sizing::{lines_for, start_lines, RETIRED_ARRAYS};
 use crate::loom::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::loom::AtomicAddressWord;
 use crate::Algorithm;
 
 /// The most keys one shard holds, so that a rehash, which holds the shard's lock while it moves
 /// every key, stays short: bigger tables get more shards (`KeyedBuilder::build`).
-pub(super) const MAX_KEYS: usize = 1 << 24;
+pub(in crate::keyed) const MAX_KEYS: usize = 1 << 24;
 
 /// What the lock holder knows of a position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mark {
+pub(in crate::keyed) enum Mark {
     /// Never used since the array was made: a probe ends here.
     Vacant,
     /// Holds a key.
@@ -77,41 +77,41 @@ pub(super) enum Mark {
 }
 
 /// What the lock protects.
-pub(super) struct LineWriter<K, A: Algorithm> {
-    pub(super) max_keys: usize,
-    pub(super) array: OwnedArray<K>,
-    pub(super) marks: Vec<Mark>,
+pub(in crate::keyed) struct LineWriter<K, A: Algorithm> {
+    pub(in crate::keyed) max_keys: usize,
+    pub(in crate::keyed) array: OwnedArray<K>,
+    pub(in crate::keyed) marks: Vec<Mark>,
     /// Held keys.
-    pub(super) held: usize,
+    pub(in crate::keyed) held: usize,
     /// `Dead` and `Free` lines.
-    pub(super) removed: usize,
+    pub(in crate::keyed) removed: usize,
     /// Removed lines (`Dead`) and replaced arrays.
-    pub(super) retired: Retired<RetiredLines<K, A>>,
-    /// Bytes of boxed cells (`line_cell.rs`), held and retired, heap included.
-    pub(super) cell_bytes: usize,
-    pub(super) cursor: usize,
+    pub(in crate::keyed) retired: Retired<RetiredLines<K, A>>,
+    /// Bytes of boxed cells (`line/cell.rs`), held and retired, heap included.
+    pub(in crate::keyed) cell_bytes: usize,
+    pub(in crate::keyed) cursor: usize,
     /// The reclamation scan's order over the current array.
-    pub(super) scan: ScanOrder,
+    pub(in crate::keyed) scan: ScanOrder,
 }
 
 /// The part every check reads.
-pub(super) struct Hot<K> {
+pub(in crate::keyed) struct Hot<K> {
     /// The current array (the writer's); set under the lock.
-    pub(super) view: AtomicPtr<LineArray<K>>,
+    pub(in crate::keyed) view: AtomicPtr<LineArray<K>>,
     /// Its lines and their number, for [`LineShard::prefetch`] only: read unpinned, they may be
     /// stale or from two arrays, which only makes the hint wrong.
-    pub(super) hint_lines: AtomicPtr<Line<K>>,
-    pub(super) hint_len: AtomicUsize,
+    pub(in crate::keyed) hint_lines: AtomicPtr<Line<K>>,
+    pub(in crate::keyed) hint_len: AtomicUsize,
 }
 
 /// A shard of lines for algorithm `A`.
-pub(super) struct LineShard<K, A: Algorithm> {
-    pub(super) hot: CachePadded<Hot<K>>,
-    pub(super) cold: CachePadded<Cold<LineWriter<K, A>>>,
+pub(in crate::keyed) struct LineShard<K, A: Algorithm> {
+    pub(in crate::keyed) hot: CachePadded<Hot<K>>,
+    pub(in crate::keyed) cold: CachePadded<Cold<LineWriter<K, A>>>,
 }
 
 /// A key found without the lock.
-pub(super) struct LineHit<'g, A: Algorithm> {
+pub(in crate::keyed) struct LineHit<'g, A: Algorithm> {
     word: &'g AtomicAddressWord,
     /// The word as loaded: a boxed cell's address.
     value: u64,
@@ -130,18 +130,18 @@ impl<A: Algorithm> Copy for LineHit<'_, A> {}
 
 impl<'g, A: Algorithm> LineHit<'g, A> {
     #[inline(always)]
-    pub(super) fn cell(&self) -> &'g A::Cell {
+    pub(in crate::keyed) fn cell(&self) -> &'g A::Cell {
         self.cell
     }
 
     #[inline(always)]
-    pub(super) fn quota(&self) -> QuotaId {
+    pub(in crate::keyed) fn quota(&self) -> QuotaId {
         self.quota
     }
 
     /// A boxed cell's address: the cell stays the key's until it is unlinked, wherever its line
     /// moves. The position, for an inline word (whose writes always stand).
-    pub(super) fn place(&self) -> u64 {
+    pub(in crate::keyed) fn place(&self) -> u64 {
         if boxed::<A>() {
             self.value
         } else {
@@ -152,7 +152,7 @@ impl<'g, A: Algorithm> LineHit<'g, A> {
 
 impl<K, A: Algorithm> LineShard<K, A> {
     /// A shard of at most `max_keys` keys (at most [`MAX_KEYS`]).
-    pub(super) fn new(max_keys: usize) -> Self {
+    pub(in crate::keyed) fn new(max_keys: usize) -> Self {
         debug_assert!(max_keys <= MAX_KEYS);
         let start = start_lines(max_keys);
         let array = OwnedArray::new(start);
@@ -178,7 +178,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// replaced still in their grace period (at most [`RETIRED_ARRAYS`] times the largest, plus
     /// the last one retired, with the lines whose keys they still own), marks, the retired
     /// queue, and a boxed cell of `cell_bytes` bytes for every line of them.
-    pub(super) fn bound_bytes(max_keys: usize, cell_bytes: usize) -> usize {
+    pub(in crate::keyed) fn bound_bytes(max_keys: usize, cell_bytes: usize) -> usize {
         let lines = lines_for(max_keys + 1);
         let ptr = std::mem::size_of::<usize>();
         // Per line of any array, current or replaced: the line and its quota id; a doomed
@@ -201,7 +201,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// Starts loading where `hash`'s key would be, before the thread is pinned (so that the
     /// cache miss overlaps the pin). A hint: it reads nothing it relies on.
     #[inline(always)]
-    pub(super) fn prefetch(&self, hash: u64) {
+    pub(in crate::keyed) fn prefetch(&self, hash: u64) {
         // Relaxed: a hint (see `Hot`).
         let len = self.hot.hint_len.load(Ordering::Relaxed);
         // A small array stays in the cache: there the hint would cost more than it saves.
@@ -219,7 +219,12 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// `None` is not proof of absence: the key's line may be frozen, or in an array that has
     /// just been replaced.
     #[inline(always)]
-    pub(super) fn find<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Option<LineHit<'g, A>>
+    pub(in crate::keyed) fn find<'g>(
+        &'g self,
+        hash: u64,
+        key: &K,
+        _guard: &'g Guard,
+    ) -> Option<LineHit<'g, A>>
     where
         K: Eq,
     {
@@ -247,7 +252,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
                     return None;
                 }
                 // SAFETY: a held line's word, loaded while pinned (and we stay so for `'g`).
-                let cell = unsafe { line_cell::cell::<A>(&line.word, loaded) };
+                let cell = unsafe { cell::cell::<A>(&line.word, loaded) };
                 let quota = array.quota_at(pos);
                 return Some(LineHit { word: &line.word, value: word, cell, quota, pos: pos as u32 });
             }
@@ -260,13 +265,13 @@ impl<K, A: Algorithm> LineShard<K, A> {
     }
 
     /// An inline word is frozen before any look: a check's write always stands. A boxed cell's
-    /// line is hidden instead, so the check looks at it again after its write (`line_cell.rs`).
-    pub(super) fn still_linked(&self, hit: &LineHit<'_, A>) -> bool {
+    /// line is hidden instead, so the check looks at it again after its write (`line/cell.rs`).
+    pub(in crate::keyed) fn still_linked(&self, hit: &LineHit<'_, A>) -> bool {
         if !boxed::<A>() {
             return true;
         }
         // SeqCst: orders the check's write of the cell before this load in the total order
-        // with the lock holder's fence after it hid the line (`line_cell.rs`).
+        // with the lock holder's fence after it hid the line (`line/cell.rs`).
         fence(Ordering::SeqCst);
         // Relaxed: the fences order it; nothing is read through it.
         hit.word.load(Ordering::Relaxed) == hit.value
@@ -276,7 +281,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// locked read-modify-write (every write of a composite's cell ends in its compare-and-swap,
     /// `table/visit.rs`).
     #[inline(always)]
-    pub(super) fn still_linked_after_rmw(&self, hit: &LineHit<'_, A>) -> bool {
+    pub(in crate::keyed) fn still_linked_after_rmw(&self, hit: &LineHit<'_, A>) -> bool {
         if !boxed::<A>() {
             return true;
         }
@@ -286,17 +291,17 @@ impl<K, A: Algorithm> LineShard<K, A> {
     }
 
     /// The shard's count of inserts (`lock.rs`'s `Cold::inserts`).
-    pub(super) fn inserts(&self, order: Ordering) -> u64 {
+    pub(in crate::keyed) fn inserts(&self, order: Ordering) -> u64 {
         self.cold.inserts(order)
     }
 
     /// Keys held (a snapshot).
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::keyed) fn len(&self) -> usize {
         self.cold.len()
     }
 
     /// Bytes held (a snapshot), the shard struct itself not included.
-    pub(super) fn memory(&self) -> usize {
+    pub(in crate::keyed) fn memory(&self) -> usize {
         self.cold.memory()
     }
 }
@@ -313,7 +318,7 @@ impl<K, A: Algorithm> Drop for LineShard<K, A> {
                 match mark {
                     Mark::Held => {
                         ptr::drop_in_place((*write(&line.key)).as_mut_ptr());
-                        line_cell::drop_cell::<A>(line.word.load_word(Ordering::Relaxed));
+                        cell::drop_cell::<A>(line.word.load_word(Ordering::Relaxed));
                     }
                     Mark::Dead => ptr::drop_in_place((*write(&line.key)).as_mut_ptr()),
                     Mark::Vacant | Mark::Free => {}
@@ -323,7 +328,7 @@ impl<K, A: Algorithm> Drop for LineShard<K, A> {
         // Replaced arrays drop the keys and cells they still own; the dead lines' cells go here.
         for place in writer.retired.drain_all() {
             // SAFETY: a dead line's cell, dropped once (its line's key was dropped above).
-            unsafe { line_cell::drop_cell::<A>(place.cell) };
+            unsafe { cell::drop_cell::<A>(place.cell) };
         }
     }
 }

@@ -19,7 +19,7 @@
 //! A boxed cell that is not one word cannot be frozen. The lock holder *hides* it instead
 //! before it looks at it: it swaps `FROZEN` over the line's word and issues a `SeqCst` fence,
 //! then reads the cell. A check that wrote the cell issues a `SeqCst` fence and loads the line's
-//! word again ([`LineShard::still_linked`](super::line_shard::LineShard)). By the single total
+//! word again ([`LineShard::still_linked`](super::shard::LineShard)). By the single total
 //! order of `SeqCst` fences (C++20 [atomics.order] p4.4) either the lock holder's read sees the
 //! check's write (an eviction then finds the key active and keeps it, a quota change carries
 //! the write over), or the check's load sees `FROZEN` or `TOMB` and the check is redone under
@@ -34,7 +34,7 @@ use crate::{Algorithm, CellStorage};
 /// `loom_racy::boxed_cells` and
 /// `loom_racy::hiding_entries` box word cells too.
 #[inline(always)]
-pub(super) fn boxed<A: Algorithm>() -> bool {
+pub(in crate::keyed) fn boxed<A: Algorithm>() -> bool {
     !A::Storage::INLINE || faults::cells_boxed()
 }
 
@@ -47,7 +47,7 @@ fn self_addressed<A: Algorithm>() -> bool {
 /// Bytes a line's cell owning `heap` heap bytes takes besides the line: none inline, the
 /// allocation for a self-addressed cell (the cell is its first bytes), the box and what the
 /// cell owns for a boxed one.
-pub(super) fn held_bytes<A: Algorithm>(heap: usize) -> usize {
+pub(in crate::keyed) fn held_bytes<A: Algorithm>(heap: usize) -> usize {
     if !boxed::<A>() {
         0
     } else if self_addressed::<A>() {
@@ -58,7 +58,7 @@ pub(super) fn held_bytes<A: Algorithm>(heap: usize) -> usize {
 }
 
 /// The word a line holds for `cell`, owning it from now on (see [`drop_cell`]).
-pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> AddressWord {
+pub(in crate::keyed) fn into_word<A: Algorithm>(cell: A::Cell) -> AddressWord {
     if self_addressed::<A>() {
         assert_eq!(std::mem::size_of::<A::Cell>(), std::mem::size_of::<*mut u8>());
         let cell = std::mem::ManuallyDrop::new(cell);
@@ -82,7 +82,7 @@ pub(super) fn into_word<A: Algorithm>(cell: A::Cell) -> AddressWord {
 /// pinned (or under the shard's lock) by a caller that stays so while the reference lives: the
 /// cell is dropped only after a grace period that began after its line was removed.
 #[inline(always)]
-pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicAddressWord, value: AddressWord) -> &A::Cell {
+pub(in crate::keyed) unsafe fn cell<A: Algorithm>(word: &AtomicAddressWord, value: AddressWord) -> &A::Cell {
     if boxed::<A>() {
         // SAFETY: the address `into_word` made, with its provenance, alive by the caller's
         // contract.
@@ -96,7 +96,7 @@ pub(super) unsafe fn cell<A: Algorithm>(word: &AtomicAddressWord, value: Address
 ///
 /// # Safety
 /// `value` is an address [`into_word`] made, dropped once, when no check can reach it any more.
-pub(super) unsafe fn drop_cell<A: Algorithm>(value: AddressWord) {
+pub(in crate::keyed) unsafe fn drop_cell<A: Algorithm>(value: AddressWord) {
     if self_addressed::<A>() {
         // SAFETY: the allocation begins with the cell that owns it (`into_word`); read out, it
         // is dropped once, freeing the allocation, and no reference to it remains.

@@ -1,4 +1,4 @@
-//! The probed array of a shard (`line_shard.rs`): lines, each a key beside its word, in one
+//! The probed array of a shard (`line/shard.rs`): lines, each a key beside its word, in one
 //! allocation aligned for the cache and, when large, for huge pages.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -6,10 +6,10 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 
-use super::line_cell;
-use super::quotas::{QuotaId, DEFAULT_ID};
-use super::reclaim::{Reclaimable, RetiredPlace};
-use super::word::VACANT;
+use super::super::quotas::{QuotaId, DEFAULT_ID};
+use super::super::reclaim::{Reclaimable, RetiredPlace};
+use super::super::word::VACANT;
+use super::cell;
 use crate::loom::atomic::{AtomicPtr, AtomicU16, Ordering};
 use crate::loom::AtomicAddressWord;
 use crate::loom::UnsafeCell;
@@ -20,20 +20,20 @@ use crate::Algorithm;
 /// or dropping it) are not ordered by happens-before, as when a line is reused before its grace
 /// period ended.
 #[inline(always)]
-pub(super) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
+pub(in crate::keyed) fn read<T>(cell: &UnsafeCell<T>) -> *const T {
     cell.with(|ptr| ptr)
 }
 
 /// As [`read`], for a write.
 #[inline(always)]
-pub(super) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
+pub(in crate::keyed) fn write<T>(cell: &UnsafeCell<T>) -> *mut T {
     cell.with_mut(|ptr| ptr)
 }
 
 /// A key and its state word.
-pub(super) struct Line<K> {
-    pub(super) word: AtomicAddressWord,
-    pub(super) key: UnsafeCell<MaybeUninit<K>>,
+pub(in crate::keyed) struct Line<K> {
+    pub(in crate::keyed) word: AtomicAddressWord,
+    pub(in crate::keyed) key: UnsafeCell<MaybeUninit<K>>,
 }
 
 impl<K> Line<K> {
@@ -48,7 +48,7 @@ impl<K> Line<K> {
     /// is not `VACANT` or `TOMB` (Acquire) while pinned and stays pinned, or holds the lock and
     /// the line is held.
     #[inline(always)]
-    pub(super) unsafe fn key(&self) -> &K {
+    pub(in crate::keyed) unsafe fn key(&self) -> &K {
         // SAFETY: written (caller's contract); only shared references exist until a grace period
         // after the line's removal, which the caller's pin or lock rules out.
         unsafe { (*read(&self.key)).assume_init_ref() }
@@ -57,7 +57,7 @@ impl<K> Line<K> {
 
 /// Arrays are whole multiples of this many lines, and start on a multiple of
 /// [`ARRAY_ALIGN`] bytes.
-pub(super) const GROUP_LINES: usize = 8;
+pub(in crate::keyed) const GROUP_LINES: usize = 8;
 /// 128 bytes: the two cache lines that the adjacent-line prefetcher pulls in together (eight
 /// lines of a `u64` key). Lines of two arrays (two shards) never share them, so two hot keys in
 /// two shards never slow each other down (false sharing); two in one array do only when their
@@ -65,9 +65,9 @@ pub(super) const GROUP_LINES: usize = 8;
 const ARRAY_ALIGN: usize = 128;
 
 /// The probed array, with the quota ids of its keys that have their own.
-pub(super) struct LineArray<K> {
+pub(in crate::keyed) struct LineArray<K> {
     /// `len` lines, allocated with [`LineArray::layout`].
-    pub(super) lines: NonNull<Line<K>>,
+    pub(in crate::keyed) lines: NonNull<Line<K>>,
     len: usize,
     /// Null, or one id per line (allocated when a key with its own quota first lands here).
     ids: AtomicPtr<AtomicU16>,
@@ -76,7 +76,7 @@ pub(super) struct LineArray<K> {
 /// Where a probe for `hash` starts in an array of `len` lines: the hash's top bits scaled to
 /// `len` (a multiply, so that any length works). The shard was chosen by the low bits.
 #[inline(always)]
-pub(super) fn home(hash: u64, len: usize) -> usize {
+pub(in crate::keyed) fn home(hash: u64, len: usize) -> usize {
     ((u128::from(hash) * len as u128) >> 64) as usize
 }
 
@@ -141,13 +141,13 @@ impl<K> LineArray<K> {
 
     /// Lines (a multiple of [`GROUP_LINES`]).
     #[inline(always)]
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::keyed) fn len(&self) -> usize {
         self.len
     }
 
     /// Line `pos`.
     #[inline(always)]
-    pub(super) fn line(&self, pos: usize) -> &Line<K> {
+    pub(in crate::keyed) fn line(&self, pos: usize) -> &Line<K> {
         assert!(pos < self.len, "line {pos} of {}", self.len);
         // SAFETY: checked just above.
         unsafe { self.line_unchecked(pos) }
@@ -158,24 +158,24 @@ impl<K> LineArray<K> {
     /// # Safety
     /// `pos < self.len()`.
     #[inline(always)]
-    pub(super) unsafe fn line_unchecked(&self, pos: usize) -> &Line<K> {
+    pub(in crate::keyed) unsafe fn line_unchecked(&self, pos: usize) -> &Line<K> {
         // SAFETY: `len` initialised lines from `lines`, alive with the array; `pos < len` by the
         // contract.
         unsafe { self.lines.add(pos).as_ref() }
     }
 
-    pub(super) fn bytes_for(len: usize, with_ids: bool) -> usize {
+    pub(in crate::keyed) fn bytes_for(len: usize, with_ids: bool) -> usize {
         let ids = if with_ids { len * std::mem::size_of::<AtomicU16>() } else { 0 };
         std::mem::size_of::<Self>() + Self::layout(len).size() + ids
     }
 
-    pub(super) fn bytes(&self) -> usize {
+    pub(in crate::keyed) fn bytes(&self) -> usize {
         // Relaxed: only the lock holder (or the owner of a retired array) sets it.
         Self::bytes_for(self.len(), !self.ids.load(Ordering::Relaxed).is_null())
     }
 
     #[inline(always)]
-    pub(super) fn next(&self, pos: usize) -> usize {
+    pub(in crate::keyed) fn next(&self, pos: usize) -> usize {
         if pos + 1 == self.len() {
             0
         } else {
@@ -183,7 +183,7 @@ impl<K> LineArray<K> {
         }
     }
 
-    pub(super) fn prev(&self, pos: usize) -> usize {
+    pub(in crate::keyed) fn prev(&self, pos: usize) -> usize {
         if pos == 0 {
             self.len() - 1
         } else {
@@ -193,7 +193,7 @@ impl<K> LineArray<K> {
 
     /// The quota id of the held line `pos`.
     #[inline(always)]
-    pub(super) fn quota_at(&self, pos: usize) -> QuotaId {
+    pub(in crate::keyed) fn quota_at(&self, pos: usize) -> QuotaId {
         // Acquire: pairs with the Release store of the pointer, after its ids were initialised.
         let ids = self.ids.load(Ordering::Acquire);
         if ids.is_null() {
@@ -205,7 +205,7 @@ impl<K> LineArray<K> {
     }
 
     /// Sets the id of line `pos` (lock held, before the line's word is published).
-    pub(super) fn set_quota(&self, pos: usize, id: QuotaId) {
+    pub(in crate::keyed) fn set_quota(&self, pos: usize, id: QuotaId) {
         let mut ids = self.ids.load(Ordering::Relaxed);
         if ids.is_null() {
             if id == DEFAULT_ID {
@@ -253,15 +253,15 @@ impl<K> Drop for LineArray<K> {
 /// An array owned through the raw pointer `Box::into_raw` gave, so that the owner's accesses
 /// and the checks' (through the shard's view, a copy of that pointer) share one provenance: a
 /// `Box` would assert unique access each time it is moved, while checks may still be reading.
-pub(super) struct OwnedArray<K>(NonNull<LineArray<K>>);
+pub(in crate::keyed) struct OwnedArray<K>(NonNull<LineArray<K>>);
 
 impl<K> OwnedArray<K> {
-    pub(super) fn new(len: usize) -> Self {
+    pub(in crate::keyed) fn new(len: usize) -> Self {
         OwnedArray(NonNull::from(Box::leak(LineArray::new(len))))
     }
 
     /// The pointer checks load.
-    pub(super) fn as_ptr(&self) -> *mut LineArray<K> {
+    pub(in crate::keyed) fn as_ptr(&self) -> *mut LineArray<K> {
         self.0.as_ptr()
     }
 }
@@ -285,7 +285,7 @@ impl<K> Drop for OwnedArray<K> {
 
 /// A replaced array waiting for its grace period, with the lines whose keys (and boxed cells)
 /// it still owns: tombstones not yet reclaimed when it was replaced, dropped with it.
-pub(super) struct RetiredLines<K, A: Algorithm> {
+pub(in crate::keyed) struct RetiredLines<K, A: Algorithm> {
     array: OwnedArray<K>,
     doomed: Vec<RetiredPlace>,
     /// Bytes of the doomed lines' boxed cells.
@@ -294,8 +294,8 @@ pub(super) struct RetiredLines<K, A: Algorithm> {
 }
 
 impl<K, A: Algorithm> RetiredLines<K, A> {
-    pub(super) fn new(array: OwnedArray<K>, doomed: Vec<RetiredPlace>) -> Self {
-        let cell_bytes = doomed.iter().map(|place| line_cell::held_bytes::<A>(place.heap)).sum();
+    pub(in crate::keyed) fn new(array: OwnedArray<K>, doomed: Vec<RetiredPlace>) -> Self {
+        let cell_bytes = doomed.iter().map(|place| cell::held_bytes::<A>(place.heap)).sum();
         RetiredLines { array, doomed, cell_bytes, _algorithm: PhantomData }
     }
 }
@@ -314,7 +314,7 @@ impl<K, A: Algorithm> Drop for RetiredLines<K, A> {
             // tombstone's), and the cell is the one its word held.
             unsafe {
                 ptr::drop_in_place((*write(&self.array.line(place.line as usize).key)).as_mut_ptr());
-                line_cell::drop_cell::<A>(place.cell);
+                cell::drop_cell::<A>(place.cell);
             }
         }
     }
@@ -322,17 +322,17 @@ impl<K, A: Algorithm> Drop for RetiredLines<K, A> {
 
 /// The fewest lines of an array whose checks prefetch their line (256 KiB of `u64` keys: a
 /// table of a few such shards no longer fits a core's L2 cache).
-pub(super) const PREFETCH_LINES: usize = 1 << 14;
+pub(in crate::keyed) const PREFETCH_LINES: usize = 1 << 14;
 
 /// A check of a large array also prefetches the line this far past its home: for `u64` keys
 /// (four lines a cache line) that fetches the next cache line whenever a probe of up to four
 /// lines could run into it, at once rather than after the first miss (the probe's next load
 /// depends on the first). Not further: a line two cache lines on is seldom reached.
-pub(super) const PROBE_AHEAD: usize = 3;
+pub(in crate::keyed) const PROBE_AHEAD: usize = 3;
 
 /// Asks the CPU to start loading the line at `line`; never faults, whatever the address.
 #[inline(always)]
-pub(super) fn prefetch_line<T>(line: *const T) {
+pub(in crate::keyed) fn prefetch_line<T>(line: *const T) {
     #[cfg(all(target_arch = "x86_64", not(kova_loom)))]
     // SAFETY: a prefetch is a hint: it reads no memory the program can observe and does not
     // fault on any address (SSE, part of the x86_64 baseline).
@@ -346,7 +346,7 @@ pub(super) fn prefetch_line<T>(line: *const T) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::line_sizing::lines_for;
+    use super::super::sizing::lines_for;
     use super::*;
 
     #[test]

@@ -1,24 +1,24 @@
-//! A shard with its lock held: the lock holder's side of `line_shard.rs`'s protocol (inserts,
+//! A shard with its lock held: the lock holder's side of `line/shard.rs`'s protocol (inserts,
 //! removals, looks before an unlink, rehashes) and the reclamation of what it retired.
 
 use std::ptr;
 
-use super::epoch::Guard;
-use super::line_array::{home, read, write, Line, LineArray, OwnedArray, RetiredLines, GROUP_LINES};
-use super::line_cell::{self, boxed};
-use super::line_shard::{LineShard, LineWriter, Mark};
-use super::line_sizing::{fits, grown_lines, lines_for, start_lines, RETIRED_ARRAYS};
-use super::lock::MutexGuard;
-use super::quotas::QuotaId;
-use super::reclaim::RetiredPlace;
-use super::scan_order::ScanOrder;
-use super::word::{Freezer, FROZEN, TOMB, VACANT};
+use super::super::epoch::Guard;
+use super::super::lock::MutexGuard;
+use super::super::quotas::QuotaId;
+use super::super::reclaim::RetiredPlace;
+use super::super::scan_order::ScanOrder;
+use super::super::word::{Freezer, FROZEN, TOMB, VACANT};
+use super::array::{home, read, write, Line, LineArray, OwnedArray, RetiredLines, GROUP_LINES};
+use super::cell::{self, boxed};
+use super::shard::{LineShard, LineWriter, Mark};
+use super::sizing::{fits, grown_lines, lines_for, start_lines, RETIRED_ARRAYS};
 use crate::loom::atomic::{fence, Ordering};
 use crate::loom::AddressWord;
 use crate::Algorithm;
 
 /// The shard with its lock held, on a pinned thread.
-pub(super) struct LineLocked<'a, K, A: Algorithm> {
+pub(in crate::keyed) struct LineLocked<'a, K, A: Algorithm> {
     shard: &'a LineShard<K, A>,
     writer: MutexGuard<'a, LineWriter<K, A>>,
     guard: &'a Guard,
@@ -37,7 +37,7 @@ struct Look<C> {
 
 impl<K, A: Algorithm> LineShard<K, A> {
     /// Takes the lock, first handing back what finished its grace period.
-    pub(super) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
+    pub(in crate::keyed) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard, inserting: false };
         locked.collect();
         locked
@@ -50,17 +50,17 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// The pin the lock is held under (`table/hot.rs` stamps a demoted slot with it).
-    pub(super) fn guard(&self) -> &Guard {
+    pub(in crate::keyed) fn guard(&self) -> &Guard {
         self.guard
     }
 
     /// The cell of the held line `pos`.
-    pub(super) fn cell(&self, pos: usize) -> &A::Cell {
+    pub(in crate::keyed) fn cell(&self, pos: usize) -> &A::Cell {
         let word = &self.line(pos).word;
         // Relaxed: under the lock, a held line's word is only written by checks (an inline
         // state, which `cell` does not read) or by us.
         // SAFETY: a held line's word; we hold the lock, so its cell is not dropped.
-        unsafe { line_cell::cell::<A>(word, word.load_word(Ordering::Relaxed)) }
+        unsafe { cell::cell::<A>(word, word.load_word(Ordering::Relaxed)) }
     }
 
     /// Drops the keys (and boxed cells) of removed lines whose grace period has ended, making
@@ -78,9 +78,9 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             // the cell; we hold the lock.
             unsafe {
                 ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr());
-                line_cell::drop_cell::<A>(place.cell);
+                cell::drop_cell::<A>(place.cell);
             }
-            self.writer.cell_bytes -= line_cell::held_bytes::<A>(place.heap);
+            self.writer.cell_bytes -= cell::held_bytes::<A>(place.heap);
             self.writer.marks[pos] = Mark::Free;
             self.vacate_run_end(pos);
         }
@@ -119,7 +119,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         pos
     }
 
-    /// Writes `key` with the word `value` (`line_cell::into_word`, a cell owning `heap` heap
+    /// Writes `key` with the word `value` (`cell::into_word`, a cell owning `heap` heap
     /// bytes) and `quota` into the open line `pos`, and publishes it.
     #[expect(
         clippy::indexing_slicing,
@@ -140,7 +140,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         }
         w.marks[pos] = Mark::Held;
         w.held += 1;
-        w.cell_bytes += line_cell::held_bytes::<A>(heap);
+        w.cell_bytes += cell::held_bytes::<A>(heap);
     }
 
     /// Marks the held line `pos` dead: `TOMB` over its word, and its key (and its cell, whose
@@ -211,7 +211,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         // The dead lines' keys and cells go with the old array, which counts their bytes from
         // now on; free lines' were dropped already.
         let doomed: Vec<RetiredPlace> = w.retired.take_places();
-        w.cell_bytes -= doomed.iter().map(|place| line_cell::held_bytes::<A>(place.heap)).sum::<usize>();
+        w.cell_bytes -= doomed.iter().map(|place| cell::held_bytes::<A>(place.heap)).sum::<usize>();
         w.retired.array(RetiredLines::new(old, doomed));
         w.marks = marks;
         w.removed = 0;
@@ -248,11 +248,11 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         }
         // SeqCst, then the fence: in the total order with a check's fence after its write
         // (`still_linked`), so that either the read below sees the write or the check sees the
-        // line hidden (`line_cell.rs`).
+        // line hidden (`line/cell.rs`).
         let value = word.swap(FROZEN, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         // SAFETY: the word a held line held; we hold the lock, so the cell is not dropped.
-        let cell = unsafe { line_cell::cell::<A>(word, value) };
+        let cell = unsafe { cell::cell::<A>(word, value) };
         let frozen = freezer.freeze(cell);
         let result = f(frozen.as_ref().unwrap_or(cell));
         (result, Look { value, frozen })
@@ -268,7 +268,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             return;
         }
         // SAFETY: as in `look`.
-        let cell = unsafe { line_cell::cell::<A>(word, look.value) };
+        let cell = unsafe { cell::cell::<A>(word, look.value) };
         if let Some(copy) = &look.frozen {
             freezer.thaw(cell, copy);
         }
@@ -278,11 +278,11 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 }
 
 /// A key to put in a line: its hash, the key, its quota, and the heap bytes its cell owns.
-pub(super) struct NewKey<K> {
-    pub(super) hash: u64,
-    pub(super) key: K,
-    pub(super) quota: QuotaId,
-    pub(super) heap: usize,
+pub(in crate::keyed) struct NewKey<K> {
+    pub(in crate::keyed) hash: u64,
+    pub(in crate::keyed) key: K,
+    pub(in crate::keyed) quota: QuotaId,
+    pub(in crate::keyed) heap: usize,
 }
 
 /// The lock holder's operations. A key is named by its position in the current array, valid
@@ -293,7 +293,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         clippy::indexing_slicing,
         reason = "marks has one entry per line of the writer's array, and every position comes from home/next/prev over that array"
     )]
-    pub(super) fn find(&self, hash: u64, key: &K) -> Option<usize>
+    pub(in crate::keyed) fn find(&self, hash: u64, key: &K) -> Option<usize>
     where
         K: Eq,
     {
@@ -316,24 +316,24 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         clippy::indexing_slicing,
         reason = "callers pass positions of this array: from find, or a sweep over 0..array.len()"
     )]
-    pub(super) fn is_held(&self, pos: usize) -> bool {
+    pub(in crate::keyed) fn is_held(&self, pos: usize) -> bool {
         self.writer.marks[pos] == Mark::Held
     }
 
     /// The key of the held line `pos`.
-    pub(super) fn key(&self, pos: usize) -> &K {
+    pub(in crate::keyed) fn key(&self, pos: usize) -> &K {
         debug_assert!(self.is_held(pos));
         // SAFETY: a held line's key is written; we hold the lock.
         unsafe { self.line(pos).key() }
     }
 
     /// The quota of the held line `pos`.
-    pub(super) fn quota(&self, pos: usize) -> QuotaId {
+    pub(in crate::keyed) fn quota(&self, pos: usize) -> QuotaId {
         self.writer.array.quota_at(pos)
     }
 
-    /// What [`LineHit::place`](super::line_shard::LineHit::place) says for the key of the held line `pos` found without the lock.
-    pub(super) fn place_of(&self, pos: usize) -> u64 {
+    /// What [`LineHit::place`](super::shard::LineHit::place) says for the key of the held line `pos` found without the lock.
+    pub(in crate::keyed) fn place_of(&self, pos: usize) -> u64 {
         if boxed::<A>() {
             // Relaxed: under the lock, only we write a boxed cell's line word.
             self.line(pos).word.load(Ordering::Relaxed)
@@ -343,7 +343,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Whether the shard holds its most keys.
-    pub(super) fn is_full(&self) -> bool {
+    pub(in crate::keyed) fn is_full(&self) -> bool {
         self.writer.held >= self.writer.max_keys
     }
 
@@ -355,7 +355,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// while they hold more than [`RETIRED_ARRAYS`] times the new array, or than the shard's
     /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
     /// the array is used past its load bound, up to its last open line.
-    pub(super) fn make_space(&mut self, hash_key: &impl Fn(&K) -> u64) -> bool {
+    pub(in crate::keyed) fn make_space(&mut self, hash_key: &impl Fn(&K) -> u64) -> bool {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
@@ -391,9 +391,9 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
 
     /// Inserts `new.key` (absent, checked by the caller, with room made by
     /// [`make_space`](Self::make_space)) with `cell`; returns its position.
-    pub(super) fn insert(&mut self, new: NewKey<K>, cell: A::Cell) -> usize {
+    pub(in crate::keyed) fn insert(&mut self, new: NewKey<K>, cell: A::Cell) -> usize {
         let pos = self.open_line(new.hash);
-        self.fill(pos, new.key, line_cell::into_word::<A>(cell), new.heap, new.quota);
+        self.fill(pos, new.key, cell::into_word::<A>(cell), new.heap, new.quota);
         pos
     }
 
@@ -401,7 +401,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// re-insert) before it reads the doorkeeper for it, so that a door admission of that key
     /// without the lock either is seen here or sees the announcement (`lock.rs`). Once per
     /// section; ended when the section ends.
-    pub(super) fn announce_insert(&mut self) {
+    pub(in crate::keyed) fn announce_insert(&mut self) {
         if !self.inserting {
             self.inserting = true;
             self.shard.cold.begin_insert();
@@ -409,7 +409,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Removes the key of the held line `pos`, whose cell owns `heap` heap bytes.
-    pub(super) fn remove(&mut self, pos: usize, heap: usize) {
+    pub(in crate::keyed) fn remove(&mut self, pos: usize, heap: usize) {
         // Relaxed: under the lock, only we write a boxed cell's line word (an inline one's
         // value is not kept).
         let value = self.line(pos).word.load_word(Ordering::Relaxed);
@@ -419,7 +419,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// Removes the key of the held line `pos` (its cell owning `heap` heap bytes) unless `keep`
     /// says otherwise after looking at its cell, with racing checks either seen or redone;
     /// returns whether it was removed.
-    pub(super) fn unlink_if(
+    pub(in crate::keyed) fn unlink_if(
         &mut self,
         pos: usize,
         heap: usize,
@@ -440,7 +440,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// inserted again, in another line, so that a line's quota id never changes while it is held
     /// and a check never pairs a word with another quota's id. Gives the key back when there is
     /// no room free of its grace period.
-    pub(super) fn replace(
+    pub(in crate::keyed) fn replace(
         &mut self,
         pos: usize,
         old_heap: usize,
@@ -470,35 +470,35 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Positions [`is_held`](Self::is_held) can look at.
-    pub(super) fn positions(&self) -> usize {
+    pub(in crate::keyed) fn positions(&self) -> usize {
         self.writer.array.len()
     }
 
     /// Whether the line `pos` is in use: held, or removed and not vacant again.
     #[cfg(test)]
-    pub(super) fn is_in_use(&self, pos: usize) -> bool {
+    pub(in crate::keyed) fn is_in_use(&self, pos: usize) -> bool {
         self.writer.marks[pos] != Mark::Vacant
     }
 
     /// The longest run of positions in use (held or removed) that a probe may pass.
     #[cfg(test)]
-    pub(super) fn longest_run(&self) -> usize {
+    pub(in crate::keyed) fn longest_run(&self) -> usize {
         let runs = self.writer.marks.split(|&mark| mark == Mark::Vacant);
         runs.map(<[Mark]>::len).max().unwrap_or(0)
     }
 
     /// The order the reclamation scan visits positions in.
-    pub(super) fn scan_order(&self) -> ScanOrder {
+    pub(in crate::keyed) fn scan_order(&self) -> ScanOrder {
         debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
         self.writer.scan
     }
 
     /// Where the reclamation scan resumes.
-    pub(super) fn cursor(&self) -> usize {
+    pub(in crate::keyed) fn cursor(&self) -> usize {
         self.writer.cursor % self.positions()
     }
 
-    pub(super) fn set_cursor(&mut self, cursor: usize) {
+    pub(in crate::keyed) fn set_cursor(&mut self, cursor: usize) {
         self.writer.cursor = cursor;
     }
 }
