@@ -2,6 +2,7 @@
 //! policy.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +95,15 @@ impl fmt::Debug for RedisLimiter {
     }
 }
 
+/// The client clock's time in microseconds, or the error of a time the scripts cannot hold.
+fn client_micros(clock: &dyn Clock) -> Result<u64, Error> {
+    let micros = clock.now_nanos() / MICROS;
+    if micros >= MAX_TIME_MICROS {
+        return Err(Error::TimeOutOfRange { micros, max: MAX_TIME_MICROS - 1 });
+    }
+    Ok(micros)
+}
+
 /// A script's answer.
 struct Reply {
     decision: Decision,
@@ -106,8 +116,14 @@ impl RedisLimiter {
     }
 
     /// Checks one unit for `key` against `limit`.
-    pub async fn check(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Result<Decision, Error> {
-        self.check_n(key, limit, 1).await
+    // `check_n`'s future itself, not one wrapped around it: a local answer polls one state
+    // machine, not two.
+    pub fn check<'a, K: AsRef<[u8]> + 'a>(
+        &'a self,
+        key: K,
+        limit: &'a Limit,
+    ) -> impl Future<Output = Result<Decision, Error>> + 'a {
+        self.check_n(key, limit, 1)
     }
 
     /// Checks `cost` units for `key` against `limit`. A cost above
@@ -118,7 +134,11 @@ impl RedisLimiter {
         if cost > capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
-        let now = self.client_micros()?;
+        // No call when there is no client clock: a local answer reads no time for Redis.
+        let now = match &self.inner.clock {
+            None => None,
+            Some(clock) => Some(client_micros(&**clock)?),
+        };
         if let (Some(local), true) = (&self.inner.local, cost > 0) {
             // The local answer first, on this poll: no Redis key built, nothing allocated.
             if let Some(decision) = local.answer(key, limit, cost) {
@@ -260,12 +280,7 @@ impl RedisLimiter {
     }
 
     fn client_micros(&self) -> Result<Option<u64>, Error> {
-        let Some(clock) = &self.inner.clock else { return Ok(None) };
-        let micros = clock.now_nanos() / MICROS;
-        if micros >= MAX_TIME_MICROS {
-            return Err(Error::TimeOutOfRange { micros, max: MAX_TIME_MICROS - 1 });
-        }
-        Ok(Some(micros))
+        self.inner.clock.as_deref().map(client_micros).transpose()
     }
 
     async fn eval(

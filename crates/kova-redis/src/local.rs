@@ -61,9 +61,10 @@ impl Hash for LocalKey {
 
 impl Hash for KeyRef<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        // The same bytes as `LocalKey`'s hash, which is defined by this one.
-        state.write_u8(self.kind as u8);
-        self.user_key.hash(state);
+        // The same bytes as `LocalKey`'s hash, which is defined by this one. The algorithm and
+        // the key's length in one word: one round of the hasher fewer than writing each.
+        state.write_u64((self.user_key.len() as u64) << 8 | self.kind as u64);
+        state.write(self.user_key);
     }
 }
 
@@ -134,7 +135,7 @@ impl Local {
     pub(crate) fn answer(&self, user_key: &[u8], limit: &Limit, cost: u64) -> Option<Decision> {
         let map = self.map.pin();
         let entry = map.get(&KeyRef { kind: limit.kind(), user_key })?;
-        if entry.limit != *limit {
+        if !entry.holds_for(limit) {
             return None;
         }
         let mut now = Now::read(&self.clock);
@@ -172,9 +173,9 @@ impl Local {
         let mut now = Now::read(&self.clock);
         let map = self.map.pin();
         let entry = match map.get(&key) {
-            Some(entry) if entry.limit == *limit => entry,
+            Some(entry) if entry.holds_for(limit) => entry,
             Some(_) => {
-                // The same key checked against another limit: start over for this one.
+                // The same key checked against a limit that Redis sees otherwise: start over for it.
                 map.insert(key.to_owned(), Entry::new(*limit, now.value()));
                 return Before::Plain;
             }
@@ -237,7 +238,7 @@ impl Local {
         }
         let map = self.map.pin();
         let Some(entry) = map.get(&key) else { return };
-        if entry.limit != *limit {
+        if !entry.holds_for(limit) {
             return;
         }
         // The entry's lock makes this the denial's one writer.

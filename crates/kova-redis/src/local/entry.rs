@@ -25,8 +25,12 @@ pub(crate) struct Entry {
     pub(crate) lease_until: AtomicU64,
     pub(crate) lease_reset_until: AtomicU64,
     pub(crate) last_seen: AtomicU64,
+    /// The entry's limit as its script sees it ([`Limit::script_args`]; the algorithm is the
+    /// key's): what a local answer compares, beside the lease, instead of the whole limit.
+    script: [u64; 2],
+    /// The limit's capacity, which its script arguments fix.
+    capacity: u64,
     pub(crate) denial: CachedDenial,
-    pub(crate) limit: Limit,
     /// The refill in flight, if any: checks that find a hot key with no units wait on it.
     refilling: Mutex<Option<Arc<Notify>>>,
 }
@@ -72,7 +76,8 @@ impl<'a> Now<'a> {
 impl Entry {
     pub(crate) fn new(limit: Limit, now: u64) -> Self {
         Entry {
-            limit,
+            script: limit.script_args(),
+            capacity: limit.capacity(),
             last_seen: AtomicU64::new(now),
             lease_units: AtomicU64::new(0),
             lease_until: AtomicU64::new(0),
@@ -80,6 +85,14 @@ impl Entry {
             denial: CachedDenial::default(),
             refilling: Mutex::new(None),
         }
+    }
+
+    /// Whether this entry's lease and denial hold for checks under `limit` (of the key's
+    /// algorithm): Redis decided them with the same script arguments, and a limit's capacity
+    /// follows from those, so two limits that pass them alike share what Redis granted.
+    #[inline]
+    pub(crate) fn holds_for(&self, limit: &Limit) -> bool {
+        self.script == limit.script_args()
     }
 
     pub(crate) fn refilling(&self) -> MutexGuard<'_, Option<Arc<Notify>>> {
@@ -117,7 +130,7 @@ impl Entry {
     /// remembered denial. Takes no lock and allocates nothing.
     #[inline]
     pub(crate) fn answer(&self, cost: u64, now: &mut Now<'_>) -> Option<Decision> {
-        let capacity = self.limit.capacity();
+        let capacity = self.capacity;
         if let Some((left, at)) = self.spend(cost, now) {
             // Relaxed: written before the units that `spend` read with Acquire.
             let reset = self.lease_reset_until.load(Ordering::Relaxed).saturating_sub(at);

@@ -88,6 +88,35 @@ async fn a_lease_is_spent_unit_by_unit_then_refilled() {
     assert_eq!(limiter.stats().local_decisions, 5);
 }
 
+/// A lease is spent by checks under a limit that Redis sees alike (the same algorithm and
+/// script arguments: here the same quota with its own share under the degrade policy), and
+/// never under a limit with other arguments, whose checks go to Redis and start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_spent_only_under_a_limit_that_redis_sees_alike() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(3_000_000_000);
+    let limiter = crate::deterministic(&clock)
+        .leasing(Leasing::new(5, Duration::from_secs(1)))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let quota = Quota::per_second(1000).unwrap().with_burst(100).unwrap();
+    let limit = Limit::gcra(quota).unwrap();
+    let alike = limit.with_local_quota(Quota::per_second(10).unwrap()).unwrap();
+    assert_ne!(limit, alike);
+    let other = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(99).unwrap()).unwrap();
+    check(&limiter, &limit, 1).await;
+    assert_eq!(check(&limiter, &limit, 1).await.1, 2, "leased");
+    let (d, trips) = check(&limiter, &alike, 1).await;
+    assert_eq!((d.fallback(), d.limit(), d.remaining(), trips), (Some(Fallback::LocalCache), 100, 4, 2));
+    // Other arguments: Redis decides, and the lease held for `limit` is dropped.
+    let (d, trips) = check(&limiter, &other, 1).await;
+    assert_eq!((d.fallback(), d.limit(), trips), (None, 99, 3));
+    let (d, trips) = check(&limiter, &limit, 1).await;
+    assert_eq!((d.fallback(), trips), (None, 4), "a lease outlived a check under another limit");
+    assert_eq!(limiter.stats().local_decisions, 1);
+}
+
 /// A lease is spent up to the last nanosecond of its ttl, and not at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_ends_at_its_ttl() {
