@@ -4,6 +4,21 @@
 //! per check and without locks: every algorithm's state lives in atomic words updated by
 //! compare-and-swap.
 //!
+//! | need | type | method |
+//! |---|---|---|
+//! | one limit for the whole process (an outgoing API, a job queue) | [`RateLimiter`] | [`check`](RateLimiter::check), [`check_n`](RateLimiter::check_n) |
+//! | a limit per client (IP, user, API key) | [`Keyed`] | [`check`](Keyed::check), [`check_n`](Keyed::check_n) |
+//! | wait until allowed, async | either | [`until_n_ready`](RateLimiter::until_n_ready), [`until_key_n_ready`](Keyed::until_key_n_ready), `_within` for a deadline |
+//! | wait until allowed, blocking | either | [`wait_n`](RateLimiter::wait_n), [`wait_key_n`](Keyed::wait_key_n) |
+//! | units now, used later, or given back (Go's `Reserve`) | [`Reservation`], [`KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reserve_key_n`](Keyed::reserve_key_n), [`Reservation::cancel`] |
+//! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`charge`](RateLimiter::charge) (and the keyed forms) |
+//! | several limits, all or nothing | [`Limits`], [`KeyedLimits`] | [`check_n`](Limits::check_n) |
+//! | one limit shared by many threads | [`StripedLimiter`] | [`check`](StripedLimiter::check) |
+//! | per-client limits, a few keys hot | [`Keyed`] | [`KeyedBuilder::hot_keys`] |
+//! | more clients than memory | [`sketch::Sketch`] | [`TableFullPolicy::Sketch`] behind a [`Keyed`] |
+//! | a limit changed at run time | either | [`set_quota`](RateLimiter::set_quota), [`Keyed::set_quota`] |
+//! | tests on simulated time | [`ManualClock`], [`ManualTimer`] | [`ManualClock::advance`] |
+//!
 //! ```
 //! use std::time::Duration;
 //! use kova::{Gcra, Keyed, ManualClock, Quota, RateLimiter};
