@@ -160,32 +160,15 @@ impl Cells {
                 let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
                 LimitsDecision::of(decisions, allowed)
             }
-            Cells::Chain(cells) => check_chain_answer(cells, algorithms, clock, cost),
-        }
-    }
-
-    /// [`check`](Self::check), the answer written into `answer` (which holds as many limits):
-    /// for a caller whose answer would otherwise be copied into place.
-    #[inline(always)]
-    pub(super) fn check_into<W: WordAlgorithm, C: Clock + ?Sized>(
-        &self,
-        algorithms: &[W],
-        clock: &C,
-        cost: u64,
-        answer: &mut LimitsDecision,
-    ) {
-        match self {
-            Cells::One(cell) => {
-                let one = exactly::<W, 1>(algorithms);
-                let (decisions, allowed) = check_words(cell, one, clock, cost, |word| [word], |[word]| word);
-                answer.set(decisions, allowed);
-            }
-            Cells::Pair(cell) => {
-                let pair = exactly::<W, 2>(algorithms);
-                let (decisions, allowed) = check_words(cell, pair, clock, cost, unpack, pack);
-                answer.set(decisions, allowed);
-            }
-            Cells::Chain(cells) => check_chain_into(cells, algorithms, clock, cost, answer),
+            // By its count, so that every limit's decision has a fixed place.
+            Cells::Chain(cells) => match algorithms.len() {
+                // Only the should-fail model chains two limits (`loom_racy::limits_chained`);
+                // outside loom builds the arm is not compiled, so the chain's code stays two copies.
+                #[cfg(kova_loom)]
+                2 => check_chain(cells, exactly::<W, 2>(algorithms), clock, cost),
+                3 => check_chain(cells, exactly::<W, 3>(algorithms), clock, cost),
+                _ => check_chain(cells, exactly::<W, 4>(algorithms), clock, cost),
+            },
         }
     }
 
@@ -290,77 +273,54 @@ impl Cells {
     }
 }
 
-/// A chain's check, its answer built in the one local it returns and written in place.
-#[inline(always)]
-fn check_chain_answer<W: WordAlgorithm, C: Clock + ?Sized>(
-    cells: &[AtomicU64; MAX_LIMITS],
-    algorithms: &[W],
-    clock: &C,
-    cost: u64,
-) -> LimitsDecision {
-    let mut answer = LimitsDecision::undecided(algorithms.len());
-    check_chain_into(cells, algorithms, clock, cost, &mut answer);
-    answer
-}
-
-/// A chain's check written into `answer` (which holds as many limits), by its count: with `N`
-/// known, every limit's decision is stored once, by a fixed index, where the answer is read,
-/// with no copy whose wide loads would stall on the decisions' narrower stores.
-#[inline(always)]
-fn check_chain_into<W: WordAlgorithm, C: Clock + ?Sized>(
-    cells: &[AtomicU64; MAX_LIMITS],
-    algorithms: &[W],
-    clock: &C,
-    cost: u64,
-    answer: &mut LimitsDecision,
-) {
-    let allowed = match algorithms.len() {
-        // Only the should-fail model chains two limits (`loom_racy::limits_chained`); outside
-        // loom builds the arm is not compiled, so the chain's code stays two copies.
-        #[cfg(kova_loom)]
-        2 => check_chain(cells, exactly::<W, 2>(algorithms), clock, cost, answer.all_slots()),
-        3 => check_chain(cells, exactly::<W, 3>(algorithms), clock, cost, answer.all_slots()),
-        _ => check_chain(cells, exactly::<W, 4>(algorithms), clock, cost, answer.all_slots()),
-    };
-    answer.decide(allowed);
-}
-
 /// Check then refund over exactly `N` limits: each limit by its own CAS loop, in order; on a
 /// denial the limits already charged get their units back before returning ([`undo_chain`]).
-/// Each limit's decision goes to its place in `decisions`; whether all admitted.
+// Each index in `step!` is a constant below `N` (the step's guard), a chain's count, at most
+// `MAX_LIMITS`: no index can fail.
 #[inline(always)]
-#[expect(
-    clippy::indexing_slicing,
-    reason = "i and j run below N, a chain's count (3 or 4, at most MAX_LIMITS, each array's length)"
-)]
 fn check_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     cells: &[AtomicU64; MAX_LIMITS],
     algorithms: &[W; N],
     clock: &C,
     cost: u64,
-    decisions: &mut [Decision; MAX_LIMITS],
-) -> bool {
-    for i in 0..N {
-        let one = std::array::from_ref(&algorithms[i]);
-        let ([decision], allowed) = check_words(&cells[i], one, clock, cost, |word| [word], |[word]| word);
-        decisions[i] = decision;
-        if !allowed {
-            undo_chain(cells, algorithms, clock, cost, i, decisions);
-            return false;
-        }
+) -> LimitsDecision {
+    let mut decisions = [NONE; MAX_LIMITS];
+    // Unrolled by hand, each limit at a constant index: in a loop over a runtime index the
+    // decisions would live in memory, each written field by field and read back whole, a
+    // store-forwarding stall per limit.
+    macro_rules! step {
+        ($i:literal) => {
+            if $i < N {
+                let one = std::array::from_ref(&algorithms[$i]);
+                let ([decision], allowed) =
+                    check_words(&cells[$i], one, clock, cost, |word| [word], |[word]| word);
+                if !allowed {
+                    return LimitsDecision::of(
+                        undo_chain(cells, algorithms, clock, cost, $i, decision),
+                        false,
+                    );
+                }
+                decisions[$i] = decision;
+            }
+        };
     }
-    true
+    step!(0);
+    step!(1);
+    step!(2);
+    step!(3);
+    LimitsDecision::new(decisions, N, true)
 }
 
-/// A chain's denial by limit `denied`: the limits before it get their units back, and every
-/// other limit's decision becomes what it would say now (the later ones were never charged,
-/// the earlier ones have just been refunded; only `denied` is known to deny, a peek for
-/// those that admit).
+/// A chain's denial by limit `denied` (which decided `denial`): the limits before it get their
+/// units back, and every other limit's decision becomes what it would say now (the later ones
+/// were never charged, the earlier ones have just been refunded; only `denied` is known to
+/// deny, a peek for those that admit). Out of line, returning the decisions by value: the hot
+/// path's own decisions never have their address taken, so they stay in registers.
 #[cold]
 #[inline(never)]
 #[expect(
     clippy::indexing_slicing,
-    reason = "i and j run below N, a chain's count (3 or 4, at most MAX_LIMITS, each array's length)"
+    reason = "j and denied run below N, a chain's count (2 to 4, at most MAX_LIMITS, each array's length)"
 )]
 fn undo_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     cells: &[AtomicU64; MAX_LIMITS],
@@ -368,16 +328,23 @@ fn undo_chain<W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     clock: &C,
     cost: u64,
     denied: usize,
-    decisions: &mut [Decision; MAX_LIMITS],
-) {
+    denial: Decision,
+) -> [Decision; N] {
     for j in 0..denied {
         algorithms[j].refund_cell(&cells[j], clock, cost);
     }
     let now = clock.now_nanos();
-    for j in (0..N).filter(|&j| j != denied) {
+    std::array::from_fn(|j| {
+        if j == denied {
+            return denial;
+        }
         // Acquire as in `decide_cell`: the clock read above is no older than the writer's.
         let word = cells[j].load(Ordering::Acquire);
         let (decision, _) = algorithms[j].decide(word, now, cost);
-        decisions[j] = if decision.is_allowed() { algorithms[j].decide(word, now, 0).0 } else { decision };
-    }
+        if decision.is_allowed() {
+            algorithms[j].decide(word, now, 0).0
+        } else {
+            decision
+        }
+    })
 }

@@ -55,18 +55,6 @@ impl<W: WordAlgorithm> Composite<W> {
     pub(super) fn check<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> LimitsDecision {
         cell.check(&self.algorithms, clock, cost)
     }
-
-    /// [`check`](Self::check), the answer written into `answer` (for as many limits).
-    #[inline(always)]
-    pub(super) fn check_into<C: Clock + ?Sized>(
-        &self,
-        cell: &Cells,
-        clock: &C,
-        cost: u64,
-        answer: &mut LimitsDecision,
-    ) {
-        cell.check_into(&self.algorithms, clock, cost, answer);
-    }
 }
 
 impl<W: WordAlgorithm> Composite<W> {

@@ -18,12 +18,15 @@ use super::MAX_LIMITS;
 pub struct LimitsDecision {
     decisions: [Decision; MAX_LIMITS],
     len: usize,
-    decided_by: usize,
+    /// Whether every limit admitted. Kept beside the decisions, and the deciding limit found
+    /// only when asked for, so that a caller who reads only [`is_allowed`](Self::is_allowed)
+    /// leaves the rest of the answer unread: inlined, the compiler then never builds it.
+    allowed: bool,
 }
 
 /// The deciding limit of `each` by [`LimitsDecision`]'s rule (the first of equals): admitted,
 /// the one with the fewest units remaining; denied, the denying one to be waited for longest.
-#[inline(always)]
+#[inline]
 #[expect(clippy::indexing_slicing, reason = "decided_by is always an index of `each`, which is never empty")]
 fn deciding(each: &[Decision], allowed: bool) -> usize {
     let mut decided_by = 0;
@@ -42,64 +45,27 @@ fn deciding(each: &[Decision], allowed: bool) -> usize {
 }
 
 impl LimitsDecision {
-    /// Builds the answer from each limit's decision (`allowed` says whether the whole check
-    /// was admitted).
+    /// Builds the answer from the first `len` of `decisions` (`allowed` says whether the whole
+    /// check was admitted).
     #[inline(always)]
     pub(crate) fn new(decisions: [Decision; MAX_LIMITS], len: usize, allowed: bool) -> Self {
-        let mut answer = LimitsDecision { decisions, len, decided_by: 0 };
-        answer.decide(allowed);
-        answer
+        LimitsDecision { decisions, len, allowed }
     }
 
-    /// An answer for `len` limits whose decisions are yet to be written
-    /// ([`all_slots`](Self::all_slots)) and chosen from ([`decide`](Self::decide)).
-    #[inline(always)]
-    pub(crate) fn undecided(len: usize) -> Self {
-        LimitsDecision { decisions: [NONE; MAX_LIMITS], len, decided_by: 0 }
-    }
-
-    /// Every place, to be written.
-    #[inline(always)]
-    pub(crate) fn all_slots(&mut self) -> &mut [Decision; MAX_LIMITS] {
-        &mut self.decisions
-    }
-
-    /// The answer of exactly `N` limits, built where it is returned: with `N` known, every
-    /// place is written by a fixed index.
+    /// The answer of exactly `N` limits, built by value where it is returned: with `N` known,
+    /// every place is written by a fixed index, and a place no caller reads is never written.
     #[inline(always)]
     #[expect(
         clippy::indexing_slicing,
-        reason = "N is a composite's count of one-word limits, at most 2 <= MAX_LIMITS"
+        reason = "N is a composite's count of limits, at most MAX_LIMITS (checked at compile time)"
     )]
     pub(crate) fn of<const N: usize>(each: [Decision; N], allowed: bool) -> Self {
-        // Chosen on the fixed-size array, before the answer is built: the answer is then only
-        // written, by fixed indices, and need not be read back from memory.
-        let decided_by = deciding(&each, allowed);
+        const { assert!(N >= 1 && N <= MAX_LIMITS) };
         let mut decisions = [NONE; MAX_LIMITS];
-        decisions[..N].copy_from_slice(&each);
-        LimitsDecision { decisions, len: N, decided_by }
-    }
-
-    /// Writes the decisions of exactly `N` limits, the answer's count, in place.
-    #[inline(always)]
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "N is a composite's count of one-word limits, at most 2 <= MAX_LIMITS"
-    )]
-    pub(crate) fn set<const N: usize>(&mut self, each: [Decision; N], allowed: bool) {
-        debug_assert_eq!(self.len, N);
-        self.decisions[..N].copy_from_slice(&each);
-        self.decide(allowed);
-    }
-
-    /// Chooses the deciding limit by the rule above, once every limit's decision is in.
-    #[inline(always)]
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
-    )]
-    pub(crate) fn decide(&mut self, allowed: bool) {
-        self.decided_by = deciding(&self.decisions[..self.len], allowed);
+        for (i, decision) in each.into_iter().enumerate() {
+            decisions[i] = decision;
+        }
+        LimitsDecision { decisions, len: N, allowed }
     }
 
     /// The answer for limits decided elsewhere (kova-redis's composite script decides the same
@@ -122,36 +88,38 @@ impl LimitsDecision {
         for (place, &decision) in all.iter_mut().zip(decisions) {
             *place = decision;
         }
+        // A check some limit denied is not admitted, whatever the caller says.
+        let allowed = allowed && decisions.iter().all(Decision::is_allowed);
         Some(Self::new(all, decisions.len(), allowed))
     }
 
     /// Whether the request may proceed (every limit admitted it).
     #[inline]
     pub fn is_allowed(&self) -> bool {
-        self.decision().is_allowed()
+        self.allowed
     }
 
     /// The deciding limit's decision (what a single `RateLimit-*` / `Retry-After` header shows).
     #[inline]
     #[expect(
         clippy::indexing_slicing,
-        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
+        reason = "decided_by() is an index of limit_decisions(), which is never empty"
     )]
     pub fn decision(&self) -> Decision {
-        self.decisions[self.decided_by]
+        self.decisions[self.decided_by()]
     }
 
     /// The position of the deciding limit in the list the composite was built from.
     #[inline]
     pub fn decided_by(&self) -> usize {
-        self.decided_by
+        deciding(self.limit_decisions(), self.allowed)
     }
 
     /// Every limit's decision, in the composite's order.
     #[inline]
     #[expect(
         clippy::indexing_slicing,
-        reason = "len is 1..=MAX_LIMITS and decided_by < len: set only by this type's constructors from a composite's limits"
+        reason = "len is 1..=MAX_LIMITS: set only by this type's constructors from a composite's limits"
     )]
     pub fn limit_decisions(&self) -> &[Decision] {
         &self.decisions[..self.len]

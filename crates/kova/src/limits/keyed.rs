@@ -107,9 +107,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
         self.table.visit(
             key,
             cost,
-            || LimitsDecision::undecided(len),
             #[inline(always)]
-            |composite, cell, clock, answer| composite.check_into(cell, clock, cost, answer),
+            |composite, cell, clock| composite.check(cell, clock, cost),
             LimitsDecision::is_allowed,
             // The table-full policy's decision, for every limit.
             |decision| full_answer(decision, len),

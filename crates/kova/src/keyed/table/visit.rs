@@ -30,18 +30,15 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// admitted at the door only as a plain decision) and so no hot keys: `KeyedLimits` builds
     /// its table so.
     ///
-    /// The answer is returned by value, each path building its own from `start`: on the hit
-    /// path in the caller's return slot itself. That needs the hit path's answer never to have
+    /// The answer is returned by value, each path building its own: the hit path's never has
     /// its address handed to a call the compiler cannot see into (the slow path gets a copy),
-    /// nor to be shared with the slow path, or the compiler keeps it apart and copies it out,
-    /// in wide loads stalled on the narrower stores just made.
+    /// so that, inlined, a part of it the caller never reads is never built.
     #[inline(always)]
     pub(crate) fn visit<R: Copy>(
         &self,
         key: &K,
         cost: u64,
-        start: impl Fn() -> R,
-        visit: impl Fn(&A, &A::Cell, &C, &mut R),
+        visit: impl Fn(&A, &A::Cell, &C) -> R,
         admitted: impl Fn(&R) -> bool,
         full: impl FnOnce(Decision) -> R,
     ) -> R {
@@ -52,8 +49,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let guard = epoch::pin();
         let mut prior = None;
         if let Some(hit) = shard.find(hash, key, &guard) {
-            let mut answer = start();
-            visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock, &mut answer);
+            let answer = visit(self.quotas.get(hit.quota()), hit.cell(), &self.clock);
             if cost == 0
                 || !admitted(&answer)
                 || faults::visit_relook_skipped()
@@ -63,7 +59,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
             prior = Some((hit.place(), answer));
         }
-        self.visit_slow(hash, key, cost, prior, guard, &visit, full, start())
+        self.visit_slow(hash, key, cost, prior, guard, &visit, full)
     }
 
     /// `visit`'s path under the lock (kept out of line: the hit path stays small).
@@ -77,16 +73,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         cost: u64,
         prior: Option<(u64, R)>,
         guard: Guard,
-        visit: &impl Fn(&A, &A::Cell, &C, &mut R),
+        visit: &impl Fn(&A, &A::Cell, &C) -> R,
         full: impl FnOnce(Decision) -> R,
-        start: R,
     ) -> R {
-        // `start` is what `visit` starts from: it writes every part of the answer.
-        let visited = |algorithm: &A, cell: &A::Cell, clock: &C| {
-            let mut visited = start;
-            visit(algorithm, cell, clock, &mut visited);
-            visited
-        };
         // Once unpinned (a retried insert), the place `prior` names may be reused: it no longer
         // identifies anything.
         let prior = Cell::new(prior);
@@ -96,11 +85,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     return answer;
                 }
             }
-            visited(entry.algorithm(), entry.cell(), entry.clock())
+            visit(entry.algorithm(), entry.cell(), entry.clock())
         };
         let on_new = |entry: &mut VacantEntry<'_, K, A, C>, algorithm: &A| {
             prior.set(None);
-            (cost == 0).then(|| visited(algorithm, &entry.fresh_cell(algorithm), &self.clock))
+            (cost == 0).then(|| visit(algorithm, &entry.fresh_cell(algorithm), &self.clock))
         };
         match self.held_or_new(key, hash, guard, None, on_held, on_new) {
             Ok(answer) => answer,
