@@ -3,8 +3,10 @@
 //!
 //! - [`Cas128Floor`]: a bare loop of one 128-bit compare-and-swap (portable-atomic's, as kova's
 //!   two-limit composite uses) that writes both halves: the floor of `limits_2`.
-//! - [`CasChainFloor`]: `N` bare 64-bit compare-and-swap loops on `N` words, one after the
-//!   other: the floor of an admission by check then refund over `N` limits (`limits_3`).
+//! - [`TwoLinkFloor`]: a bare 128-bit compare-and-swap loop, then a second bare loop on another
+//!   word (64-bit for three limits, 128-bit for four): the floor of an admission by check then
+//!   refund over two links, limits 0 and 1 in one 128-bit word and the rest in a second
+//!   (`limits_3`, `limits_4`).
 //!
 //! Every thread shares the same words, as the composites' rows share one composite.
 
@@ -14,6 +16,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::subject::Subject;
 
+/// A word a floor raises by one (each half, for a 128-bit word) with a bare CAS loop.
+pub trait Raise: Default + Sync {
+    /// One CAS loop: load, then compare-and-swap until it lands.
+    fn raise(&self);
+}
+
+impl Raise for AtomicU128 {
+    #[inline(always)]
+    fn raise(&self) {
+        // The orderings of kova's CAS loop (Acquire load, AcqRel/Acquire CAS), so that the floor
+        // costs what those instructions cost and nothing else.
+        let mut old = self.load(Ordering::Acquire);
+        let step = 1u128 | (1u128 << 64);
+        while let Err(actual) =
+            self.compare_exchange_weak(old, old.wrapping_add(step), Ordering::AcqRel, Ordering::Acquire)
+        {
+            old = actual;
+        }
+    }
+}
+
+impl Raise for AtomicU64 {
+    #[inline(always)]
+    fn raise(&self) {
+        // Orderings: as above.
+        let mut old = self.load(Ordering::Acquire);
+        while let Err(actual) =
+            self.compare_exchange_weak(old, old.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire)
+        {
+            old = actual;
+        }
+    }
+}
+
 /// One 128-bit word, both halves raised by one per call.
 #[derive(Debug, Default)]
 pub struct Cas128Floor(CachePadded<AtomicU128>);
@@ -21,46 +57,23 @@ pub struct Cas128Floor(CachePadded<AtomicU128>);
 impl Subject for Cas128Floor {
     #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
-        // The orderings of kova's CAS loop (Acquire load, AcqRel/Acquire CAS), so that the floor
-        // costs what those instructions cost and nothing else.
-        let mut old = self.0.load(Ordering::Acquire);
-        let step = 1u128 | (1u128 << 64);
-        loop {
-            match self.0.compare_exchange_weak(
-                old,
-                old.wrapping_add(step),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => old = actual,
-            }
-        }
+        self.0.raise();
+        true
     }
 }
 
-/// `N` words, each raised by one per call by its own CAS loop.
-#[derive(Debug)]
-pub struct CasChainFloor<const N: usize>([CachePadded<AtomicU64>; N]);
-
-impl<const N: usize> Default for CasChainFloor<N> {
-    fn default() -> Self {
-        CasChainFloor(std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))))
-    }
+/// A 128-bit word, then a second word (`W`) on its own line, each raised by its own CAS loop.
+#[derive(Debug, Default)]
+pub struct TwoLinkFloor<W: Raise> {
+    first: CachePadded<AtomicU128>,
+    second: CachePadded<W>,
 }
 
-impl<const N: usize> Subject for CasChainFloor<N> {
+impl<W: Raise> Subject for TwoLinkFloor<W> {
     #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
-        for cell in &self.0 {
-            // Orderings: as above.
-            let mut old = cell.load(Ordering::Acquire);
-            while let Err(actual) =
-                cell.compare_exchange_weak(old, old.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire)
-            {
-                old = actual;
-            }
-        }
+        self.first.raise();
+        self.second.raise();
         true
     }
 }
@@ -72,11 +85,14 @@ mod tests {
     #[test]
     fn each_call_raises_every_word_once() {
         let pair = Cas128Floor::default();
-        let chain = CasChainFloor::<3>::default();
+        let three = TwoLinkFloor::<AtomicU64>::default();
+        let four = TwoLinkFloor::<AtomicU128>::default();
         for _ in 0..5 {
-            assert!(pair.hit(0) && chain.hit(0));
+            assert!(pair.hit(0) && three.hit(0) && four.hit(0));
         }
-        assert_eq!(pair.0.load(Ordering::Relaxed), 5 | (5 << 64));
-        assert!(chain.0.iter().all(|c| c.load(Ordering::Relaxed) == 5));
+        let both = 5 | (5 << 64);
+        assert_eq!(pair.0.load(Ordering::Relaxed), both);
+        assert_eq!((three.first.load(Ordering::Relaxed), three.second.load(Ordering::Relaxed)), (both, 5));
+        assert_eq!((four.first.load(Ordering::Relaxed), four.second.load(Ordering::Relaxed)), (both, both));
     }
 }

@@ -18,7 +18,11 @@ use std::task::{Context, Poll, Waker};
 use governor::DefaultDirectRateLimiter;
 use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
 
-use crate::feature_floors::{Cas128Floor, CasChainFloor};
+use std::sync::atomic::AtomicU64;
+
+use portable_atomic::AtomicU128;
+
+use crate::feature_floors::{Cas128Floor, TwoLinkFloor};
 use crate::peers::{governor_quota, GovernorDirect, GovernorKeyed};
 use crate::report::FeatureRecord;
 use crate::scenarios::{kept_round, ThroughputConfig};
@@ -31,8 +35,10 @@ pub const LIMITS: &str = "limits";
 pub const WAITING: &str = "waiting";
 /// The floor of `limits_2`: a bare 128-bit CAS loop.
 pub const FLOOR_CAS128: &str = "floor_cas128";
-/// The floor of `limits_3`: three bare 64-bit CAS loops.
-pub const FLOOR_CAS64_X3: &str = "floor_cas64_x3";
+/// The floor of `limits_3`: a bare 128-bit CAS loop, then a bare 64-bit one.
+pub const FLOOR_CAS128_CAS64: &str = "floor_cas128_cas64";
+/// The floor of `limits_4`: two bare 128-bit CAS loops, one after the other.
+pub const FLOOR_CAS128_X2: &str = "floor_cas128_x2";
 /// The sections, in report order.
 pub const SECTIONS: [&str; 2] = [LIMITS, WAITING];
 /// The cost of the `_n` rows of [`WAITING`].
@@ -208,9 +214,11 @@ fn rows(section: &str) -> Vec<Row> {
             row("gcra", "gcra", true, Check(kova_limiter())),
             row("limits_2", "gcra", true, composite(2)),
             row("limits_3", "gcra", true, composite(3)),
-            // The least the two protocols could cost (`feature_floors.rs`).
+            row("limits_4", "gcra", true, composite(4)),
+            // The least the protocols could cost (`feature_floors.rs`).
             row(FLOOR_CAS128, FLOOR_CAS128, true, Cas128Floor::default()),
-            row(FLOOR_CAS64_X3, FLOOR_CAS64_X3, true, CasChainFloor::<3>::default()),
+            row(FLOOR_CAS128_CAS64, FLOOR_CAS128_CAS64, true, TwoLinkFloor::<AtomicU64>::default()),
+            row(FLOOR_CAS128_X2, FLOOR_CAS128_X2, true, TwoLinkFloor::<AtomicU128>::default()),
             row("keyed_gcra", "keyed_gcra", true, KovaKeyed(keyed())),
             row("keyed_limits_2", "keyed_gcra", true, keyed_composite(2)),
             row("keyed_limits_3", "keyed_gcra", true, keyed_composite(3)),
@@ -322,9 +330,9 @@ mod tests {
         let mut ticks = 0;
         let records = run_features(&SECTIONS, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&SECTIONS, &config));
-        // 6 composite rows, 2 floors, 7 direct and 4 keyed waiting rows, at 1 and 2 threads (4 is
+        // 7 composite rows, 3 floors, 7 direct and 4 keyed waiting rows, at 1 and 2 threads (4 is
         // above the cap).
-        assert_eq!(records.len(), (6 + 2 + 7 + 4) * 2);
+        assert_eq!(records.len(), (7 + 3 + 7 + 4) * 2);
         assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
         for r in &records {
             assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);

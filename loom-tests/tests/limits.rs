@@ -8,9 +8,12 @@
 //!   and the final state B's charge alone;
 //! - the should-fail twin (the same two limits checked then refunded one by one): loom finds an
 //!   execution where B is denied, by the units A held on limit 0 before limit 1 denied it;
-//! - three limits (check then refund): A is always denied and takes nothing; B is denied only by
-//!   limit 0 (the stated bound: only by units a check in flight holds), and the final state is
-//!   exactly B's charge or nothing; and some execution does deny B (the bound is reached).
+//! - three and four limits (check then refund across two links: limits 0 and 1 in one 128-bit
+//!   word, the rest in a second word), with the third limit the one that has 1 unit left (bursts
+//!   3, 10, 2, and 10 for a fourth): A is always denied and takes nothing; B is denied only by
+//!   limit 0 (the stated bound: only by units a check in flight holds on the first link), and
+//!   the final state is exactly B's charge or nothing; and some execution does deny B (the bound
+//!   is reached).
 //!
 //! And `KeyedLimits`, whose table keeps a key's limits in one boxed cell (`keyed/table/visit.rs`):
 //! a check of an idle key racing `sweep_idle` is never lost (its units counted in every limit
@@ -27,7 +30,11 @@ use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 
 fn quotas(n: usize) -> Vec<Quota> {
-    [3, 2, 10][..n].iter().map(|&burst| Quota::per_hour(1).unwrap().with_burst(burst).unwrap()).collect()
+    with_bursts(&[3, 2, 10][..n])
+}
+
+fn with_bursts(bursts: &[u64]) -> Vec<Quota> {
+    bursts.iter().map(|&burst| Quota::per_hour(1).unwrap().with_burst(burst).unwrap()).collect()
 }
 
 fn remaining(decision: &LimitsDecision) -> Vec<u64> {
@@ -81,28 +88,42 @@ fn check_then_refund_on_two_limits_is_caught() {
     eprintln!("loom caught it: {message}");
 }
 
-#[test]
-fn three_limits_keep_the_stated_bound() {
-    // A std atomic, outside the model: whether any execution denied B.
-    static B_DENIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    model(|| {
-        let limits = Limits::<Gcra, _>::with_clock(quotas(3), ManualClock::new()).unwrap();
+/// The three- and four-limit models: `bursts` put the denying limit on the second link.
+fn two_links_keep_the_stated_bound(bursts: &'static [u64]) {
+    // A std atomic, outside the model (each test its own): whether any execution denied B.
+    let b_denied = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::clone(&b_denied);
+    model(move || {
+        let limits = Limits::<Gcra, _>::with_clock(with_bursts(bursts), ManualClock::new()).unwrap();
         let (a, b, end) = race(limits);
         assert!(!a.is_allowed(), "A: {a:?}");
+        assert!(!a.limit_decisions()[2].is_allowed(), "A: {a:?}");
+        let before: Vec<u64> = bursts.iter().map(|burst| burst - 1).collect();
         if b.is_allowed() {
-            assert_eq!(remaining(&end), [1, 0, 8], "final state after B");
+            let after: Vec<u64> = before.iter().map(|left| left - 1).collect();
+            assert_eq!(remaining(&end), after, "final state after B");
         } else {
-            // Denied only by the units A held on limit 0 before limit 1 denied A.
+            // Denied only by the units A held on limit 0 before limit 2 denied A.
             assert_eq!(b.decided_by(), 0, "B: {b:?}");
-            assert_eq!(remaining(&end), [2, 1, 9], "a denial took something");
+            assert_eq!(remaining(&end), before, "a denial took something");
             // Relaxed: a flag read after the model returned, on this thread.
-            B_DENIED.store(true, std::sync::atomic::Ordering::Relaxed);
+            seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     });
     assert!(
-        B_DENIED.load(std::sync::atomic::Ordering::Relaxed),
+        b_denied.load(std::sync::atomic::Ordering::Relaxed),
         "no execution reached the bound: the model cannot tell check-then-refund apart"
     );
+}
+
+#[test]
+fn three_limits_keep_the_stated_bound() {
+    two_links_keep_the_stated_bound(&[3, 10, 2]);
+}
+
+#[test]
+fn four_limits_keep_the_stated_bound() {
+    two_links_keep_the_stated_bound(&[3, 10, 2, 10]);
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod composite;
 mod decision;
 mod keyed;
 mod keyed_builder;
+mod link;
 
 pub use decision::LimitsDecision;
 pub use keyed::KeyedLimits;
@@ -28,14 +29,17 @@ pub const MAX_LIMITS: usize = 4;
 /// - **one or two limits**: one compare-and-swap over all of them (two words in one
 ///   [`portable_atomic::AtomicU128`]): exactly the sequential composite, under any
 ///   interleaving (loom-checked).
-/// - **three or four**: check then refund. The limits are charged in order, each by its own
-///   compare-and-swap; when one denies, those already charged are given their units back
-///   before the check returns. Nothing is ever admitted beyond any limit's own bound, and a
-///   denial has taken nothing once it returns. The exact bound on the difference from the
-///   sequential composite: while a check that will be denied runs, the units it took from the
-///   earlier limits are held, so a concurrent check can be denied because of them: at any
-///   instant, a limit may deny a check the sequential composite would admit only by as much as
-///   the cost of the checks in flight that a later limit will deny (loom shows the case).
+/// - **three or four**: check then refund over two words. Limits 0 and 1 share one 128-bit
+///   word, the rest a second word (64-bit for three limits, 128-bit for four), each charged by
+///   one compare-and-swap, the first word before the second; when the second denies, the first
+///   is given its units back before the check returns. Nothing is ever admitted beyond any
+///   limit's own bound, and a denial has taken nothing once it returns. The exact bound on the
+///   difference from the sequential composite: while a check that the second word will deny
+///   runs, the units it took from limits 0 and 1 are held, so a concurrent check can be denied
+///   because of them: at any instant, limit 0 or 1 may deny a check the sequential composite
+///   would admit only by as much as the cost of the checks in flight that limit 2 or 3 will
+///   deny (loom shows the case). Put the limits most likely to deny first: a check denied by
+///   the first word holds nothing.
 ///
 /// ```
 /// use kova::{Gcra, Limits, ManualClock, Quota};
@@ -132,7 +136,8 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
         Self::build(quotas, clock, false)
     }
 
-    /// `chained`: check then refund whatever the count (the loom models' should-fail twin).
+    /// `chained`: two limits checked then refunded, one word each (the loom models' should-fail
+    /// twin).
     pub(crate) fn build(
         quotas: impl IntoIterator<Item = Quota>,
         clock: C,

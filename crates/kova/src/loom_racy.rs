@@ -305,9 +305,9 @@ pub fn reclaimed() -> Reclaimed {
     faults::reclaimed()
 }
 
-/// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) whose limits are checked
-/// one by one and refunded on a denial (the protocol it uses for three or four limits) even when
-/// there are two, instead of one 128-bit CAS: a concurrent check can be denied by units a check
+/// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) of two limits checked
+/// one word after the other and refunded on a denial (the protocol it uses across the two words
+/// of three or four limits), instead of one 128-bit CAS: a concurrent check can be denied by units a check
 /// that is itself denied holds for a moment, which the sequential composite would admit.
 pub fn limits_chained<W: WordAlgorithm, C: Clock>(
     quotas: impl IntoIterator<Item = crate::Quota>,

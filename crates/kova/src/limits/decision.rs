@@ -2,7 +2,7 @@
 
 use crate::Decision;
 
-use super::cells::NONE;
+use super::link::NONE;
 use super::MAX_LIMITS;
 
 /// The answer of a [`Limits`](crate::Limits) check: the decision of the limit that decided it

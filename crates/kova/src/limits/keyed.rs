@@ -11,7 +11,8 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm
 /// nothing, with the key's limits kept together in one cell of one [`Keyed`]-style table. A
 /// check hashes and finds its key once and decides as [`Limits`](super::Limits) does: one or
 /// two limits by one compare-and-swap over both words, exactly the sequential composite; three
-/// or four by check then refund within the key's cell, with the bound stated there.
+/// or four by check then refund over two words within the key's cell, with the bound stated
+/// there.
 ///
 /// The table is bounded as a [`Keyed`] table is ([`builder`](Self::builder) for its options)
 /// and has no doorkeeper: every key's first check inserts it. Each key's cell is one allocation

@@ -4,9 +4,10 @@
 //! and then takes its cost from every limit; a denial takes nothing, and the limits that would
 //! admit report a peek.
 //!
-//! Three or four limits (check then refund) and [`KeyedLimits`](crate::KeyedLimits) are not
-//! that object: each limit is charged by its own compare-and-swap, in order, and a denial gives
-//! the earlier limits their units back, so a concurrent call can see them held. They are checked
+//! Three or four limits (check then refund over two words) and
+//! [`KeyedLimits`](crate::KeyedLimits) are not that object: limits 0 and 1 are charged by one
+//! compare-and-swap, then the rest by another, and a denial by the second gives the first its
+//! units back, so a concurrent call can see them held. They are checked
 //! limit by limit ([`OneLimit`]): each limit must be linearizable to its own word with the steps
 //! a composite call makes on it, the conjunction of the per-limit specifications.
 
