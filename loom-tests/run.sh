@@ -20,7 +20,7 @@
 #   word_cas (16 models, bound 3)                                  ~40 s
 #   refund (9 models, bound 3)                                     <1 s
 #   racy (23 should-fail models, bound 3; 14 in child processes)   ~4 s
-#   limits (4 composite models, one should-fail, bound 3)          <1 s
+#   limits (5 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   sketch (4 models, 2 should-fail, bound 3)                     ~4 s
