@@ -153,7 +153,9 @@ impl Report {
             out,
             "Each call beside the check it builds on, interleaved in the same {} rounds of {} ms (the best \
              kept on one thread, the median on two), on quotas that admit every call ({}), so that nothing \
-             waits: `limits_N` is `Limits::check` over N limits (two in \
+             waits: every row reads `is_allowed` alone, but `limits_2_read`, which also reads the \
+             deciding limit's remaining units and retry time (what a `RateLimit` header shows); \
+             `limits_N` is `Limits::check` over N limits (two in \
              one 128-bit CAS; three or four by check then refund over two words, limits 0 and 1 in a \
              128-bit one and the rest in a second), beside the least those protocols could cost \
              (`floor_cas128`: a bare loop of portable-atomic's 128-bit CAS; `floor_cas128_cas64`: one \

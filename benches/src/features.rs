@@ -50,14 +50,15 @@ pub const MAX_THREADS: usize = 2;
 /// rest of a shared machine left alone, which is what their ratio needs.
 pub const ROUND_SPLIT: u32 = 3;
 
-/// The quotas of the composites: one unit a nanosecond at most over a millisecond, a second and
-/// 100 seconds (the first `n` of them), none of which a check loop reaches.
+/// The quotas of the composites: one unit a nanosecond at most over a millisecond, a second,
+/// 100 seconds and 10,000 seconds (the first `n` of them), none of which a check loop reaches.
 fn admitting_quotas(n: usize) -> Vec<Quota> {
-    [(1_000_000, 1_000_000), (1_000_000_000, 1_000_000_000), (100_000_000_000, 100_000_000_000)]
+    let quotas: Vec<Quota> = [1_000_000, 1_000_000_000, 100_000_000_000, 10_000_000_000_000]
         .into_iter()
-        .take(n)
-        .map(|(limit, nanos)| Quota::from_nanos(limit, nanos).expect("representable"))
-        .collect()
+        .map(|nanos| Quota::from_nanos(nanos, nanos).expect("representable"))
+        .collect();
+    assert!(n <= quotas.len(), "{n} limits asked for, {} quotas here", quotas.len());
+    quotas.into_iter().take(n).collect()
 }
 
 /// The single limit every row of a section is set against (the composites' first quota).
@@ -86,6 +87,20 @@ impl Subject for Composite {
     #[inline(always)]
     fn hit(&self, _key: u64) -> bool {
         self.0.check().is_allowed()
+    }
+}
+
+/// `Limits::check`, its answer read as a server's single `RateLimit` header reads it: the
+/// deciding limit's remaining units and retry time.
+struct CompositeRead(Limits<Gcra>);
+
+impl Subject for CompositeRead {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        let answer = self.0.check();
+        let decision = answer.decision();
+        std::hint::black_box((decision.remaining(), decision.retry_after()));
+        answer.is_allowed()
     }
 }
 
@@ -213,6 +228,12 @@ fn rows(section: &str) -> Vec<Row> {
         LIMITS => vec![
             row("gcra", "gcra", true, Check(kova_limiter())),
             row("limits_2", "gcra", true, composite(2)),
+            row(
+                "limits_2_read",
+                "gcra",
+                true,
+                CompositeRead(Limits::new(admitting_quotas(2)).expect("representable")),
+            ),
             row("limits_3", "gcra", true, composite(3)),
             row("limits_4", "gcra", true, composite(4)),
             // The least the protocols could cost (`feature_floors.rs`).
@@ -330,9 +351,9 @@ mod tests {
         let mut ticks = 0;
         let records = run_features(&SECTIONS, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&SECTIONS, &config));
-        // 7 composite rows, 3 floors, 7 direct and 4 keyed waiting rows, at 1 and 2 threads (4 is
+        // 8 composite rows, 3 floors, 7 direct and 4 keyed waiting rows, at 1 and 2 threads (4 is
         // above the cap).
-        assert_eq!(records.len(), (7 + 3 + 7 + 4) * 2);
+        assert_eq!(records.len(), (8 + 3 + 7 + 4) * 2);
         assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
         for r in &records {
             assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);
