@@ -91,6 +91,12 @@ impl Config {
         }
     }
 
+    /// Whether [`record`](Self::record) reports anywhere: a metrics hook, or the `metrics`
+    /// facade.
+    pub(crate) fn records(&self) -> bool {
+        cfg!(feature = "metrics") || self.metrics.is_some()
+    }
+
     /// Reports `kind` for the limit named `limit` to the metrics hook and, with the `metrics`
     /// feature, the `metrics` facade.
     pub(crate) fn record(&self, limit: &str, key: Option<&LimitKey>, kind: EventKind<'_>) {

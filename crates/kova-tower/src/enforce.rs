@@ -150,7 +150,7 @@ impl Run {
                 report(config, limit.name(), &key, &decision, started.elapsed());
                 Start::Passed((!config.shadow).then(|| RateLimitHeaders {
                     policy: config.all_policies.clone(),
-                    state: headers::state_value_of(limit.name(), &decision),
+                    state: headers::state_value_of(limit.state_prefix(), &decision),
                     legacy: config.legacy_headers.then(|| headers::legacy_values(&decision)),
                 }))
             }
@@ -509,6 +509,10 @@ type Halt = Option<Box<Verdict>>;
 /// Reports a checked limit's decision: its event, and (with the `metrics` feature) how long it
 /// took.
 fn report(config: &Config, name: &str, key: &LimitKey, decision: &Decision, decision_time: Duration) {
+    // Nothing listens: the event is not worth building.
+    if !config.records() {
+        return;
+    }
     let kind = if !decision.is_allowed() {
         EventKind::Denied(decision)
     } else if headers::is_measurement(decision) && config.is_near_limit(decision) {

@@ -336,12 +336,19 @@ pub(crate) fn state_value<'a>(
     text.into_value()
 }
 
-/// `RateLimit` of one limit: written straight into a buffer of its exact size, which becomes
-/// the value without another copy.
-pub(crate) fn state_value_of(name: &str, decision: &Decision) -> Option<HeaderValue> {
+/// The start of a limit's `RateLimit` member, `"name";r=`, before its two numbers.
+pub(crate) fn state_prefix(name: &str) -> String {
+    let [quote, name, r, ..] = state_pieces(name, "", "");
+    [quote, name, r].concat()
+}
+
+/// `RateLimit` of one limit, from its [`state_prefix`]: written straight into a buffer of its
+/// exact size, which becomes the value without another copy.
+pub(crate) fn state_value_of(prefix: &str, decision: &Decision) -> Option<HeaderValue> {
     let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let pieces =
-        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let [_, _, _, remaining, t, reset] =
+        state_pieces("", remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let pieces = [prefix, remaining, t, reset];
     let mut text = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
     for piece in pieces {
         text.extend_from_slice(piece.as_bytes());

@@ -122,6 +122,9 @@ pub struct Limit {
     on_missing_key: OnMissingKey,
     unit: QuotaUnit,
     policy_item: Arc<str>,
+    /// The start of this limit's `RateLimit` member, `"name";r=`, written once so that an
+    /// allowed request's value is its two numbers and one copy of this.
+    state_prefix: Arc<str>,
     settle_from: Option<SettleFrom>,
     /// Set when the limit is one of a [`CompositeLimit`](crate::CompositeLimit)'s.
     member: Option<Member>,
@@ -243,6 +246,7 @@ impl Limit {
             on_missing_key: OnMissingKey::Reject,
             unit: QuotaUnit::Requests,
             policy_item: item.into(),
+            state_prefix: headers::state_prefix(name).into(),
             settle_from: None,
             member: None,
         })
@@ -385,6 +389,11 @@ impl Limit {
         &self.policy_item
     }
 
+    /// `"name";r=`: see [`headers::state_value_of`].
+    pub(crate) fn state_prefix(&self) -> &str {
+        &self.state_prefix
+    }
+
     pub(crate) fn applies_to(&self, parts: &Parts) -> bool {
         match &self.filter {
             Some(filter) => filter(parts),
@@ -442,6 +451,7 @@ mod tests {
         assert!(Limit::in_memory(&"x".repeat(65), quota, Key::global()).is_err());
         let limit = Limit::in_memory("per-ip_v1.2", quota, Key::global()).unwrap();
         assert_eq!(limit.policy_item(), "\"per-ip_v1.2\";q=100;w=60");
+        assert_eq!(limit.state_prefix(), "\"per-ip_v1.2\";r=");
         assert!(matches!(
             Limit::in_memory_with::<kova::FixedWindow, _>(
                 "w",
