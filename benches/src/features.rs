@@ -16,7 +16,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use governor::DefaultDirectRateLimiter;
-use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
+use kova::limits::{KeyedLimits, Limits};
+use kova::{CoarseClock, Gcra, Keyed, Quota, RateLimiter};
 
 use crate::feature_floors::{Cas128Floor, CasChainFloor};
 use crate::peers::{governor_quota, GovernorDirect, GovernorKeyed};

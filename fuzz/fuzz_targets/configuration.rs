@@ -15,10 +15,8 @@
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use kova::{
-    AlgorithmKind, AnyAlgorithm, CheckError, Decision, KeyedBuilder, KeyedError, ManualClock, Quota,
-    QuotaError, RateLimiter, TableFullPolicy,
-};
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::{AlgorithmKind, AnyAlgorithm, CheckError, Decision, ManualClock, Quota, QuotaError, RateLimiter};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]

@@ -15,10 +15,8 @@
 use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
-use kova::{
-    Decision, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowCounter,
-    TableFullPolicy, TokenBucket, WordAlgorithm,
-};
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::{Decision, Fallback, FixedWindow, Gcra, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Clone, Copy, Arbitrary)]

@@ -19,10 +19,10 @@ use arbitrary::Arbitrary;
 use kova::model::lincheck::composite::{Composite, LimitsOp};
 use kova::model::lincheck::word_api::{Op as ApiOp, Output, WordApi, WordState};
 use kova::model::lincheck::Spec;
-use kova::{
-    Clock, FixedWindow, Gcra, HotKeys, Keyed, KeyedBuilder, KeyedLimits, KeyedReservation, ManualClock,
-    Quota, Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
-};
+use kova::keyed::{HotKeys, KeyedBuilder, KeyedReservation};
+use kova::limits::KeyedLimits;
+use kova::reservation::Settlement;
+use kova::{Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Clone, Copy, Arbitrary)]

@@ -7,9 +7,10 @@
 //! history for linearizability against the key's sequential specification
 //! (`model::lincheck::word_api`) before their own assertions, which say what went wrong.
 
+use kova::keyed::KeyedBuilder;
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{assert_linearizable, History, LaneRecorder, Recorder};
-use kova::{Gcra, Keyed, KeyedBuilder, ManualClock, Quota, WordAlgorithm};
+use kova::{Gcra, Keyed, ManualClock, Quota, WordAlgorithm};
 use loom::sync::Arc;
 
 use crate::harness::model;

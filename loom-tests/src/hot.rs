@@ -6,7 +6,8 @@
 //! and the demotion interleave (a lease before the close, its leftover put back after the
 //! stripes were folded, is handed in under the lock).
 
-use kova::{FixedWindow, HotKeys, KeyedBuilder, ManualClock, Quota};
+use kova::keyed::{HotKeys, KeyedBuilder};
+use kova::{FixedWindow, ManualClock, Quota};
 use loom::sync::Arc;
 
 use crate::harness::model;

@@ -22,10 +22,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
 use kova::loom_racy::{RacyTable, Reclaimed};
 use kova::{
-    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
-    TableFullPolicy, WordAlgorithm,
+    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, ManualClock, Quota, WordAlgorithm,
 };
 use loom::sync::Arc;
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kova::{Gcra, KeyedLimits, ManualClock, Quota};
+use kova::limits::KeyedLimits;
+use kova::{Gcra, ManualClock, Quota};
 use loom::sync::Arc;
 
 /// A key checked once, then left idle; a model thread checks it again while the main thread

@@ -5,7 +5,8 @@
 //! still, nothing refills): no admission of the sketch is missed by the insert.
 #![cfg(kova_loom)]
 
-use kova::{Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::{Gcra, ManualClock, Quota};
 use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 

@@ -21,7 +21,7 @@ use crate::store::Store;
 
 /// The most keys [`Builder::local_max_keys`] takes: as many as one kova table holds (each
 /// algorithm's degraded table is one).
-pub const MAX_LOCAL_KEYS: usize = kova::KeyedBuilder::<Vec<u8>>::MAX_KEYS;
+pub const MAX_LOCAL_KEYS: usize = kova::keyed::KeyedBuilder::<Vec<u8>>::MAX_KEYS;
 
 /// How a limiter is made: from a [`Builder`], or with the defaults.
 impl RedisLimiter {

@@ -1,7 +1,8 @@
 //! Several limits on one key in Redis, decided all or nothing in one script run: mirrors kova's
 //! `Limits` (crates/kova/src/limits/), "10 a second, bursts of 50, AND 1,000 an hour".
 
-use kova::{CheckError, Decision, Fallback, LimitsDecision, LimitsError, MAX_LIMITS};
+use kova::limits::{LimitsDecision, LimitsError, MAX_LIMITS};
+use kova::{CheckError, Decision, Fallback};
 
 use crate::error::{Error, StoreError};
 use crate::limit::{Limit, MICROS};
@@ -88,7 +89,7 @@ impl RedisLimiter {
     /// limit admits, each takes the cost; otherwise none takes anything. The answer names the
     /// deciding limit ([`LimitsDecision::decided_by`]: the one with least left, or the denying
     /// one to wait for longest) and carries every limit's decision for its headers, as kova's
-    /// in-memory [`Limits`](kova::Limits) does. A cost above the smallest capacity is
+    /// in-memory [`Limits`](kova::limits::Limits) does. A cost above the smallest capacity is
     /// [`Error::Cost`]; 0 is a peek. Composites always ask Redis: the local layer's leases and
     /// denial cache are for single limits.
     ///

@@ -7,9 +7,10 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
 use kova::{
-    AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedError, Quota,
-    SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
+    AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, Quota, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
 
 use crate::clock::LocalClock;

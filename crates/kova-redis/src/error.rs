@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use kova::{CheckError, LimitsError, ReserveError};
+use kova::limits::LimitsError;
+use kova::reservation::ReserveError;
+use kova::CheckError;
 
 use crate::key::PrefixError;
 
@@ -42,7 +44,7 @@ pub enum Error {
         /// The limit's algorithm.
         algorithm: &'static str,
     },
-    /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::MAX_LIMITS).
+    /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::limits::MAX_LIMITS).
     Limits(LimitsError),
     /// [`Builder::local_max_keys`](crate::Builder::local_max_keys) outside 1 to
     /// [`MAX_LOCAL_KEYS`](crate::MAX_LOCAL_KEYS): refused when the limiter is built.

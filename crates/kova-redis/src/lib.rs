@@ -166,7 +166,7 @@ pub use builder::{Builder, MAX_LOCAL_KEYS};
 pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
-pub use kova::Settlement;
+pub use kova::reservation::Settlement;
 pub use leasing::Leasing;
 pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 pub use limiter::{RedisLimiter, Stats};

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use kova::{AlgorithmKind, Fallback, ReserveError};
+use kova::reservation::ReserveError;
+use kova::{AlgorithmKind, Fallback};
 
 use crate::error::{Error, StoreError};
 use crate::limit::{Limit, MAX_SPAN_MICROS, MICROS};
@@ -72,7 +73,7 @@ impl Reservation {
 
     /// Says the reserved units will not be used and gives back what can be, by kova's rule
     /// ([`WordAlgorithm::cancel_reservation`](kova::WordAlgorithm::cancel_reservation), as
-    /// [`Reservation::cancel`](kova::Reservation::cancel)): nothing once their time has come
+    /// [`Reservation::cancel`](kova::reservation::Reservation::cancel)): nothing once their time has come
     /// (they count as used); otherwise the whole cost when nothing granted after it is still
     /// counted in Redis, and nothing when something is. Returns the units given back.
     ///

@@ -2,7 +2,8 @@
 //! estimate checked, an extra charge (into GCRA's bounded overdraft) when higher. Mirrors kova's
 //! `RateLimiter::settle`, `charge` and `refund` (crates/kova/src/settle.rs).
 
-use kova::{AlgorithmKind, Settlement};
+use kova::reservation::Settlement;
+use kova::AlgorithmKind;
 
 use crate::error::{Error, StoreError};
 use crate::limit::{Limit, MAX_SPAN_MICROS};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use kova::TableFullPolicy;
+use kova::keyed::TableFullPolicy;
 use kova_redis::{FailurePolicy, Leasing, RedisLimiter};
 use kova_rls::{
     telemetry, Backend, Config, Decider, Listeners, MemoryBackend, MemoryOptions, RedisBackend, Reloader,

@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::request::Parts;
-use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Quota, WordAlgorithm};
+use kova::limits::{KeyedLimits, LimitsDecision, LimitsError};
+use kova::{Clock, CoarseClock, Gcra, Quota, WordAlgorithm};
 
 use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
@@ -113,7 +114,7 @@ impl fmt::Debug for CompositeLimit {
 
 impl CompositeLimit {
     /// In memory (GCRA on the coarse clock): the named quotas, in order, for every key `key`
-    /// finds. At most [`kova::MAX_LIMITS`].
+    /// finds. At most [`kova::limits::MAX_LIMITS`].
     pub fn in_memory<'a>(
         key: impl Into<Key>,
         limits: impl IntoIterator<Item = (&'a str, Quota)>,
@@ -159,8 +160,8 @@ impl CompositeLimit {
         if named.is_empty() {
             return Err(ConfigError::Composite(LimitsError::Empty));
         }
-        if named.len() > kova::MAX_LIMITS {
-            let error = LimitsError::TooMany { count: named.len(), max: kova::MAX_LIMITS };
+        if named.len() > kova::limits::MAX_LIMITS {
+            let error = LimitsError::TooMany { count: named.len(), max: kova::limits::MAX_LIMITS };
             return Err(ConfigError::Composite(error));
         }
         let key = key.into();

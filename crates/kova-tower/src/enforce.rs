@@ -14,7 +14,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
-use kova::{Decision, Fallback, MAX_LIMITS};
+use kova::limits::MAX_LIMITS;
+use kova::{Decision, Fallback};
 use smallvec::SmallVec;
 
 use self::checked::{Checked, Entry, ToSettle};

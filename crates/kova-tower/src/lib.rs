@@ -18,7 +18,7 @@
 //! - A request whose key cannot be found is answered with a clear error (or, where configured,
 //!   skipped or given a fallback key): never one shared bucket for every unknown client.
 //! - Several limits on one key can be one [`CompositeLimit`]: decided all or nothing in one
-//!   step (kova's [`KeyedLimits`](kova::KeyedLimits), or a store's own through
+//!   step (kova's [`KeyedLimits`](kova::limits::KeyedLimits), or a store's own through
 //!   [`CompositeLimiter`]), every limit's `RateLimit` member showing its state after it.
 //! - A limit's cost can be settled from the response ([`Limit::settle_from_header`],
 //!   [`ActualCost`]): the estimate checked first, the difference given back or charged into the

@@ -40,9 +40,9 @@ pub enum ConfigError {
     /// JSON bodies and metrics).
     InvalidName(String),
     /// The quotas of a [`CompositeLimit`](crate::CompositeLimit) could not make a composite.
-    Composite(kova::LimitsError),
+    Composite(kova::limits::LimitsError),
     /// The keyed table could not be built with these options.
-    Table(kova::KeyedError),
+    Table(kova::keyed::KeyedError),
     /// A [`Limit::sketch`]'s sketch could not be built.
     Sketch(SketchError),
 }
@@ -79,11 +79,11 @@ impl From<QuotaError> for ConfigError {
     }
 }
 
-impl From<kova::KeyedError> for ConfigError {
+impl From<kova::keyed::KeyedError> for ConfigError {
     /// A quota the table's algorithm rejects stays a [`ConfigError::Quota`].
-    fn from(e: kova::KeyedError) -> Self {
+    fn from(e: kova::keyed::KeyedError) -> Self {
         match e {
-            kova::KeyedError::Quota(e) => ConfigError::Quota(e),
+            kova::keyed::KeyedError::Quota(e) => ConfigError::Quota(e),
             e => ConfigError::Table(e),
         }
     }

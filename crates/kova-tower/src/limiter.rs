@@ -59,7 +59,8 @@ pub trait KeyedLimiter: Send + Sync + 'static {
         let result = if actual == estimated {
             Ok(Settled::default())
         } else if actual < estimated && self.refund(key, estimated - actual) {
-            let settlement = kova::Settlement { refunded: estimated - actual, ..Default::default() };
+            let settlement =
+                kova::reservation::Settlement { refunded: estimated - actual, ..Default::default() };
             Ok(Settled { settlement, after: None })
         } else {
             Err(SettleError::Unsupported)

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kova::{Decision, Fallback, Settlement};
+use kova::reservation::Settlement;
+use kova::{Decision, Fallback};
 
 use crate::{KeyError, LimitKey, LimiterError, SettleError};
 

@@ -105,12 +105,12 @@ pub struct RedisCompositeBackend {
 }
 
 impl RedisCompositeBackend {
-    /// `limits` (in order; at most [`kova::MAX_LIMITS`]) enforced together in the Redis behind
+    /// `limits` (in order; at most [`kova::limits::MAX_LIMITS`]) enforced together in the Redis behind
     /// `limiter`.
     pub fn new(
         limiter: kova_redis::RedisLimiter,
         limits: impl IntoIterator<Item = kova_redis::Limit>,
-    ) -> Result<Self, kova::LimitsError> {
+    ) -> Result<Self, kova::limits::LimitsError> {
         let limits: Vec<kova_redis::Limit> = limits.into_iter().collect();
         let quotas = limits.iter().map(kova_redis::Limit::quota).collect();
         let limits = Arc::new(kova_redis::Limits::new(limits)?);

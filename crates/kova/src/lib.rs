@@ -10,14 +10,14 @@
 //! | a limit per client (IP, user, API key) | [`Keyed`] | [`check`](Keyed::check), [`check_n`](Keyed::check_n) |
 //! | wait until allowed, async | either | [`until_n_ready`](RateLimiter::until_n_ready), [`until_key_n_ready`](Keyed::until_key_n_ready), `_within` for a deadline |
 //! | wait until allowed, blocking | either | [`wait_n`](RateLimiter::wait_n), [`wait_key_n`](Keyed::wait_key_n) |
-//! | units now, used later, or given back (Go's `Reserve`) | [`Reservation`], [`KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reserve_key_n`](Keyed::reserve_key_n), [`Reservation::cancel`] |
+//! | units now, used later, or given back (Go's `Reserve`) | [`reservation::Reservation`], [`keyed::KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reserve_key_n`](Keyed::reserve_key_n), [`reservation::Reservation::cancel`] |
 //! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`charge`](RateLimiter::charge) (and the keyed forms) |
-//! | several limits, all or nothing | [`Limits`], [`KeyedLimits`] | [`check_n`](Limits::check_n) |
-//! | one limit shared by many threads | [`StripedLimiter`] | [`check`](StripedLimiter::check) |
-//! | per-client limits, a few keys hot | [`Keyed`] | [`KeyedBuilder::hot_keys`] |
-//! | more clients than memory | [`sketch::Sketch`] | [`TableFullPolicy::Sketch`] behind a [`Keyed`] |
+//! | several limits, all or nothing | [`limits::Limits`], [`limits::KeyedLimits`] | [`check_n`](limits::Limits::check_n) |
+//! | one limit shared by many threads | [`striped::StripedLimiter`] | [`check`](striped::StripedLimiter::check) |
+//! | per-client limits, a few keys hot | [`Keyed`] | [`keyed::KeyedBuilder::hot_keys`] |
+//! | more clients than memory | [`sketch::Sketch`] | [`keyed::TableFullPolicy::Sketch`] behind a [`Keyed`] |
 //! | a limit changed at run time | either | [`set_quota`](RateLimiter::set_quota), [`Keyed::set_quota`] |
-//! | tests on simulated time | [`ManualClock`], [`ManualTimer`] | [`ManualClock::advance`] |
+//! | tests on simulated time | [`ManualClock`], [`wait::ManualTimer`] | [`ManualClock::advance`] |
 //!
 //! ```
 //! use std::time::Duration;
@@ -56,21 +56,21 @@
 //! ## Beyond a check
 //! - **Waiting**: [`RateLimiter::until_ready`] / [`until_n_ready`](RateLimiter::until_n_ready)
 //!   futures (any executor), [`RateLimiter::wait_n`] (blocking), per key
-//!   [`Keyed::until_key_ready`] / [`until_key_n_ready`](Keyed::until_key_n_ready); a [`Pacer`]
-//!   for fair order, jitter and other [`Timer`]s.
-//! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`Reservation::cancel`];
-//!   per key [`Keyed::reserve_key_n`] and [`KeyedReservation::cancel`].
+//!   [`Keyed::until_key_ready`] / [`until_key_n_ready`](Keyed::until_key_n_ready); a [`wait::Pacer`]
+//!   for fair order, jitter and other [`wait::Timer`]s.
+//! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`reservation::Reservation::cancel`];
+//!   per key [`Keyed::reserve_key_n`] and [`keyed::KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
 //!   a bounded debt ([`Quota::with_overdraft`]).
-//! - **Several limits** all or nothing: [`Limits`], per key [`KeyedLimits`].
+//! - **Several limits** all or nothing: [`limits::Limits`], per key [`limits::KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
-//! - **Hot limits** shared by many threads: [`StripedLimiter`], per-thread stripes leasing
+//! - **Hot limits** shared by many threads: [`striped::StripedLimiter`], per-thread stripes leasing
 //!   batches from the central word, within a stated bound; in a keyed table, opt-in
-//!   [`KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
+//!   [`keyed::KeyedBuilder::hot_keys`] stripes a key the table finds contended, and puts it back when
 //!   it cools.
 //! - **Keys too many to store**: [`sketch::Sketch`], per-key GCRA in fixed memory (64 KiB by
 //!   default), keys hashed to shared cells: a collision can over-charge a key, never over-grant;
-//!   or behind a keyed table, for the new keys that find it full ([`TableFullPolicy::Sketch`]).
+//!   or behind a keyed table, for the new keys that find it full ([`keyed::TableFullPolicy::Sketch`]).
 //!
 //! ## Guarantees
 //! - A denial never changes state; a peek (cost 0) never changes state.
@@ -96,12 +96,13 @@
 
 mod algorithm;
 mod cas;
+pub mod cell;
 mod clock;
 mod decision;
 mod error;
-mod keyed;
+pub mod keyed;
 mod limiter;
-mod limits;
+pub mod limits;
 mod loom;
 #[cfg(feature = "model")]
 #[allow(
@@ -115,11 +116,11 @@ mod loom;
 pub mod model;
 mod quota;
 mod quota_change;
-mod reservation;
+pub mod reservation;
 mod settle;
 pub mod sketch;
-mod striped;
-mod wait;
+pub mod striped;
+pub mod wait;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -127,25 +128,15 @@ mod wait;
 struct ReadmeDoctests;
 
 pub use algorithm::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, AnyCell, BoxedCell, CellStorage, FixedWindow, Gcra, InlineWord,
-    LogCell, ParseAlgorithmKindError, SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,
+    Algorithm, AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, ParseAlgorithmKindError, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket, WordAlgorithm,
 };
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};
 pub use error::CheckError;
-pub use keyed::{
-    HotKeys, Keyed, KeyedBuilder, KeyedError, KeyedReservation, TableFullPolicy, CONTENTION_WINDOW,
-    DEFAULT_PROMOTE_AFTER, MAX_HOT_KEYS,
-};
+pub use keyed::Keyed;
 pub use limiter::RateLimiter;
-pub use limits::{KeyedLimits, KeyedLimitsBuilder, Limits, LimitsDecision, LimitsError, MAX_LIMITS};
 pub use quota::{Quota, QuotaError};
-pub use reservation::{OwnedReservation, Reservation, ReservationOf, ReserveError};
-pub use settle::Settlement;
-pub use striped::{StripedBuilder, StripedError, StripedLimiter, DEFAULT_LEASE, MAX_STRIPES};
-#[cfg(feature = "tokio")]
-pub use wait::TokioTimer;
-pub use wait::{ManualSleep, ManualTimer, Pacer, ThreadTimer, Timer, WaitError};
 
 /// Not part of the API: pins the thread as every keyed check does (the keyed table's own epoch),
 /// until the returned guard drops. For the benchmarks' pinned floors (`kova-bench`'s

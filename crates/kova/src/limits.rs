@@ -16,7 +16,8 @@ use std::fmt;
 use cells::Cells;
 use composite::Composite;
 
-use crate::{CheckError, Clock, CoarseClock, Gcra, KeyedError, Quota, QuotaError, WordAlgorithm};
+use crate::keyed::KeyedError;
+use crate::{CheckError, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// The most limits one [`Limits`] holds.
 pub const MAX_LIMITS: usize = 4;
@@ -38,7 +39,8 @@ pub const MAX_LIMITS: usize = 4;
 ///   the cost of the checks in flight that a later limit will deny (loom shows the case).
 ///
 /// ```
-/// use kova::{Gcra, Limits, ManualClock, Quota};
+/// use kova::limits::Limits;
+/// use kova::{Gcra, ManualClock, Quota};
 /// let limits = Limits::<Gcra, _>::with_clock(
 ///     [Quota::per_second(10)?.with_burst(50)?, Quota::per_hour(1_000)?, Quota::per_day(10_000)?],
 ///     ManualClock::new(),
@@ -108,7 +110,8 @@ impl<W: WordAlgorithm> Limits<W, CoarseClock> {
     /// The limits of `quotas`, in order, on the coarse clock.
     ///
     /// ```
-    /// use kova::{Limits, LimitsError, Quota};
+    /// use kova::limits::{Limits, LimitsError};
+    /// use kova::Quota;
     /// let limits = Limits::<kova::Gcra>::new([Quota::per_second(5)?, Quota::per_minute(100)?])?;
     /// assert_eq!(limits.len(), 2);
     /// assert_eq!(Limits::<kova::Gcra>::new([]).unwrap_err(), LimitsError::Empty);
@@ -123,7 +126,8 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     /// The limits of `quotas`, in order, reading `clock`.
     ///
     /// ```
-    /// use kova::{FixedWindow, Limits, ManualClock, Quota};
+    /// use kova::limits::Limits;
+    /// use kova::{FixedWindow, ManualClock, Quota};
     /// let limits = Limits::<FixedWindow, _>::with_clock([Quota::per_second(2)?], ManualClock::new())?;
     /// assert!(limits.check().is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -154,7 +158,8 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     /// the smallest capacity (it could never be admitted). Cost 0 is a peek.
     ///
     /// ```
-    /// use kova::{CheckError, Gcra, Limits, Quota};
+    /// use kova::limits::Limits;
+    /// use kova::{CheckError, Gcra, Quota};
     /// let limits = Limits::<Gcra>::new([Quota::per_second(10)?, Quota::per_minute(5)?])?;
     /// assert_eq!(limits.check_n(6).unwrap_err(), CheckError::CostExceedsCapacity { cost: 6, capacity: 5 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -48,7 +48,8 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, Wo
 /// An admission decided on the central word alone is not marked: it is exact.
 ///
 /// ```
-/// use kova::{Fallback, Gcra, ManualClock, Quota, StripedLimiter};
+/// use kova::striped::StripedLimiter;
+/// use kova::{Fallback, Gcra, ManualClock, Quota};
 /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_second(1_000)?)
 ///     .stripes(2)
 ///     .batch(10)
@@ -100,7 +101,8 @@ impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
     /// A limiter for `quota` with the default stripes, batch and lease, on the coarse clock.
     ///
     /// ```
-    /// use kova::{Quota, StripedLimiter, TokenBucket};
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Quota, TokenBucket};
     /// let limiter = StripedLimiter::<TokenBucket>::new(Quota::per_second(10_000)?)?;
     /// assert!(limiter.check().is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -114,7 +116,8 @@ impl<W: WordAlgorithm> StripedLimiter<W> {
     /// A builder for `quota`, to choose stripes, batch, lease and clock.
     ///
     /// ```
-    /// use kova::{Gcra, Quota, StripedError, StripedLimiter};
+    /// use kova::striped::{StripedError, StripedLimiter};
+    /// use kova::{Gcra, Quota};
     /// let quota = Quota::per_second(100)?;
     /// assert!(matches!(
     ///     StripedLimiter::<Gcra>::builder(quota).stripes(3).build(),
@@ -177,7 +180,8 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
     /// assignment of threads to stripes.
     ///
     /// ```
-    /// use kova::{Gcra, ManualClock, Quota, StripedLimiter};
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Gcra, ManualClock, Quota};
     /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_minute(60)?)
     ///     .stripes(4)
     ///     .batch(5)

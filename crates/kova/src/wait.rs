@@ -7,7 +7,7 @@
 //!   [`RateLimiter::wait_n`](crate::RateLimiter::wait_n) blocks the thread (std only).
 //! - A [`Pacer`] adds what those leave out: first come, first served across costs
 //!   ([`Pacer::fair`]), jitter ([`Pacer::jitter`]), and any [`Timer`] (tokio's with the `tokio`
-//!   feature, [`TokioTimer`]; [`ManualTimer`] on a [`ManualClock`](crate::ManualClock)'s
+//!   feature, `TokioTimer`; [`ManualTimer`] on a [`ManualClock`](crate::ManualClock)'s
 //!   simulated time, to test waiting code without waiting; your own).
 //!
 //! - A wait with a deadline ([`RateLimiter::until_n_ready_within`](crate::RateLimiter::until_n_ready_within),

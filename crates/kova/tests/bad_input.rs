@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
+use kova::keyed::{HotKeys, KeyedBuilder, KeyedError, MAX_HOT_KEYS};
 use kova::sketch::{Sketch, SketchError, MAX_CELLS_PER_KEY, MAX_MEMORY_BYTES};
+use kova::striped::{StripedError, StripedLimiter, MAX_STRIPES};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, FixedWindow, Gcra, HotKeys, KeyedBuilder, KeyedError,
-    ManualClock, Quota, QuotaError, RateLimiter, SlidingWindowCounter, SlidingWindowLog, StripedError,
-    StripedLimiter, TokenBucket, MAX_HOT_KEYS, MAX_STRIPES,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, FixedWindow, Gcra, ManualClock, Quota, QuotaError,
+    RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 #[test]
@@ -241,11 +242,12 @@ fn every_hot_keys_option_is_bounded() {
 #[test]
 fn every_striped_and_sketch_option_is_bounded() {
     let quota = Quota::per_second(100).unwrap();
-    let striped = |set: &dyn Fn(kova::StripedBuilder<Gcra>) -> kova::StripedBuilder<Gcra>| {
-        set(StripedLimiter::<Gcra>::builder(quota).stripes(1).batch(1))
-            .build_with_clock(ManualClock::new())
-            .map(|_| ())
-    };
+    let striped =
+        |set: &dyn Fn(kova::striped::StripedBuilder<Gcra>) -> kova::striped::StripedBuilder<Gcra>| {
+            set(StripedLimiter::<Gcra>::builder(quota).stripes(1).batch(1))
+                .build_with_clock(ManualClock::new())
+                .map(|_| ())
+        };
     for stripes in [0, 1, MAX_STRIPES, MAX_STRIPES + 1, usize::MAX] {
         let fits = (1..=MAX_STRIPES).contains(&stripes);
         let expected = if fits { Ok(()) } else { Err(StripedError::Stripes { stripes }) };

@@ -6,7 +6,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use kova::{CheckError, Clock, Gcra, Keyed, ManualClock, ManualTimer, Pacer, Quota, RateLimiter, WaitError};
+use kova::wait::{ManualTimer, Pacer, WaitError};
+use kova::{CheckError, Clock, Gcra, Keyed, ManualClock, Quota, RateLimiter};
 
 const MS: Duration = Duration::from_millis(1);
 

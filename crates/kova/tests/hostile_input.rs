@@ -11,11 +11,15 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use kova::keyed::KeyedBuilder;
+use kova::limits::{KeyedLimits, Limits, LimitsError, MAX_LIMITS};
+use kova::reservation::{ReserveError, Settlement};
 use kova::sketch::Sketch;
+use kova::striped::StripedLimiter;
+use kova::wait::{ManualTimer, Pacer, WaitError};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Gcra, Keyed, KeyedBuilder, KeyedLimits, Limits,
-    LimitsError, ManualClock, ManualTimer, Pacer, Quota, QuotaError, RateLimiter, ReserveError, Settlement,
-    SlidingWindowLog, StripedLimiter, TokenBucket, WaitError, MAX_LIMITS,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Gcra, Keyed, ManualClock, Quota, QuotaError,
+    RateLimiter, SlidingWindowLog, TokenBucket,
 };
 
 #[path = "support/case_table.rs"]
@@ -413,7 +417,7 @@ const KEYED: &[Case] = &[
         let table = keyed();
         assert!(matches!(
             table.check_n_with_quota(&b"k".to_vec(), q(1).with_burst(u64::MAX).unwrap(), 1),
-            Err(kova::KeyedError::Quota(QuotaError::Unrepresentable { .. }))
+            Err(kova::keyed::KeyedError::Quota(QuotaError::Unrepresentable { .. }))
         ));
         assert_eq!(table.len(), 0);
     }),
@@ -421,7 +425,10 @@ const KEYED: &[Case] = &[
         let table = keyed();
         assert_eq!(
             table.check_n_with_quota(&b"k".to_vec(), q(3), u64::MAX),
-            Err(kova::KeyedError::Check(CheckError::CostExceedsCapacity { cost: u64::MAX, capacity: 3 }))
+            Err(kova::keyed::KeyedError::Check(CheckError::CostExceedsCapacity {
+                cost: u64::MAX,
+                capacity: 3
+            }))
         );
     }),
     ("set_quota of an absent key and an unrepresentable quota", || {
@@ -458,7 +465,7 @@ const KEYED: &[Case] = &[
         let table = KeyedBuilder::<Vec<u8>, Gcra, _>::new(q(10), ManualClock::new())
             .max_keys(1)
             .doorkeeper(0)
-            .table_full(kova::TableFullPolicy::DenyNew)
+            .table_full(kova::keyed::TableFullPolicy::DenyNew)
             .build()
             .unwrap();
         assert!(table.check(&b"a".to_vec()).is_allowed());
@@ -538,7 +545,7 @@ const COMPOSITE: &[Case] = &[
     ("KeyedLimits builder max_keys 0", || {
         assert!(matches!(
             KeyedLimits::<u64, Gcra, _>::builder([q(1)], ManualClock::new()).max_keys(0).build(),
-            Err(LimitsError::Table(kova::KeyedError::MaxKeys { max_keys: 0, .. }))
+            Err(LimitsError::Table(kova::keyed::KeyedError::MaxKeys { max_keys: 0, .. }))
         ));
     }),
 ];

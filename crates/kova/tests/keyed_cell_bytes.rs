@@ -6,9 +6,8 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each key's first check inserts it.
 
-use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog,
-};
+use kova::keyed::KeyedBuilder;
+use kova::{Algorithm, AlgorithmKind, AnyAlgorithm, Gcra, ManualClock, Quota, SlidingWindowLog};
 
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;

@@ -8,10 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use kova::{
-    Clock, Decision, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, RateLimiter, TableFullPolicy,
-    TokenBucket, WordAlgorithm,
-};
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::{Clock, Decision, Gcra, Keyed, ManualClock, Quota, RateLimiter, TokenBucket, WordAlgorithm};
 
 /// A barrier that gives up (panics) after a minute, so that a thread failing an assertion
 /// fails the test instead of leaving the others waiting forever.

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::keyed::KeyedBuilder;
 use kova::{
-    Algorithm, CheckError, Clock, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    Algorithm, CheckError, Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
 
 /// A small deterministic generator (xorshift), so that a failure replays.

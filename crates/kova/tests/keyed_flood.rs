@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use kova::{Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::{Fallback, Gcra, ManualClock, Quota};
 
 /// Live heap bytes of the whole test binary (requested sizes).
 #[path = "support/counting_allocator.rs"]

@@ -4,7 +4,8 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each cycle's check inserts its key.
 
-use kova::{Algorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
+use kova::keyed::KeyedBuilder;
+use kova::{Algorithm, Gcra, ManualClock, Quota, SlidingWindowLog};
 
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;

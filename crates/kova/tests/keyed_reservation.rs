@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::reservation::ReserveError;
 use kova::{
-    Clock, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, ReserveError,
-    SlidingWindowCounter, TableFullPolicy, TokenBucket, WordAlgorithm,
+    Clock, Fallback, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 use proptest::prelude::*;
 

@@ -10,7 +10,8 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each cycle's check inserts its key.
 
-use kova::{Algorithm, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::{Algorithm, AnyAlgorithm, Gcra, ManualClock, Quota};
 
 fn cycles<A: Algorithm>() {
     let keyed = KeyedBuilder::<u64, A, _>::new(Quota::per_second(10).unwrap(), ManualClock::new())

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::reservation::ReserveError;
 use kova::sketch::{SketchError, DEFAULT_MEMORY_BYTES};
 use kova::{
-    AlgorithmKind, AnyAlgorithm, Clock, Fallback, Gcra, Keyed, KeyedBuilder, KeyedError, ManualClock, Quota,
-    ReserveError, TableFullPolicy, TokenBucket, WordAlgorithm,
+    AlgorithmKind, AnyAlgorithm, Clock, Fallback, Gcra, Keyed, ManualClock, Quota, TokenBucket, WordAlgorithm,
 };
 use proptest::prelude::*;
 

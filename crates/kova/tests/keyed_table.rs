@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, KeyedBuilder,
-    KeyedError, ManualClock, Quota, QuotaError, TableFullPolicy, TokenBucket, WordAlgorithm,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, ManualClock, Quota,
+    QuotaError, TokenBucket, WordAlgorithm,
 };
 
 /// A table of `u64` keys on a manual clock.

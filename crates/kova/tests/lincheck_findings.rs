@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kova::{Clock, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota};
+use kova::keyed::KeyedBuilder;
+use kova::{Clock, FixedWindow, Gcra, ManualClock, Quota};
 
 /// A clock that moves one nanosecond on every read, so that a call reading it twice sees two
 /// times.

@@ -12,11 +12,13 @@
 
 use std::time::Instant;
 
+use kova::keyed::{KeyedBuilder, KeyedReservation};
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
+use kova::reservation::{Reservation, Settlement};
 use kova::{
-    FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedReservation, ManualClock, Quota, RateLimiter, Reservation,
-    Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
+    FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 
 #[path = "support/lincheck_harness.rs"]

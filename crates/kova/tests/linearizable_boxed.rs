@@ -28,11 +28,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use kova::keyed::{KeyedBuilder, TableFullPolicy};
 use kova::model::lincheck::word_api::{Op, Output, WordApi, WordState};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
+use kova::reservation::Settlement;
 use kova::{
-    AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, RateLimiter,
-    Settlement, SlidingWindowCounter, TableFullPolicy, TokenBucket, WordAlgorithm,
+    AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter,
+    SlidingWindowCounter, TokenBucket, WordAlgorithm,
 };
 
 #[path = "support/lincheck_harness.rs"]

@@ -8,12 +8,11 @@
 
 use std::time::Instant;
 
+use kova::keyed::KeyedBuilder;
 use kova::model::lincheck::word_api::{Op, Output, WordApi, WordState};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
-use kova::{
-    FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, Settlement, SlidingWindowCounter,
-    TokenBucket, WordAlgorithm,
-};
+use kova::reservation::Settlement;
+use kova::{FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm};
 
 #[path = "support/lincheck_harness.rs"]
 mod harness;

@@ -18,11 +18,13 @@
 
 use std::time::Instant;
 
+use kova::keyed::KeyedBuilder;
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
 use kova::model::SlidingLogModel;
+use kova::reservation::Settlement;
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, KeyedBuilder, ManualClock, Quota,
-    RateLimiter, Settlement, SlidingWindowLog,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, ManualClock, Quota, RateLimiter,
+    SlidingWindowLog,
 };
 
 #[path = "support/lincheck_harness.rs"]

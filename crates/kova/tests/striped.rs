@@ -5,9 +5,10 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use kova::striped::StripedLimiter;
 use kova::{
-    Clock, Decision, Fallback, FixedWindow, Gcra, ManualClock, PreciseClock, Quota, StripedLimiter,
-    TokenBucket, WordAlgorithm,
+    Clock, Decision, Fallback, FixedWindow, Gcra, ManualClock, PreciseClock, Quota, TokenBucket,
+    WordAlgorithm,
 };
 use proptest::prelude::*;
 

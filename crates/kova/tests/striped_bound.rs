@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use kova::{Gcra, HotKeys, Keyed, KeyedBuilder, ManualClock, Quota, StripedLimiter};
+use kova::keyed::{HotKeys, KeyedBuilder};
+use kova::striped::StripedLimiter;
+use kova::{Gcra, Keyed, ManualClock, Quota};
 
 #[path = "support/bucket_bound.rs"]
 #[allow(dead_code, reason = "the reservation tests' helpers are not used here")]

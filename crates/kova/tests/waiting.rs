@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, ManualTimer, Pacer, Quota, RateLimiter};
+use kova::wait::{ManualTimer, Pacer};
+use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, Quota, RateLimiter};
 
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Decision, CheckError>> + 'a>>;
 

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use kova::limits::{LimitsDecision, LimitsError, MAX_LIMITS};
 use kova::{
-    AlgorithmKind, CheckError, Decision, FixedWindow, Gcra, LimitsDecision, LimitsError, ManualClock, Quota,
-    RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket, MAX_LIMITS,
+    AlgorithmKind, CheckError, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 use kova_redis::{Error, Limit, Limits, RedisLimiter, MICROS};
 
@@ -117,7 +118,7 @@ async fn run(
         let quotas: Vec<Quota> = limits.iter().map(Limit::effective_quota).collect();
         macro_rules! of {
             ($w:ty) => {{
-                let l = kova::Limits::<$w, _>::with_clock(quotas, clock.clone()).unwrap();
+                let l = kova::limits::Limits::<$w, _>::with_clock(quotas, clock.clone()).unwrap();
                 Some(Box::new(move |cost| l.check_n(cost).unwrap())
                     as Box<dyn Fn(u64) -> LimitsDecision + Send + Sync>)
             }};
@@ -155,7 +156,7 @@ async fn run(
         let what = format!("{limits:?}, seed {seed}, op #{i} cost {cost} at {t} µs");
         assert_eq!(quantised(actual), quantised(expected), "against the sequential composite: {what}");
         if let Some(reference) = &reference {
-            assert_eq!(quantised(actual), quantised(reference(cost)), "against kova::Limits: {what}");
+            assert_eq!(quantised(actual), quantised(reference(cost)), "against kova::limits::Limits: {what}");
         }
         assert!(actual.limit_decisions().iter().all(|d| d.fallback().is_none()));
     }

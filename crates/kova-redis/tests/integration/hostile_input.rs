@@ -12,7 +12,8 @@ use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::time::Duration;
 
-use kova::{CheckError, Fallback, ManualClock, Quota, ReserveError, Settlement};
+use kova::reservation::{ReserveError, Settlement};
+use kova::{CheckError, Fallback, ManualClock, Quota};
 use kova_redis::{
     Builder, Error, FailurePolicy, Leasing, Limit, LimitError, Limits, PrefixError, MAX_LOCAL_KEYS,
     MAX_LOG_LIMIT, MAX_PREFIX,
@@ -184,11 +185,17 @@ const LIMITS: &[Case] = &[
     }),
     ("Limits of none, of MAX_LIMITS, of MAX_LIMITS + 1", |_| {
         Box::pin(async move {
-            assert_eq!(Limits::new([]).unwrap_err(), kova::LimitsError::Empty);
-            assert_eq!(Limits::new(vec![gcra(1); kova::MAX_LIMITS]).unwrap().len(), kova::MAX_LIMITS);
+            assert_eq!(Limits::new([]).unwrap_err(), kova::limits::LimitsError::Empty);
             assert_eq!(
-                Limits::new(vec![gcra(1); kova::MAX_LIMITS + 1]).unwrap_err(),
-                kova::LimitsError::TooMany { count: kova::MAX_LIMITS + 1, max: kova::MAX_LIMITS }
+                Limits::new(vec![gcra(1); kova::limits::MAX_LIMITS]).unwrap().len(),
+                kova::limits::MAX_LIMITS
+            );
+            assert_eq!(
+                Limits::new(vec![gcra(1); kova::limits::MAX_LIMITS + 1]).unwrap_err(),
+                kova::limits::LimitsError::TooMany {
+                    count: kova::limits::MAX_LIMITS + 1,
+                    max: kova::limits::MAX_LIMITS
+                }
             );
         })
     }),

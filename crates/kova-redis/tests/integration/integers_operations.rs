@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
+use kova::limits::LimitsDecision;
 use kova::model::{BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel};
-use kova::{AlgorithmKind, Decision, Gcra, LimitsDecision, ManualClock, Quota, RateLimiter, ReserveError};
+use kova::reservation::ReserveError;
+use kova::{AlgorithmKind, Decision, Gcra, ManualClock, Quota, RateLimiter};
 use kova_redis::{Error, Limit, LimitError, Limits, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 
 use crate::conformance::{quantise_counter_retry, Rng};

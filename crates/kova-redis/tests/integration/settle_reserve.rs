@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use kova::reservation::{ReserveError, Settlement};
 use kova::{
-    AlgorithmKind, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, ReserveError, Settlement,
-    SlidingWindowCounter, TokenBucket, WordAlgorithm,
+    AlgorithmKind, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, SlidingWindowCounter,
+    TokenBucket, WordAlgorithm,
 };
 use kova_redis::{Error, Limit, RedisLimiter, Reservation, MICROS};
 
@@ -71,7 +72,7 @@ async fn run<W: WordAlgorithm + Send + Sync + 'static>(
         _ => (step / capacity).max(1),
     };
     let mut t = 1_000_000 + rng.upto(1_000_000);
-    let mut held: Vec<(kova::Reservation<'static, W, ManualClock>, Reservation)> = Vec::new();
+    let mut held: Vec<(kova::reservation::Reservation<'static, W, ManualClock>, Reservation)> = Vec::new();
     let mut compared = 0;
     for i in 0..n {
         t += match rng.upto(9) {

@@ -8,7 +8,8 @@ use super::line::MAX_KEYS;
 use super::policy::{FullSketch, TableFullPolicy};
 use super::{Keyed, KeyedError};
 use crate::striped::StripeShape;
-use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, StripedError, WordAlgorithm};
+use crate::striped::StripedError;
+use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// A per-key quota function: `None` for the default quota.
 pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
@@ -17,7 +18,8 @@ pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 /// [`KeyedBuilder::new`] (any clock).
 ///
 /// ```
-/// use kova::{Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+/// use kova::keyed::{KeyedBuilder, TableFullPolicy};
+/// use kova::{Gcra, ManualClock, Quota};
 /// let limiter = KeyedBuilder::<String, Gcra, _>::new(Quota::per_minute(60)?, ManualClock::new())
 ///     .max_keys(50_000)
 ///     .shards(16)
@@ -89,7 +91,8 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// A builder for a table whose default quota is `quota`, reading `clock`.
     ///
     /// ```
-    /// use kova::{KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
+    /// use kova::keyed::KeyedBuilder;
+    /// use kova::{ManualClock, Quota, SlidingWindowLog};
     /// let limiter = KeyedBuilder::<u64, SlidingWindowLog, _>::new(Quota::per_second(3)?, ManualClock::new())
     ///     .build()?;
     /// assert_eq!(limiter.check(&1).remaining(), 2);
@@ -109,7 +112,8 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// Per-key quotas get algorithms of the same kind.
     ///
     /// ```
-    /// use kova::{AnyAlgorithm, Keyed, KeyedBuilder, ManualClock, Quota};
+    /// use kova::keyed::KeyedBuilder;
+    /// use kova::{AnyAlgorithm, Keyed, ManualClock, Quota};
     /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
     /// let limiter: Keyed<u64, AnyAlgorithm, ManualClock> =
     ///     KeyedBuilder::from_algorithm(algorithm, ManualClock::new()).build()?;
@@ -188,7 +192,8 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     ///
     /// ```
     /// use kova::sketch::SketchError;
-    /// use kova::{Gcra, KeyedBuilder, KeyedError, ManualClock, Quota, TableFullPolicy, TokenBucket};
+    /// use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+    /// use kova::{Gcra, ManualClock, Quota, TokenBucket};
     /// let odd = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
     ///     .table_full(TableFullPolicy::Sketch)
     ///     .sketch_memory_bytes(1000)
@@ -244,7 +249,8 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// second check.
     ///
     /// ```
-    /// use kova::{Gcra, KeyedBuilder, ManualClock, Quota};
+    /// use kova::keyed::KeyedBuilder;
+    /// use kova::{Gcra, ManualClock, Quota};
     /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new()).build()?;
     /// assert!(limiter.check(&7).is_allowed()); // admitted at the door
     /// assert_eq!(limiter.len(), 0);
@@ -279,7 +285,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// ([`KeyedError::Quota`]) or an option is out of its range (the error names it).
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, KeyedError, Quota};
+    /// use kova::keyed::KeyedError;
+    /// use kova::{Gcra, Keyed, Quota};
     /// let no_keys = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).max_keys(0).build();
     /// assert_eq!(no_keys.unwrap_err(), KeyedError::MaxKeys { max_keys: 0, max: 1 << 40 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -347,19 +354,19 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
 impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// Stripes contended keys ([`HotKeys`]): a key can move into one of `max_hot` hot slots,
     /// where its checks spend from per-thread stripes (each on its own cache line) that lease
-    /// batches from the key's state, as a [`StripedLimiter`](crate::StripedLimiter) does, and
+    /// batches from the key's state, as a [`StripedLimiter`](crate::striped::StripedLimiter) does, and
     /// back into its line when it is demoted. Only for word algorithms (whose state is one word
     /// inline in the table): the method does not exist for others.
     ///
     /// A key is promoted when checks of it see [`HotKeys::promote_after`] compare-exchanges of
-    /// its word fail within [`CONTENTION_WINDOW`](crate::CONTENTION_WINDOW) (counted on the CAS
+    /// its word fail within [`CONTENTION_WINDOW`](crate::keyed::CONTENTION_WINDOW) (counted on the CAS
     /// loop's failure branch only), or by [`Keyed::promote`]. It is demoted by
     /// [`sweep_idle`](Keyed::sweep_idle) once no stripe leased from it between two sweeps, by
     /// [`Keyed::demote`], and by itself before anything under the lock reads or writes its
     /// state (a peek under the lock, reset, refund, removal, a quota change, a reservation, a
     /// settled cost). Striped keys are never reclaimed or evicted. So hot keys suit keys that
     /// are checked: a contended key that is also reserved, settled or limited by
-    /// [`KeyedLimits`](crate::KeyedLimits) is demoted by each of those calls and promoted again by
+    /// [`KeyedLimits`](crate::limits::KeyedLimits) is demoted by each of those calls and promoted again by
     /// the contention that follows, paying a lock-holder move each time.
     ///
     /// **The bound**, per striped key, is the striped limiter's: over any interval of length
@@ -382,10 +389,11 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// its own 128-byte line, the key's hash and the stripes' pointer, and 128 bytes per stripe.
     ///
     /// Errors: a stripe count, batch or lease out of range (as for the striped limiter), or
-    /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::MAX_HOT_KEYS).
+    /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::keyed::MAX_HOT_KEYS).
     ///
     /// ```
-    /// use kova::{Fallback, Gcra, HotKeys, KeyedBuilder, ManualClock, Quota};
+    /// use kova::keyed::{HotKeys, KeyedBuilder};
+    /// use kova::{Fallback, Gcra, ManualClock, Quota};
     /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(100)?, ManualClock::new())
     ///     .hot_keys(HotKeys::new(4).stripes(2).batch(10))?
     ///     .build()?;

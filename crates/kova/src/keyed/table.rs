@@ -113,7 +113,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// A builder for a keyed limiter for `quota` (the default quota) on the coarse clock.
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, Quota, TableFullPolicy};
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::{Gcra, Keyed, Quota};
     /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(10)?)
     ///     .max_keys(100_000)
     ///     .table_full(TableFullPolicy::AllowUntracked)

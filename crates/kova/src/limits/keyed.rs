@@ -5,7 +5,8 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimitsBuilder, LimitsDecision, LimitsError, MAX_LIMITS};
-use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm};
+use crate::reservation::Settlement;
+use crate::{CheckError, Clock, Decision, Keyed, Quota, WordAlgorithm};
 
 /// [`Limits`](super::Limits) per key: up to [`MAX_LIMITS`] quotas for every key, decided all or
 /// nothing, with the key's limits kept together in one cell of one [`Keyed`]-style table. A
@@ -19,7 +20,8 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm
 /// threads never contend on a line they happen to share.
 ///
 /// ```
-/// use kova::{Gcra, KeyedLimits, ManualClock, Quota};
+/// use kova::limits::KeyedLimits;
+/// use kova::{Gcra, ManualClock, Quota};
 /// let limits = KeyedLimits::<u64, Gcra, _>::with_clock(
 ///     [Quota::per_second(10)?, Quota::per_hour(100)?],
 ///     ManualClock::new(),
@@ -54,7 +56,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// A builder for limits for `quotas` (in order) on `clock`, to set the table's bounds.
     ///
     /// ```
-    /// use kova::{CoarseClock, Gcra, KeyedLimits, Quota, TableFullPolicy};
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::limits::KeyedLimits;
+    /// use kova::{CoarseClock, Gcra, Quota};
     /// let limits = KeyedLimits::<u64, Gcra, _>::builder(
     ///     [Quota::per_second(5)?, Quota::per_day(1_000)?],
     ///     CoarseClock::new(),
@@ -128,7 +132,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// held is inserted first; a full table charges nothing (reported uncharged).
     ///
     /// ```
-    /// use kova::{Gcra, KeyedLimits, ManualClock, Quota, Settlement};
+    /// use kova::limits::KeyedLimits;
+    /// use kova::reservation::Settlement;
+    /// use kova::{Gcra, ManualClock, Quota};
     /// let quotas = [Quota::per_minute(10)?, Quota::per_hour(100)?.with_overdraft(50)];
     /// let limits = KeyedLimits::<&str, Gcra, _>::with_clock(quotas, ManualClock::new())?;
     /// assert!(limits.check_n(&"job", 4)?.is_allowed());

@@ -5,7 +5,8 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimits, LimitsError};
-use crate::{Clock, KeyedBuilder, TableFullPolicy, WordAlgorithm};
+use crate::keyed::{KeyedBuilder, TableFullPolicy};
+use crate::{Clock, WordAlgorithm};
 
 /// The builder of the table a [`KeyedLimits`] keeps its keys' limits in.
 type TableBuilder<K, W, C> = KeyedBuilder<K, Composite<W>, C>;
@@ -71,7 +72,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, 
     /// range ([`LimitsError::Table`]).
     ///
     /// ```
-    /// use kova::{CoarseClock, Gcra, KeyedError, KeyedLimits, LimitsError, Quota};
+    /// use kova::keyed::KeyedError;
+    /// use kova::limits::{KeyedLimits, LimitsError};
+    /// use kova::{CoarseClock, Gcra, Quota};
     /// let none = KeyedLimits::<u64, Gcra, _>::builder([Quota::per_second(1)?], CoarseClock::new())
     ///     .max_keys(0)
     ///     .build();

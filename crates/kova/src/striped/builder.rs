@@ -41,7 +41,7 @@ pub enum StripedError {
         /// The longest lease accepted.
         max: Duration,
     },
-    /// The keyed table's [`HotKeys`](crate::HotKeys) asks for no hot slots, or more than it
+    /// The keyed table's [`HotKeys`](crate::keyed::HotKeys) asks for no hot slots, or more than it
     /// can mark in a line's word.
     HotSlots {
         /// The slots asked for.
@@ -49,7 +49,7 @@ pub enum StripedError {
         /// The most slots accepted.
         max: usize,
     },
-    /// The keyed table's [`HotKeys::promote_after`](crate::HotKeys::promote_after) is 0: a key
+    /// The keyed table's [`HotKeys::promote_after`](crate::keyed::HotKeys::promote_after) is 0: a key
     /// would be promoted before any contention.
     PromoteAfter {
         /// The failures asked for.

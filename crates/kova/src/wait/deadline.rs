@@ -150,11 +150,12 @@ impl<T: Timer> Pacer<T> {
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Completes once `cost` units are admitted, or fails at once, taking nothing, when a denial
     /// shows the admission would come more than `max_wait` after the call (Go's `Wait` with a
-    /// deadline), on the default [`ThreadTimer`](crate::ThreadTimer).
+    /// deadline), on the default [`ThreadTimer`](crate::wait::ThreadTimer).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, Quota, RateLimiter, WaitError};
+    /// use kova::wait::WaitError;
+    /// use kova::{Gcra, Quota, RateLimiter};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1)?)?;

@@ -15,7 +15,8 @@ use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use kova::{Gcra, Pacer, Quota, RateLimiter};
+/// use kova::wait::Pacer;
+/// use kova::{Gcra, Quota, RateLimiter};
 /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1_000)?)?;
 /// let pacer = Pacer::new().fair().jitter(Duration::from_millis(1));
 /// let decision = pacer.wait_n(&limiter, 10)?;
@@ -49,7 +50,7 @@ impl<T: Timer> Pacer<T> {
     /// A pacer sleeping on `timer`.
     ///
     /// ```
-    /// use kova::{Pacer, ThreadTimer};
+    /// use kova::wait::{Pacer, ThreadTimer};
     /// let pacer = Pacer::with_timer(ThreadTimer::new());
     /// assert!(!pacer.is_fair());
     /// ```

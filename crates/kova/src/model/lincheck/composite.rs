@@ -1,16 +1,17 @@
 //! The sequential specification of a composite of limits ([`Composite`], what
-//! [`Limits`](crate::Limits) promises for one or two limits): each limit a plain word driven by
+//! [`Limits`](crate::limits::Limits) promises for one or two limits): each limit a plain word driven by
 //! the algorithm's pure `decide` and `refund`; a check is admitted only if every limit admits it,
 //! and then takes its cost from every limit; a denial takes nothing, and the limits that would
 //! admit report a peek.
 //!
-//! Three or four limits (check then refund) and [`KeyedLimits`](crate::KeyedLimits) are not
+//! Three or four limits (check then refund) and [`KeyedLimits`](crate::limits::KeyedLimits) are not
 //! that object: each limit is charged by its own compare-and-swap, in order, and a denial gives
 //! the earlier limits their units back, so a concurrent call can see them held. They are checked
 //! limit by limit ([`OneLimit`]): each limit must be linearizable to its own word with the steps
 //! a composite call makes on it, the conjunction of the per-limit specifications.
 
-use crate::{CheckError, Decision, LimitsDecision, WordAlgorithm};
+use crate::limits::LimitsDecision;
+use crate::{CheckError, Decision, WordAlgorithm};
 
 use super::word_api::{self, WordApi, WordState};
 use super::Spec;

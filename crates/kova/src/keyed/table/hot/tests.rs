@@ -7,8 +7,11 @@ use std::time::Duration;
 use super::super::super::hot::{slot_of, HotKeys};
 use super::super::super::{epoch, word};
 use super::*;
+use crate::cell::CellStorage;
+use crate::keyed::KeyedBuilder;
 use crate::loom::atomic::Ordering;
-use crate::{CellStorage, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, StripedError};
+use crate::striped::StripedError;
+use crate::{Fallback, FixedWindow, Gcra, ManualClock, Quota};
 
 fn hot_table<A: crate::WordAlgorithm>(
     quota: Quota,
@@ -207,7 +210,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
         let guard = epoch::pin();
         keyed.contended(hot, hash, &4, now, &guard);
     };
-    let window = crate::CONTENTION_WINDOW.as_nanos() as u64;
+    let window = crate::keyed::CONTENTION_WINDOW.as_nanos() as u64;
     // Two failures in one window, the third in the next: not enough.
     contend(clock.now_nanos());
     contend(clock.now_nanos());
@@ -225,7 +228,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
     let hit = keyed.shards[0].find(hash, &4, &guard).unwrap();
     let algorithm = keyed.algorithm();
     let mut failures = 0;
-    let word = <crate::InlineWord as CellStorage<Gcra>>::inline_word(hit.cell()).unwrap();
+    let word = <crate::cell::InlineWord as CellStorage<Gcra>>::inline_word(hit.cell()).unwrap();
     // A check that loaded the word, then lost it to another write: the callback runs once.
     let decision = word::decide_noting(
         algorithm,
@@ -310,4 +313,4 @@ fn memory_counts_the_hot_slots() {
     assert!(hot.memory_bytes() <= hot.memory_bound_bytes());
 }
 
-use crate::MAX_HOT_KEYS;
+use crate::keyed::MAX_HOT_KEYS;
