@@ -7,7 +7,6 @@
 //! history for linearizability against the key's sequential specification
 //! (`model::lincheck::word_api`) before their own assertions, which say what went wrong.
 
-use kova::keyed::KeyedBuilder;
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{assert_linearizable, History, LaneRecorder, Recorder};
 use kova::{Gcra, Keyed, ManualClock, Quota, WordAlgorithm};
@@ -21,7 +20,8 @@ type Table = Keyed<u64, Gcra, ManualClock>;
 /// and a recorder on its clock.
 fn table_and_recorder(quota: Quota, shards: usize, door: usize) -> (Arc<Table>, Arc<Recorder>) {
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+    let table = Keyed::<u64, Gcra>::builder(quota)
+        .clock(clock.clone())
         .shards(shards)
         .doorkeeper(door)
         .build()

@@ -51,7 +51,8 @@ fn run<W: WordAlgorithm>(scenario: &Scenario) -> Vec<Decision> {
         .stripes(2)
         .batch(2)
         .lease(Duration::from_nanos(STEP))
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     let mut decisions: Vec<Decision> =
         scenario.prelude.iter().map(|&(stripe, cost)| limiter.check_n_on(stripe, cost).unwrap()).collect();

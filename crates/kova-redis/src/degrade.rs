@@ -7,7 +7,7 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::keyed::{KeyedError, TableFullPolicy};
 use kova::{
     AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, Quota, SlidingWindowCounter,
     SlidingWindowLog, TokenBucket,
@@ -69,7 +69,8 @@ macro_rules! on_table {
 fn table<A: kova::Algorithm>(clock: &LocalClock, max_keys: usize) -> Keyed<Vec<u8>, A, LocalClock> {
     // Any quota the five algorithms accept: every check passes the limit's own share.
     let default = Quota::per_second(1).expect("1 per second is a valid quota");
-    KeyedBuilder::new(default, clock.clone())
+    Keyed::builder(default)
+        .clock(clock.clone())
         .max_keys(max_keys)
         .table_full(TableFullPolicy::DenyNew)
         .build()

@@ -54,7 +54,8 @@ impl<C: Clock + Clone> MemoryBackend<C> {
         let tables = AlgorithmKind::ALL
             .into_iter()
             .map(|kind| {
-                KeyedBuilder::from_algorithm(AnyAlgorithm::new(kind, placeholder)?, clock.clone())
+                Keyed::builder_from_algorithm(AnyAlgorithm::new(kind, placeholder)?)
+                    .clock(clock.clone())
                     .max_keys(options.max_keys)
                     .table_full(options.table_full)
                     .build()

@@ -84,7 +84,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // 2 requests a minute per client network, in 64 KiB for any number of networks.
-//! let sketch = Sketch::builder(Quota::per_minute(2)?).build_with_clock(ManualClock::new())?;
+//! let sketch = Sketch::builder(Quota::per_minute(2)?).clock(ManualClock::new()).build()?;
 //! let app = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(Limit::sketch_with("net", sketch, Key::peer_ip())?));

@@ -197,7 +197,7 @@ impl Limit {
     /// use kova::sketch::Sketch;
     /// use kova::{ManualClock, Quota};
     /// use kova_tower::{Key, Limit};
-    /// let sketch = Sketch::builder(Quota::per_second(5)?).memory_bytes(1 << 20).build_with_clock(ManualClock::new())?;
+    /// let sketch = Sketch::builder(Quota::per_second(5)?).memory_bytes(1 << 20).clock(ManualClock::new()).build()?;
     /// let limit = Limit::sketch_with("ip", sketch, Key::peer_ip())?;
     /// assert_eq!(limit.name(), "ip");
     /// # Ok::<(), Box<dyn std::error::Error>>(())

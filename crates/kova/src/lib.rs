@@ -43,6 +43,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Building a limiter
+//!
+//! Every limiter is built the same way: `new(quota)` with the defaults (the coarse clock),
+//! `with_clock(quota, clock)` on another clock (a [`ManualClock`] for simulated time), and,
+//! where there are options, `builder(quota)`: set them (the clock with `.clock(clock)`), then
+//! `.build()`. The composites take a list of quotas where the others take one. An algorithm
+//! built beforehand (an [`AnyAlgorithm`] of a configured kind) takes the quota's place:
+//! [`RateLimiter::from_algorithm`] and [`Keyed::builder_from_algorithm`].
+//!
+//! | limiter | defaults | a clock | options |
+//! |---|---|---|---|
+//! | [`RateLimiter`] | [`new`](RateLimiter::new) | [`with_clock`](RateLimiter::with_clock) | none ([`from_algorithm`](RateLimiter::from_algorithm)) |
+//! | [`Keyed`] | [`new`](Keyed::new) | [`with_clock`](Keyed::with_clock) | [`builder`](Keyed::builder) ([`builder_from_algorithm`](Keyed::builder_from_algorithm)) |
+//! | [`limits::Limits`] | [`new`](limits::Limits::new) | [`with_clock`](limits::Limits::with_clock) | none |
+//! | [`limits::KeyedLimits`] | [`new`](limits::KeyedLimits::new) | [`with_clock`](limits::KeyedLimits::with_clock) | [`builder`](limits::KeyedLimits::builder) |
+//! | [`striped::StripedLimiter`] | [`new`](striped::StripedLimiter::new) | [`with_clock`](striped::StripedLimiter::with_clock) | [`builder`](striped::StripedLimiter::builder) |
+//! | [`sketch::Sketch`] | [`new`](sketch::Sketch::new) | [`with_clock`](sketch::Sketch::with_clock) | [`builder`](sketch::Sketch::builder) |
+//!
 //! ## Algorithms
 //!
 //! | algorithm | for | memory per key | exact? |

@@ -53,7 +53,7 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, Wo
 /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_second(1_000)?)
 ///     .stripes(2)
 ///     .batch(10)
-///     .build_with_clock(ManualClock::new())?;
+///     .clock(ManualClock::new()).build()?;
 /// let decision = limiter.check();
 /// assert!(decision.is_allowed());
 /// assert_eq!(decision.fallback(), Some(Fallback::StripeLease));
@@ -109,6 +109,21 @@ impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
     /// ```
     pub fn new(quota: Quota) -> Result<Self, StripedError> {
         Self::builder(quota).build()
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
+    /// A limiter for `quota` with the default stripes, batch and lease, reading `clock`.
+    ///
+    /// ```
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Gcra, ManualClock, Quota};
+    /// let limiter = StripedLimiter::<Gcra, _>::with_clock(Quota::per_second(100)?, ManualClock::new())?;
+    /// assert!(limiter.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, StripedError> {
+        StripedLimiter::builder(quota).clock(clock).build()
     }
 }
 
@@ -185,7 +200,7 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
     /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_minute(60)?)
     ///     .stripes(4)
     ///     .batch(5)
-    ///     .build_with_clock(ManualClock::new())?;
+    ///     .clock(ManualClock::new()).build()?;
     /// assert_eq!(limiter.check_n_on(1, 2)?.remaining(), 3); // stripe 1 took 5, spent 2
     /// assert_eq!(limiter.check_n_on(2, 1)?.remaining(), 4); // stripe 2 took its own 5
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -11,7 +11,6 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use kova::keyed::KeyedBuilder;
 use kova::limits::{KeyedLimits, Limits, LimitsError, MAX_LIMITS};
 use kova::reservation::{ReserveError, Settlement};
 use kova::sketch::Sketch;
@@ -141,10 +140,8 @@ const DIRECT: &[Case] = &[
     }),
     ("refund u64::MAX on every algorithm: never above full", || {
         for kind in AlgorithmKind::ALL {
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                ManualClock::new(),
-            );
+            let limiter =
+                RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), ManualClock::new());
             assert!(limiter.check_n(3).unwrap().is_allowed(), "{kind}");
             // The sliding log takes no refunds (documented: false, nothing changed).
             assert_eq!(limiter.refund(u64::MAX), kind != AlgorithmKind::SlidingWindowLog, "{kind}");
@@ -306,8 +303,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm at time u64::MAX: the burst, then (but GCRA) a denial", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::starting_at(u64::MAX);
-            let limiter =
-                RateLimiter::from_algorithm_with_clock(AnyAlgorithm::new(kind, q(10)).unwrap(), clock);
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock);
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             // GCRA's documented end of the timeline: the saturated TAT never leaves the burst.
             assert_eq!(limiter.check().is_allowed(), kind == AlgorithmKind::Gcra, "{kind}");
@@ -316,10 +312,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm: time jumps to u64::MAX after use", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::new();
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                clock.clone(),
-            );
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock.clone());
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             clock.advance(Duration::MAX);
             let after = limiter.check_n(10).unwrap();
@@ -331,10 +324,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm: a clock set back (up to 2^8 windows) never grants", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::starting_at(200_000_000_000);
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                clock.clone(),
-            );
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock.clone());
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             clock.set(100_000_000_000);
             assert!(!limiter.check().is_allowed(), "{kind}");
@@ -462,7 +452,8 @@ const KEYED: &[Case] = &[
         assert_eq!(table.len(), 0);
     }),
     ("a table of one key: a second key gets the table-full decision", || {
-        let table = KeyedBuilder::<Vec<u8>, Gcra, _>::new(q(10), ManualClock::new())
+        let table = Keyed::<Vec<u8>, Gcra>::builder(q(10))
+            .clock(ManualClock::new())
             .max_keys(1)
             .doorkeeper(0)
             .table_full(kova::keyed::TableFullPolicy::DenyNew)
@@ -544,7 +535,7 @@ const COMPOSITE: &[Case] = &[
     }),
     ("KeyedLimits builder max_keys 0", || {
         assert!(matches!(
-            KeyedLimits::<u64, Gcra, _>::builder([q(1)], ManualClock::new()).max_keys(0).build(),
+            KeyedLimits::<u64, Gcra>::builder([q(1)]).clock(ManualClock::new()).max_keys(0).build(),
             Err(LimitsError::Table(kova::keyed::KeyedError::MaxKeys { max_keys: 0, .. }))
         ));
     }),
@@ -552,7 +543,7 @@ const COMPOSITE: &[Case] = &[
 
 const HOT: &[Case] = &[
     ("Sketch: empty and 1 MiB keys, cost 0, capacity + 1, u64::MAX", || {
-        let sketch = Sketch::builder(q(10)).build_with_clock(ManualClock::new()).unwrap();
+        let sketch = Sketch::builder(q(10)).clock(ManualClock::new()).build().unwrap();
         let long = vec![1u8; MIB];
         for key in [&[][..], &long[..]] {
             assert_eq!(sketch.check_n(key, 0).unwrap().remaining(), 10);
@@ -568,8 +559,7 @@ const HOT: &[Case] = &[
         }
     }),
     ("StripedLimiter: cost 0, capacity, capacity + 1, u64::MAX, any stripe", || {
-        let striped =
-            StripedLimiter::<Gcra, _>::builder(q(1_000)).build_with_clock(ManualClock::new()).unwrap();
+        let striped = StripedLimiter::<Gcra, _>::builder(q(1_000)).clock(ManualClock::new()).build().unwrap();
         assert_eq!(striped.check_n(0).unwrap().remaining(), 1_000);
         assert_eq!(
             striped.check_n(1_001),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kova::keyed::{KeyedBuilder, TableFullPolicy};
+use kova::keyed::TableFullPolicy;
 use kova::reservation::ReserveError;
 use kova::{
     Clock, Fallback, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket,
@@ -64,7 +64,8 @@ fn refusals_take_nothing_and_do_not_insert() {
 #[test]
 fn a_key_with_its_own_quota_reserves_under_it() {
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u64, Gcra, _>::new(quota(10, 10), clock.clone())
+    let table = Keyed::<u64, Gcra>::builder(quota(10, 10))
+        .clock(clock.clone())
         .quota_fn(|&key| (key == 7).then(|| quota(1, 2)))
         .build()
         .unwrap();
@@ -155,7 +156,8 @@ fn cancel_of_a_key_no_longer_held_gives_back_nothing_and_inserts_nothing() {
 fn a_full_table_answers_by_its_policy() {
     let build = |policy| {
         let clock = ManualClock::new();
-        let table = KeyedBuilder::<u64, Gcra, _>::new(quota(1, 1), clock.clone())
+        let table = Keyed::<u64, Gcra>::builder(quota(1, 1))
+            .clock(clock.clone())
             .shards(1)
             .max_keys(1)
             .table_full(policy)

@@ -212,7 +212,8 @@ fn threads_on_one_key_never_exceed_any_limit() {
 fn keyed_limits_keep_their_table_bounds_and_mark_a_full_table() {
     let quotas = [Quota::per_second(2).unwrap(), Quota::per_minute(10).unwrap()];
     let clock = ManualClock::new();
-    let limits = kova::limits::KeyedLimits::<u32, Gcra, _>::builder(quotas, clock.clone())
+    let limits = kova::limits::KeyedLimits::<u32, Gcra>::builder(quotas)
+        .clock(clock.clone())
         .max_keys(1)
         .shards(1)
         .table_full(kova::keyed::TableFullPolicy::DenyNew)

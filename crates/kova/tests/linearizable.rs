@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use kova::keyed::{KeyedBuilder, KeyedReservation};
+use kova::keyed::KeyedReservation;
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
 use kova::reservation::{Reservation, Settlement};
@@ -276,7 +276,7 @@ fn keyed<W: WordAlgorithm + Clone>(salt: u64, door: bool) {
 }
 
 fn table<W: WordAlgorithm>(quota: Quota, clock: ManualClock, door: bool) -> Keyed<u64, W, ManualClock> {
-    let builder = KeyedBuilder::<u64, W, _>::new(quota, clock).shards(2);
+    let builder = Keyed::<u64, W>::builder(quota).clock(clock).shards(2);
     let builder = if door { builder } else { builder.doorkeeper(0) };
     builder.build().expect("quota checked")
 }

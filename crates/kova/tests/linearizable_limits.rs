@@ -230,7 +230,8 @@ fn keyed<W: WordAlgorithm + Clone>(salt: u64, limits: usize) {
         limits,
         keys,
         |quotas, clock| {
-            KeyedLimits::<u64, W, _>::builder(quotas.iter().copied(), clock)
+            KeyedLimits::<u64, W>::builder(quotas.iter().copied())
+                .clock(clock)
                 .shards(2)
                 .build()
                 .expect("valid limits")

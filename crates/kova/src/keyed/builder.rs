@@ -14,13 +14,15 @@ use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorith
 /// A per-key quota function: `None` for the default quota.
 pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 
-/// Options of a [`Keyed`] table. Start from [`Keyed::builder`] (coarse clock) or
-/// [`KeyedBuilder::new`] (any clock).
+/// Options of a [`Keyed`] table: from [`Keyed::builder`] (or
+/// [`Keyed::builder_from_algorithm`]), on the coarse clock unless [`clock`](Self::clock) sets
+/// another.
 ///
 /// ```
-/// use kova::keyed::{KeyedBuilder, TableFullPolicy};
-/// use kova::{Gcra, ManualClock, Quota};
-/// let limiter = KeyedBuilder::<String, Gcra, _>::new(Quota::per_minute(60)?, ManualClock::new())
+/// use kova::keyed::TableFullPolicy;
+/// use kova::{Gcra, Keyed, ManualClock, Quota};
+/// let limiter = Keyed::<String, Gcra>::builder(Quota::per_minute(60)?)
+///     .clock(ManualClock::new())
 ///     .max_keys(50_000)
 ///     .shards(16)
 ///     .table_full(TableFullPolicy::DenyNew)
@@ -89,16 +91,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub const MAX_DEFAULT_DOOR_WORDS: usize = 1 << 16;
 
     /// A builder for a table whose default quota is `quota`, reading `clock`.
-    ///
-    /// ```
-    /// use kova::keyed::KeyedBuilder;
-    /// use kova::{ManualClock, Quota, SlidingWindowLog};
-    /// let limiter = KeyedBuilder::<u64, SlidingWindowLog, _>::new(Quota::per_second(3)?, ManualClock::new())
-    ///     .build()?;
-    /// assert_eq!(limiter.check(&1).remaining(), 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn new(quota: Quota, clock: C) -> Self {
+    pub(crate) fn new(quota: Quota, clock: C) -> Self {
         Self::from_result(A::from_quota(quota), clock)
     }
 
@@ -107,20 +100,8 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         max_keys.next_power_of_two().clamp(Self::MIN_DEFAULT_DOOR_WORDS, Self::MAX_DEFAULT_DOOR_WORDS)
     }
 
-    /// A builder for a table whose default quota is `algorithm`'s (for an algorithm built
-    /// beforehand, such as an [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind).
-    /// Per-key quotas get algorithms of the same kind.
-    ///
-    /// ```
-    /// use kova::keyed::KeyedBuilder;
-    /// use kova::{AnyAlgorithm, Keyed, ManualClock, Quota};
-    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
-    /// let limiter: Keyed<u64, AnyAlgorithm, ManualClock> =
-    ///     KeyedBuilder::from_algorithm(algorithm, ManualClock::new()).build()?;
-    /// assert_eq!(limiter.check(&1).remaining(), 99);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_algorithm(algorithm: A, clock: C) -> Self {
+    /// A builder for a table whose default quota is `algorithm`'s, reading `clock`.
+    pub(crate) fn from_algorithm(algorithm: A, clock: C) -> Self {
         Self::from_result(Ok(algorithm), clock)
     }
 
@@ -192,14 +173,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     ///
     /// ```
     /// use kova::sketch::SketchError;
-    /// use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
-    /// use kova::{Gcra, ManualClock, Quota, TokenBucket};
-    /// let odd = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// use kova::keyed::{KeyedError, TableFullPolicy};
+    /// use kova::{Gcra, Keyed, ManualClock, Quota, TokenBucket};
+    /// let odd = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .table_full(TableFullPolicy::Sketch)
     ///     .sketch_memory_bytes(1000)
     ///     .build();
     /// assert_eq!(odd.unwrap_err(), KeyedError::Sketch(SketchError::Memory { bytes: 1000 }));
-    /// let bucket = KeyedBuilder::<u64, TokenBucket, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// let bucket = Keyed::<u64, TokenBucket>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .table_full(TableFullPolicy::Sketch)
     ///     .build();
     /// assert_eq!(bucket.unwrap_err(), KeyedError::SketchAlgorithm { algorithm: "token_bucket" });
@@ -249,15 +230,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// second check.
     ///
     /// ```
-    /// use kova::keyed::KeyedBuilder;
-    /// use kova::{Gcra, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new()).build()?;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new()).build()?;
     /// assert!(limiter.check(&7).is_allowed()); // admitted at the door
     /// assert_eq!(limiter.len(), 0);
     /// assert!(!limiter.check(&7).is_allowed()); // inserted, charged the first check's unit
     /// assert_eq!(limiter.len(), 1);
     ///
-    /// let no_door = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// let no_door = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .doorkeeper(0)
     ///     .build()?;
     /// assert!(no_door.check(&7).is_allowed());
@@ -392,9 +372,9 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::keyed::MAX_HOT_KEYS).
     ///
     /// ```
-    /// use kova::keyed::{HotKeys, KeyedBuilder};
-    /// use kova::{Fallback, Gcra, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(100)?, ManualClock::new())
+    /// use kova::keyed::HotKeys;
+    /// use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(100)?).clock(ManualClock::new())
     ///     .hot_keys(HotKeys::new(4).stripes(2).batch(10))?
     ///     .build()?;
     /// limiter.check(&7); // admitted at the doorkeeper

@@ -20,9 +20,9 @@ use crate::{Algorithm, AnyAlgorithm, Clock, Decision, Fallback, Gcra};
 /// to provoke.
 ///
 /// ```
-/// use kova::keyed::{KeyedBuilder, TableFullPolicy};
-/// use kova::{Decision, Fallback, Gcra, ManualClock, Quota};
-/// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+/// use kova::keyed::TableFullPolicy;
+/// use kova::{Decision, Fallback, Gcra, Keyed, ManualClock, Quota};
+/// let limiter = Keyed::<u32, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
 ///     .shards(1)
 ///     .max_keys(2)
 ///     .table_full(TableFullPolicy::DenyNew)
@@ -89,9 +89,9 @@ pub enum TableFullPolicy {
     /// [`peek`](crate::Keyed::peek) of a key not held reports it fresh.
     ///
     /// ```
-    /// use kova::keyed::{KeyedBuilder, TableFullPolicy};
-    /// use kova::{Fallback, Gcra, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(2)?, ManualClock::new())
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u32, Gcra>::builder(Quota::per_second(2)?).clock(ManualClock::new())
     ///     .shards(1)
     ///     .max_keys(1)
     ///     .table_full(TableFullPolicy::Sketch)

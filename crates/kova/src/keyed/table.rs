@@ -125,6 +125,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     pub fn builder(quota: Quota) -> KeyedBuilder<K, A, CoarseClock> {
         KeyedBuilder::new(quota, CoarseClock::new())
     }
+
+    /// A builder for a keyed limiter whose default quota is `algorithm`'s, built beforehand (an
+    /// [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind): per-key quotas get
+    /// algorithms of the same kind. The coarse clock unless [`clock`](KeyedBuilder::clock) sets
+    /// another.
+    ///
+    /// ```
+    /// use kova::{AnyAlgorithm, Keyed, ManualClock, Quota};
+    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
+    /// let limiter = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(algorithm).clock(ManualClock::new()).build()?;
+    /// assert_eq!(limiter.check(&1).remaining(), 99);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder_from_algorithm(algorithm: A) -> KeyedBuilder<K, A, CoarseClock> {
+        KeyedBuilder::from_algorithm(algorithm, CoarseClock::new())
+    }
 }
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {

@@ -101,8 +101,9 @@ impl From<QuotaError> for StripedError {
 /// Builds a [`StripedLimiter`]: see [`StripedLimiter::builder`].
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct StripedBuilder<W> {
+pub struct StripedBuilder<W, C = CoarseClock> {
     quota: Quota,
+    clock: C,
     stripes: Option<usize>,
     batch: Option<u64>,
     lease: Duration,
@@ -111,7 +112,23 @@ pub struct StripedBuilder<W> {
 
 impl<W: WordAlgorithm> StripedBuilder<W> {
     pub(super) fn new(quota: Quota) -> Self {
-        StripedBuilder { quota, stripes: None, batch: None, lease: DEFAULT_LEASE, algorithm: PhantomData }
+        StripedBuilder {
+            quota,
+            clock: CoarseClock::new(),
+            stripes: None,
+            batch: None,
+            lease: DEFAULT_LEASE,
+            algorithm: PhantomData,
+        }
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock> StripedBuilder<W, C> {
+    /// The clock the limiter reads (the coarse clock by default): a
+    /// [`ManualClock`](crate::ManualClock) for simulated time.
+    pub fn clock<C2: Clock>(self, clock: C2) -> StripedBuilder<W, C2> {
+        let StripedBuilder { quota, clock: _, stripes, batch, lease, algorithm } = self;
+        StripedBuilder { quota, clock, stripes, batch, lease, algorithm }
     }
 
     /// How many stripes (a power of two, at most [`MAX_STRIPES`]). By default the machine's
@@ -133,16 +150,11 @@ impl<W: WordAlgorithm> StripedBuilder<W> {
         StripedBuilder { lease, ..self }
     }
 
-    /// The limiter, on the coarse clock.
-    pub fn build(self) -> Result<StripedLimiter<W, CoarseClock>, StripedError> {
-        self.build_with_clock(CoarseClock::new())
-    }
-
-    /// The limiter, reading `clock`.
-    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<StripedLimiter<W, C>, StripedError> {
+    /// The limiter: an error for a quota the algorithm rejects, or an option out of its range.
+    pub fn build(self) -> Result<StripedLimiter<W, C>, StripedError> {
         let algorithm = W::from_quota(self.quota)?;
         let shape = StripeShape::checked(algorithm.capacity(), self.stripes, self.batch, self.lease)?;
-        Ok(StripedLimiter::from_parts(algorithm, shape.stripes, shape.batch, shape.lease_units, clock))
+        Ok(StripedLimiter::from_parts(algorithm, shape.stripes, shape.batch, shape.lease_units, self.clock))
     }
 }
 

@@ -8,7 +8,6 @@ use super::super::super::hot::{slot_of, HotKeys};
 use super::super::super::{epoch, word};
 use super::*;
 use crate::cell::CellStorage;
-use crate::keyed::KeyedBuilder;
 use crate::loom::atomic::Ordering;
 use crate::striped::StripedError;
 use crate::{Fallback, FixedWindow, Gcra, ManualClock, Quota};
@@ -19,7 +18,8 @@ fn hot_table<A: crate::WordAlgorithm>(
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     // No doorkeeper: a key's first check inserts it, so that it can be promoted.
-    let keyed = KeyedBuilder::new(quota, clock.clone())
+    let keyed = Keyed::builder(quota)
+        .clock(clock.clone())
         .shards(1)
         .doorkeeper(0)
         .hot_keys(hot)
@@ -277,7 +277,7 @@ fn a_full_set_of_slots_refuses_promotion_and_a_slot_is_reused_after_its_grace_pe
 
 #[test]
 fn hot_keys_reject_shapes_out_of_range() {
-    let builder = || KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(10).unwrap(), ManualClock::new());
+    let builder = || Keyed::<u64, Gcra>::builder(Quota::per_second(10).unwrap()).clock(ManualClock::new());
     assert_eq!(
         builder().hot_keys(HotKeys::new(2).stripes(3)).err(),
         Some(StripedError::Stripes { stripes: 3 })
@@ -305,7 +305,7 @@ fn hot_keys_reject_shapes_out_of_range() {
 fn memory_counts_the_hot_slots() {
     let quota = Quota::per_second(10).unwrap();
     let plain =
-        KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new()).shards(1).doorkeeper(0).build().unwrap();
+        Keyed::<u64, Gcra>::builder(quota).clock(ManualClock::new()).shards(1).doorkeeper(0).build().unwrap();
     let (hot, _) = hot_table::<Gcra>(quota, HotKeys::new(16).stripes(4).batch(2));
     let slots = 16 * (128 + 4 * 128);
     assert!(hot.memory_bytes() >= plain.memory_bytes() + slots);
