@@ -145,8 +145,8 @@ macro_rules! keyed_waiting_subject {
 keyed_waiting_subject! {
     /// `check_n(key, COST)`.
     KeyedCheckN => |table, key| table.check_n(key, COST).is_ok_and(|d| d.is_allowed());
-    /// `until_key_n_ready(key, COST).await` on a table that admits at once.
-    UntilKeyNReady => |table, key| ready(table.until_key_n_ready(key, COST)).is_ok_and(|d| d.is_allowed());
+    /// `until_n_ready(key, COST).await` on a table that admits at once.
+    UntilKeyNReady => |table, key| ready(table.until_n_ready(key, COST)).is_ok_and(|d| d.is_allowed());
 }
 
 /// governor's keyed `until_key_ready` on a limiter that admits at once.

@@ -153,7 +153,7 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
             Op::Reserve(k, cost) => {
                 let (key, cost) = (key_of(k), u64::from(cost % 6));
                 next_id += 1;
-                let made = table.reserve_key_n(&key, cost).map(|r| {
+                let made = table.reserve_n(&key, cost).map(|r| {
                     let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
                     held.push((next_id, key, r));
                     made

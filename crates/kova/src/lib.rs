@@ -8,16 +8,19 @@
 //! |---|---|---|
 //! | one limit for the whole process (an outgoing API, a job queue) | [`RateLimiter`] | [`check`](RateLimiter::check), [`check_n`](RateLimiter::check_n) |
 //! | a limit per client (IP, user, API key) | [`Keyed`] | [`check`](Keyed::check), [`check_n`](Keyed::check_n) |
-//! | wait until allowed, async | either | [`until_n_ready`](RateLimiter::until_n_ready), [`until_key_n_ready`](Keyed::until_key_n_ready), `_within` for a deadline |
-//! | wait until allowed, blocking | either | [`wait_n`](RateLimiter::wait_n), [`wait_key_n`](Keyed::wait_key_n) |
-//! | units now, used later, or given back (Go's `Reserve`) | [`reservation::Reservation`], [`keyed::KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reserve_key_n`](Keyed::reserve_key_n), [`reservation::Reservation::cancel`] |
-//! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`charge`](RateLimiter::charge) (and the keyed forms) |
+//! | wait until allowed, async | either | [`until_n_ready`](RateLimiter::until_n_ready), `_within` for a deadline |
+//! | wait until allowed, blocking | either | [`wait_n`](RateLimiter::wait_n) |
+//! | units now, used later, or given back (Go's `Reserve`) | [`reservation::Reservation`], [`keyed::KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reservation::Reservation::cancel`] |
+//! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`charge`](RateLimiter::charge) |
 //! | several limits, all or nothing | [`limits::Limits`], [`limits::KeyedLimits`] | [`check_n`](limits::Limits::check_n) |
 //! | one limit shared by many threads | [`striped::StripedLimiter`] | [`check`](striped::StripedLimiter::check) |
 //! | per-client limits, a few keys hot | [`Keyed`] | [`keyed::KeyedBuilder::hot_keys`] |
 //! | more clients than memory | [`sketch::Sketch`] | [`keyed::TableFullPolicy::Sketch`] behind a [`Keyed`] |
-//! | a limit changed at run time | either | [`set_quota`](RateLimiter::set_quota), [`Keyed::set_quota`] |
+//! | a limit changed at run time | either | [`set_quota`](RateLimiter::set_quota) |
 //! | tests on simulated time | [`ManualClock`], [`wait::ManualTimer`] | [`ManualClock::advance`] |
+//!
+//! "Either" means both limiters, with the same method: a keyed limiter's method has the direct
+//! one's name and takes the key first ([the grid](#the-same-verbs-on-every-limiter)).
 //!
 //! ```
 //! use std::time::Duration;
@@ -42,6 +45,35 @@
 //! assert_eq!(decision.remaining(), 55);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## The same verbs on every limiter
+//!
+//! A verb means the same on every limiter, and a keyed form differs from the direct one only by
+//! the key, its first argument (`limiter.check_n(5)`, `table.check_n(&key, 5)`). A `refund`
+//! returns whether units were given back (`false`, changing nothing, for the sliding log, which
+//! keeps no count to give back to, and for a key the table does not hold).
+//!
+//! | verb | [`RateLimiter`] | [`Keyed`] | [`limits::Limits`] | [`limits::KeyedLimits`] | [`striped::StripedLimiter`] |
+//! |---|---|---|---|---|---|
+//! | check one unit | [`check()`](RateLimiter::check) | [`check(&key)`](Keyed::check) | [`check()`](limits::Limits::check) | [`check(&key)`](limits::KeyedLimits::check) | [`check()`](striped::StripedLimiter::check) |
+//! | check `n` units | [`check_n(n)`](RateLimiter::check_n) | [`check_n(&key, n)`](Keyed::check_n) | [`check_n(n)`](limits::Limits::check_n) | [`check_n(&key, n)`](limits::KeyedLimits::check_n) | [`check_n(n)`](striped::StripedLimiter::check_n) |
+//! | look, changing nothing | [`peek()`](RateLimiter::peek) | [`peek(&key)`](Keyed::peek) | [`peek()`](limits::Limits::peek) | [`peek(&key)`](limits::KeyedLimits::peek) | [`peek()`](striped::StripedLimiter::peek) |
+//! | give units back | [`refund(n)`](RateLimiter::refund) | [`refund(&key, n)`](Keyed::refund) | [`refund(n)`](limits::Limits::refund) | [`refund(&key, n)`](limits::KeyedLimits::refund) | |
+//! | settle a cost known afterwards | [`settle(est, n)`](RateLimiter::settle) | [`settle(&key, est, n)`](Keyed::settle) | [`settle(est, n)`](limits::Limits::settle) | [`settle(&key, est, n)`](limits::KeyedLimits::settle) | |
+//! | charge, never denied | [`charge(n)`](RateLimiter::charge) | [`charge(&key, n)`](Keyed::charge) | | | |
+//! | back to full | [`reset()`](RateLimiter::reset) | [`reset(&key)`](Keyed::reset) | | | |
+//! | reserve | [`reserve_n(n)`](RateLimiter::reserve_n), [`reserve_n_within`](RateLimiter::reserve_n_within) | [`reserve_n(&key, n)`](Keyed::reserve_n), [`reserve_n_within`](Keyed::reserve_n_within) | | | |
+//! | wait, async | [`until_ready()`](RateLimiter::until_ready), [`until_n_ready(n)`](RateLimiter::until_n_ready), [`until_n_ready_within`](RateLimiter::until_n_ready_within) | [`until_ready(&key)`](Keyed::until_ready), [`until_n_ready(&key, n)`](Keyed::until_n_ready), [`until_n_ready_within`](Keyed::until_n_ready_within) | | | |
+//! | wait, blocking | [`wait_n(n)`](RateLimiter::wait_n), [`wait_n_within`](RateLimiter::wait_n_within) | [`wait_n(&key, n)`](Keyed::wait_n), [`wait_n_within`](Keyed::wait_n_within) | | | |
+//! | change the quota | [`set_quota(q)`](RateLimiter::set_quota) (`&mut`) | [`set_quota(&key, q)`](Keyed::set_quota) | | | |
+//!
+//! A blank is a verb that type does not offer. Beyond the grid: a direct reservation that owns
+//! its limiter ([`reserve_n_owned`](RateLimiter::reserve_n_owned)); the keyed table's own
+//! verbs ([`remove`](Keyed::remove), [`sweep_idle`](Keyed::sweep_idle),
+//! [`check_n_with_quota`](Keyed::check_n_with_quota)); the striped limiter's
+//! [`flush`](striped::StripedLimiter::flush). A [`wait::Pacer`] takes the limiter as an
+//! argument, so its keyed forms carry `_key` in their names
+//! ([`until_key_n_ready`](wait::Pacer::until_key_n_ready)).
 //!
 //! ## Building a limiter
 //!
@@ -74,10 +106,10 @@
 //! ## Beyond a check
 //! - **Waiting**: [`RateLimiter::until_ready`] / [`until_n_ready`](RateLimiter::until_n_ready)
 //!   futures (any executor), [`RateLimiter::wait_n`] (blocking), per key
-//!   [`Keyed::until_key_ready`] / [`until_key_n_ready`](Keyed::until_key_n_ready); a [`wait::Pacer`]
+//!   [`Keyed::until_ready`] / [`until_n_ready`](Keyed::until_n_ready); a [`wait::Pacer`]
 //!   for fair order, jitter and other [`wait::Timer`]s.
 //! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`reservation::Reservation::cancel`];
-//!   per key [`Keyed::reserve_key_n`] and [`keyed::KeyedReservation::cancel`].
+//!   per key [`Keyed::reserve_n`] and [`keyed::KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
 //!   a bounded debt ([`Quota::with_overdraft`]).
 //! - **Several limits** all or nothing: [`limits::Limits`], per key [`limits::KeyedLimits`].

@@ -389,16 +389,16 @@ const KEYED: &[Case] = &[
         );
         assert_eq!(table.charge(&b"other".to_vec(), 0), 0);
     }),
-    ("reserve_key_n u64::MAX and within ZERO", || {
+    ("keyed reserve_n u64::MAX and within ZERO", || {
         let table = keyed();
         let key = b"k".to_vec();
         assert_eq!(
-            table.reserve_key_n(&key, u64::MAX).unwrap_err(),
+            table.reserve_n(&key, u64::MAX).unwrap_err(),
             ReserveError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }
         );
-        let all = table.reserve_key_n(&key, 10).unwrap();
+        let all = table.reserve_n(&key, 10).unwrap();
         assert!(matches!(
-            table.reserve_key_n_within(&key, 1, Duration::ZERO),
+            table.reserve_n_within(&key, 1, Duration::ZERO),
             Err(ReserveError::DelayTooLong { .. })
         ));
         assert_eq!(all.cancel(), 10);
@@ -432,21 +432,21 @@ const KEYED: &[Case] = &[
         ));
         assert_eq!(table.peek(&key).remaining(), 9);
     }),
-    ("wait_key_n_within a cost that never fits, and ZERO when empty", || {
+    ("keyed wait_n_within a cost that never fits, and ZERO when empty", || {
         let table = keyed();
         let key = b"k".to_vec();
-        assert!(matches!(table.wait_key_n_within(&key, u64::MAX, Duration::MAX), Err(WaitError::Check(_))));
+        assert!(matches!(table.wait_n_within(&key, u64::MAX, Duration::MAX), Err(WaitError::Check(_))));
         assert!(table.check_n(&key, 10).unwrap().is_allowed());
         assert!(matches!(
-            table.wait_key_n_within(&key, 1, Duration::ZERO),
+            table.wait_n_within(&key, 1, Duration::ZERO),
             Err(WaitError::DeadlinePassed { .. })
         ));
     }),
-    ("until_key_n_ready u64::MAX: ready at once with the error", || {
+    ("keyed until_n_ready u64::MAX: ready at once with the error", || {
         let table = keyed();
         let key = b"k".to_vec();
         assert_eq!(
-            poll_once(table.until_key_n_ready(&key, u64::MAX)),
+            poll_once(table.until_n_ready(&key, u64::MAX)),
             Poll::Ready(Err(CheckError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }))
         );
         assert_eq!(table.len(), 0);

@@ -177,14 +177,14 @@ fn reservations_and_charges_of_a_key_at_the_door_insert_it() {
     for table in [&door, &plain] {
         assert_eq!(table.charge(&1, 4), 4);
         assert!(!table.check(&1).is_allowed());
-        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::ZERO);
-        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::from_secs(1));
+        assert_eq!(table.reserve_n(&2, 1).unwrap().delay(), Duration::ZERO);
+        assert_eq!(table.reserve_n(&2, 1).unwrap().delay(), Duration::from_secs(1));
         assert_eq!(table.len(), 2);
     }
     assert_eq!(door.peek(&1), plain.peek(&1));
     // A key the door admitted first: the reservation after it waits for that unit.
     assert!(door.check(&3).is_allowed());
     assert_eq!(door.len(), 2);
-    assert_eq!(door.reserve_key_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
+    assert_eq!(door.reserve_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
     assert_eq!(door.len(), 3);
 }

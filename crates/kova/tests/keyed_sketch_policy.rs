@@ -197,11 +197,11 @@ fn a_reservation_on_a_full_table_is_checked_by_the_sketch() {
     let clock = ManualClock::new();
     let limiter = table(quota(3, 1_000_000_000, 3), quota(3, 1_000_000_000, 3), 1, 4096, &clock);
     assert!(limiter.check(&1).is_allowed());
-    let granted = limiter.reserve_key_n(&2, 2).unwrap();
+    let granted = limiter.reserve_n(&2, 2).unwrap();
     assert_eq!(granted.fallback(), Some(Fallback::Sketch));
     assert_eq!(granted.delay(), Duration::ZERO);
     assert_eq!(granted.cancel(), 0);
-    assert!(matches!(limiter.reserve_key_n(&2, 2), Err(ReserveError::TableFull { .. })));
+    assert!(matches!(limiter.reserve_n(&2, 2), Err(ReserveError::TableFull { .. })));
     // The denial took nothing: one unit is still there.
     assert!(limiter.check(&2).is_allowed());
     assert!(!limiter.check(&2).is_allowed());

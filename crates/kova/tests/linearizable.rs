@@ -138,7 +138,7 @@ impl<W: WordAlgorithm> Subject for Keyed<u64, W, ManualClock> {
                 }
                 Output::Done
             }
-            Op::Reserve { id, cost } => Output::Reserved(self.reserve_key_n(&key, cost).map(|r| {
+            Op::Reserve { id, cost } => Output::Reserved(self.reserve_n(&key, cost).map(|r| {
                 assert_eq!(r.fallback(), None, "the table is far from full");
                 let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
                 held.push((id, r));

@@ -135,7 +135,7 @@ fn keyed<W: WordAlgorithm>() -> (u64, u64) {
         let table = Keyed::<u64, W, _>::with_clock(quota_for(W::NAME), clock.clone()).unwrap();
         let calls = Calls {
             check: |cost| table.check_n(&7, cost).is_ok_and(|d| d.is_allowed()),
-            reserve: |cost, max_delay| table.reserve_key_n_within(&7, cost, max_delay).ok(),
+            reserve: |cost, max_delay| table.reserve_n_within(&7, cost, max_delay).ok(),
             ready_at: kova::keyed::KeyedReservation::ready_at_nanos,
             cost: kova::keyed::KeyedReservation::cost,
             cancel: kova::keyed::KeyedReservation::cancel,

@@ -134,9 +134,11 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
         )
     }
 
-    /// Gives `cost` units of `key` back to every limit.
-    pub fn refund(&self, key: &K, cost: u64) {
-        self.table.refund(key, cost);
+    /// Gives `cost` units of `key` back to every limit. Returns whether units were given back,
+    /// as [`Keyed::refund`] does: `false`, changing nothing, when the key is not held (its state
+    /// is fresh, nothing to give back).
+    pub fn refund(&self, key: &K, cost: u64) -> bool {
+        self.table.refund(key, cost)
     }
 
     /// [`Keyed::settle`] for every limit of `key`: a check of `estimated` units whose real cost

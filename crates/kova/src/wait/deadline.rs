@@ -192,7 +192,7 @@ where
     C: Clock,
 {
     /// [`RateLimiter::until_n_ready_within`] for `key`.
-    pub fn until_key_n_ready_within<'a>(
+    pub fn until_n_ready_within<'a>(
         &'a self,
         key: &'a K,
         cost: u64,
@@ -207,7 +207,7 @@ where
     }
 
     /// [`RateLimiter::wait_n_within`] for `key`.
-    pub fn wait_key_n_within(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Decision, WaitError> {
+    pub fn wait_n_within(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Decision, WaitError> {
         Pacer::new().wait_key_n_within(self, key, cost, max_wait)
     }
 }

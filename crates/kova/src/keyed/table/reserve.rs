@@ -37,7 +37,7 @@ impl Forgets {
     }
 }
 
-/// Units taken by [`Keyed::reserve_key_n`] on one key, usable after [`delay`](Self::delay):
+/// Units taken by [`Keyed::reserve_n`] on one key, usable after [`delay`](Self::delay):
 /// the keyed [`Reservation`](crate::reservation::Reservation).
 ///
 /// Dropping it keeps the units taken; [`cancel`](Self::cancel) gives back what it can, to the
@@ -92,8 +92,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// use std::time::Duration;
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<&str, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// assert_eq!(table.reserve_key_n(&"vendor-a", 10)?.delay(), Duration::ZERO);
-    /// let later = table.reserve_key_n(&"vendor-a", 5)?;
+    /// assert_eq!(table.reserve_n(&"vendor-a", 10)?.delay(), Duration::ZERO);
+    /// let later = table.reserve_n(&"vendor-a", 5)?;
     /// assert_eq!(later.delay(), Duration::from_millis(500));
     /// assert!(!table.check(&"vendor-a").is_allowed()); // queued behind the reservation
     /// assert!(table.check(&"vendor-b").is_allowed()); // another key
@@ -101,11 +101,11 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// assert_eq!(table.check(&"vendor-a").retry_after(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_key_n(&self, key: &K, cost: u64) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
-        self.reserve_key_n_within(key, cost, Duration::MAX)
+    pub fn reserve_n(&self, key: &K, cost: u64) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
+        self.reserve_n_within(key, cost, Duration::MAX)
     }
 
-    /// [`reserve_key_n`](Self::reserve_key_n), refused without taking anything when the units
+    /// [`reserve_n`](Self::reserve_n), refused without taking anything when the units
     /// would be usable only after more than `max_delay`.
     ///
     /// ```
@@ -113,13 +113,13 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// use kova::reservation::ReserveError;
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// let _all = table.reserve_key_n(&7, 10)?;
-    /// let refused = table.reserve_key_n_within(&7, 2, Duration::from_millis(100));
+    /// let _all = table.reserve_n(&7, 10)?;
+    /// let refused = table.reserve_n_within(&7, 2, Duration::from_millis(100));
     /// assert!(matches!(refused, Err(ReserveError::DelayTooLong { .. })));
-    /// assert_eq!(table.reserve_key_n_within(&7, 1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
+    /// assert_eq!(table.reserve_n_within(&7, 1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_key_n_within(
+    pub fn reserve_n_within(
         &self,
         key: &K,
         cost: u64,
@@ -248,8 +248,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
     /// ```
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// let _now = table.reserve_key_n(&1, 10)?;
-    /// let later = table.reserve_key_n(&1, 10)?;
+    /// let _now = table.reserve_n(&1, 10)?;
+    /// let later = table.reserve_n(&1, 10)?;
     /// table.remove(&1); // the key starts fresh: full
     /// assert_eq!(table.check_n(&1, 10)?.remaining(), 0);
     /// assert_eq!(later.cancel(), 0); // nothing goes back into the new state

@@ -163,7 +163,7 @@ fn reservations_and_settled_costs_of_a_striped_key_use_its_real_state() {
     assert!(keyed.promote(&6));
     keyed.check(&6);
     // The stripe holds 3 of the 4 it leased: a reservation sees them given back first.
-    let reservation = keyed.reserve_key_n(&6, 10).unwrap();
+    let reservation = keyed.reserve_n(&6, 10).unwrap();
     assert_eq!(keyed.hot_len(), 0);
     assert_eq!(keyed.peek(&6).remaining(), 40 - 2 - 10);
     assert!(reservation.cancel() > 0);
