@@ -12,8 +12,8 @@ use crate::key::PrefixError;
 /// Why a call returned no [`Decision`](kova::Decision).
 ///
 /// Store failures (Redis down, slow, or answering nonsense) are turned into decisions by the
-/// limiter's [`FailurePolicy`](crate::FailurePolicy) unless it is
-/// [`ReturnError`](crate::FailurePolicy::ReturnError); [`reset`](crate::RedisLimiter::reset)
+/// limiter's [`StoreFailurePolicy`](crate::StoreFailurePolicy) unless it is
+/// [`ReturnError`](crate::StoreFailurePolicy::ReturnError); [`reset`](crate::RedisLimiter::reset)
 /// always returns them.
 #[derive(Debug)]
 #[non_exhaustive]

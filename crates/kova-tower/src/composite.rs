@@ -14,7 +14,7 @@ use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
 use crate::{
     CheckFuture, CompositeLimiter, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError,
-    OnMissingKey, SettleError, SettleFuture, Settled,
+    MissingKeyPolicy, SettleError, SettleFuture, Settled,
 };
 
 /// A member limit used on its own (cloned out of its composite into another layer): it checks
@@ -196,9 +196,9 @@ impl CompositeLimit {
         self.map(|limit| limit.with_filter(Some(filter.clone())))
     }
 
-    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
-    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
-        self.map(|limit| limit.on_missing_key(policy))
+    /// What to do when the key cannot be found (default: [`MissingKeyPolicy::Reject`]).
+    pub fn missing_key(self, policy: MissingKeyPolicy) -> Self {
+        self.map(|limit| limit.missing_key(policy))
     }
 
     /// Settles each allowed request's cost from the response's header `name`, for every limit

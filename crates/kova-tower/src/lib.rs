@@ -169,11 +169,11 @@ pub use body::{BodyMode, ResponseBody, SameBody, Wrap};
 pub use composite::CompositeLimit;
 pub use composite_limiter::{CompositeCheckFuture, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
-pub use failure::OnBackendError;
+pub use failure::BackendFailurePolicy;
 pub use future::ResponseFuture;
 pub use key::LimitKey;
 pub use layer::RateLimitLayer;
-pub use limit::{ConfigError, Limit, OnMissingKey};
+pub use limit::{ConfigError, Limit, MissingKeyPolicy};
 pub use limiter::{CheckFuture, KeyedLimiter, LimiterError};
 pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
 #[cfg(feature = "client")]

@@ -19,7 +19,7 @@ pub(crate) type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
 /// What a limit does when its key cannot be found for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum OnMissingKey {
+pub enum MissingKeyPolicy {
     /// Answer with an error response (400 or 500, see [`KeyError::status`](crate::KeyError::status))
     /// naming the cause. The default.
     #[default]
@@ -119,7 +119,7 @@ pub struct Limit {
     key: Key,
     cost: Cost,
     filter: Option<Arc<Filter>>,
-    on_missing_key: OnMissingKey,
+    missing_key: MissingKeyPolicy,
     unit: QuotaUnit,
     policy_item: Arc<str>,
     settle_from: Option<SettleFrom>,
@@ -132,7 +132,7 @@ impl fmt::Debug for Limit {
         f.debug_struct("Limit")
             .field("name", &self.name)
             .field("quota", &self.quota)
-            .field("on_missing_key", &self.on_missing_key)
+            .field("missing_key", &self.missing_key)
             .finish_non_exhaustive()
     }
 }
@@ -240,7 +240,7 @@ impl Limit {
             key: key.into(),
             cost: Cost::Fixed(1),
             filter: None,
-            on_missing_key: OnMissingKey::Reject,
+            missing_key: MissingKeyPolicy::Reject,
             unit: QuotaUnit::Requests,
             policy_item: item.into(),
             settle_from: None,
@@ -349,9 +349,9 @@ impl Limit {
         Limit { filter: Some(Arc::new(f)), ..self }
     }
 
-    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
-    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
-        Limit { on_missing_key: policy, ..self }
+    /// What to do when the key cannot be found (default: [`MissingKeyPolicy::Reject`]).
+    pub fn missing_key(self, policy: MissingKeyPolicy) -> Self {
+        Limit { missing_key: policy, ..self }
     }
 
     /// The name (in headers, bodies and metrics).
@@ -377,8 +377,8 @@ impl Limit {
         &self.key
     }
 
-    pub(crate) fn missing_key_policy(&self) -> OnMissingKey {
-        self.on_missing_key
+    pub(crate) fn missing_key_policy(&self) -> MissingKeyPolicy {
+        self.missing_key
     }
 
     pub(crate) fn policy_item(&self) -> &str {
