@@ -7,6 +7,7 @@ use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line::MAX_KEYS;
 use super::policy::{FullSketch, TableFullPolicy};
 use super::{Keyed, KeyedError};
+use crate::clock::BuilderClock;
 use crate::striped::StripeShape;
 use crate::striped::StripedError;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
@@ -37,7 +38,7 @@ pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 /// ```
 pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     algorithm: Result<A, QuotaError>,
-    clock: C,
+    clock: BuilderClock<C>,
     shards: Option<usize>,
     max_keys: usize,
     policy: TableFullPolicy,
@@ -91,7 +92,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub const MAX_DEFAULT_DOOR_WORDS: usize = 1 << 16;
 
     /// A builder for a table whose default quota is `quota`, reading `clock`.
-    pub(crate) fn new(quota: Quota, clock: C) -> Self {
+    pub(crate) fn new(quota: Quota, clock: BuilderClock<C>) -> Self {
         Self::from_result(A::from_quota(quota), clock)
     }
 
@@ -101,11 +102,11 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     }
 
     /// A builder for a table whose default quota is `algorithm`'s, reading `clock`.
-    pub(crate) fn from_algorithm(algorithm: A, clock: C) -> Self {
+    pub(crate) fn from_algorithm(algorithm: A, clock: BuilderClock<C>) -> Self {
         Self::from_result(Ok(algorithm), clock)
     }
 
-    fn from_result(algorithm: Result<A, QuotaError>, clock: C) -> Self {
+    fn from_result(algorithm: Result<A, QuotaError>, clock: BuilderClock<C>) -> Self {
         KeyedBuilder {
             algorithm,
             clock,
@@ -124,7 +125,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2> {
         KeyedBuilder {
             algorithm: self.algorithm,
-            clock,
+            clock: BuilderClock::Given(clock),
             shards: self.shards,
             max_keys: self.max_keys,
             policy: self.policy,
@@ -324,10 +325,18 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             Some(words) => words,
             None => Self::default_door_words(max_keys),
         };
-        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(door_words)
-            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
-            .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))
+        Ok(Keyed::from_parts(
+            algorithm,
+            self.clock.into_clock(),
+            shards,
+            max_keys,
+            self.policy,
+            self.scan,
+            self.quota_fn,
+        )
+        .with_door(door_words)
+        .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
+        .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))
     }
 }
 

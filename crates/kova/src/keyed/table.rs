@@ -11,6 +11,7 @@ use super::line::{self, LineShard};
 use super::policy::{FullSketch, TableFullPolicy};
 use super::quotas::{Quotas, MAX_QUOTAS};
 use super::KeyedError;
+use crate::clock::BuilderClock;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
 
 /// Limits each key separately: one limiter state per client key (IP, user, API key), in a
@@ -123,7 +124,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder(quota: Quota) -> KeyedBuilder<K, A, CoarseClock> {
-        KeyedBuilder::new(quota, CoarseClock::new())
+        KeyedBuilder::new(quota, BuilderClock::coarse())
     }
 
     /// A builder for a keyed limiter whose default quota is `algorithm`'s, built beforehand (an
@@ -139,7 +140,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder_from_algorithm(algorithm: A) -> KeyedBuilder<K, A, CoarseClock> {
-        KeyedBuilder::from_algorithm(algorithm, CoarseClock::new())
+        KeyedBuilder::from_algorithm(algorithm, BuilderClock::coarse())
     }
 }
 
@@ -157,7 +158,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, KeyedError> {
-        KeyedBuilder::new(quota, clock).build()
+        KeyedBuilder::new(quota, BuilderClock::Given(clock)).build()
     }
 
     pub(super) fn from_parts(

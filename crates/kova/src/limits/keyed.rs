@@ -5,6 +5,7 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimitsBuilder, LimitsDecision, LimitsError, MAX_LIMITS};
+use crate::clock::BuilderClock;
 use crate::reservation::Settlement;
 use crate::{CheckError, Clock, CoarseClock, Decision, Gcra, Keyed, Quota, WordAlgorithm};
 
@@ -77,14 +78,14 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm> KeyedLimits<K, W, CoarseClock> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder(quotas: impl IntoIterator<Item = Quota>) -> KeyedLimitsBuilder<K, W, CoarseClock> {
-        KeyedLimitsBuilder::new(Composite::new(quotas), CoarseClock::new())
+        KeyedLimitsBuilder::new(Composite::new(quotas), BuilderClock::coarse())
     }
 }
 
 impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// Limits for `quotas` (in order) on `clock`, with a [`Keyed`] table's default bounds.
     pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
-        KeyedLimitsBuilder::new(Composite::new(quotas), clock).build()
+        KeyedLimitsBuilder::new(Composite::new(quotas), BuilderClock::Given(clock)).build()
     }
 
     /// The limits over a table built for their composite.

@@ -5,6 +5,7 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimits, LimitsError};
+use crate::clock::BuilderClock;
 use crate::keyed::{KeyedBuilder, TableFullPolicy};
 use crate::{Clock, CoarseClock, Gcra, WordAlgorithm};
 
@@ -31,7 +32,7 @@ impl<K, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedLimitsBuilder<K, W, C> {
 }
 
 impl<K, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, C> {
-    pub(super) fn new(composite: Result<Composite<W>, LimitsError>, clock: C) -> Self {
+    pub(super) fn new(composite: Result<Composite<W>, LimitsError>, clock: BuilderClock<C>) -> Self {
         let table = composite
             .map(|composite| (composite.len(), KeyedBuilder::from_algorithm(composite, clock).doorkeeper(0)));
         KeyedLimitsBuilder { table }

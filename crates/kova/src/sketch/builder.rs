@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::layout::{LINE_BYTES, WORDS_PER_LINE};
 use super::{Cells, Sketch};
+use crate::clock::BuilderClock;
 use crate::{Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// The default memory of a sketch's cells: 64 KiB, 8,192 cells in 1,024 lines.
@@ -83,7 +84,7 @@ impl From<QuotaError> for SketchError {
 #[derive(Debug, Clone, Copy)]
 pub struct SketchBuilder<C = CoarseClock> {
     quota: Quota,
-    clock: C,
+    clock: BuilderClock<C>,
     memory_bytes: usize,
     cells_per_key: u32,
 }
@@ -92,7 +93,7 @@ impl SketchBuilder {
     pub(super) fn new(quota: Quota) -> Self {
         SketchBuilder {
             quota,
-            clock: CoarseClock::new(),
+            clock: BuilderClock::coarse(),
             memory_bytes: DEFAULT_MEMORY_BYTES,
             cells_per_key: DEFAULT_CELLS_PER_KEY,
         }
@@ -116,7 +117,7 @@ impl<C: Clock> SketchBuilder<C> {
     /// [`ManualClock`](crate::ManualClock) in tests.
     pub fn clock<C2: Clock>(self, clock: C2) -> SketchBuilder<C2> {
         let SketchBuilder { quota, clock: _, memory_bytes, cells_per_key } = self;
-        SketchBuilder { quota, clock, memory_bytes, cells_per_key }
+        SketchBuilder { quota, clock: BuilderClock::Given(clock), memory_bytes, cells_per_key }
     }
 
     /// Bytes of cells (default [`DEFAULT_MEMORY_BYTES`]): a power of two from 64 (one line) to
@@ -141,7 +142,7 @@ impl<C: Clock> SketchBuilder<C> {
             gcra,
             cells: Cells::new(bytes, self.cells_per_key),
             hasher: crate::loom::new_hasher(),
-            clock: self.clock,
+            clock: self.clock.into_clock(),
         })
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::stripe::{MAX_LEASE_UNITS, MAX_UNITS, STAMP_UNIT_SHIFT};
 use super::StripedLimiter;
+use crate::clock::BuilderClock;
 use crate::{Clock, CoarseClock, Quota, QuotaError, WordAlgorithm};
 
 /// The most stripes a limiter may have.
@@ -103,7 +104,7 @@ impl From<QuotaError> for StripedError {
 #[must_use]
 pub struct StripedBuilder<W, C = CoarseClock> {
     quota: Quota,
-    clock: C,
+    clock: BuilderClock<C>,
     stripes: Option<usize>,
     batch: Option<u64>,
     lease: Duration,
@@ -114,7 +115,7 @@ impl<W: WordAlgorithm> StripedBuilder<W> {
     pub(super) fn new(quota: Quota) -> Self {
         StripedBuilder {
             quota,
-            clock: CoarseClock::new(),
+            clock: BuilderClock::coarse(),
             stripes: None,
             batch: None,
             lease: DEFAULT_LEASE,
@@ -128,7 +129,7 @@ impl<W: WordAlgorithm, C: Clock> StripedBuilder<W, C> {
     /// [`ManualClock`](crate::ManualClock) for simulated time.
     pub fn clock<C2: Clock>(self, clock: C2) -> StripedBuilder<W, C2> {
         let StripedBuilder { quota, clock: _, stripes, batch, lease, algorithm } = self;
-        StripedBuilder { quota, clock, stripes, batch, lease, algorithm }
+        StripedBuilder { quota, clock: BuilderClock::Given(clock), stripes, batch, lease, algorithm }
     }
 
     /// How many stripes (a power of two, at most [`MAX_STRIPES`]). By default the machine's
@@ -154,7 +155,13 @@ impl<W: WordAlgorithm, C: Clock> StripedBuilder<W, C> {
     pub fn build(self) -> Result<StripedLimiter<W, C>, StripedError> {
         let algorithm = W::from_quota(self.quota)?;
         let shape = StripeShape::checked(algorithm.capacity(), self.stripes, self.batch, self.lease)?;
-        Ok(StripedLimiter::from_parts(algorithm, shape.stripes, shape.batch, shape.lease_units, self.clock))
+        Ok(StripedLimiter::from_parts(
+            algorithm,
+            shape.stripes,
+            shape.batch,
+            shape.lease_units,
+            self.clock.into_clock(),
+        ))
     }
 }
 
