@@ -44,7 +44,7 @@ const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use kova_redis::{StoreFailurePolicy, RedisLimiter};
+/// use kova_redis::{RedisLimiter, StoreFailurePolicy};
 /// let limiter = RedisLimiter::builder()
 ///     .prefix("myapp:rl")
 ///     .timeout(Duration::from_millis(20))

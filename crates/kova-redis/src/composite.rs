@@ -21,7 +21,7 @@ use crate::scripts::{arg_now, index, operation_script, Operation};
 ///
 /// ```
 /// use kova::Quota;
-/// use kova_redis::{RedisLimit, Limits};
+/// use kova_redis::{Limits, RedisLimit};
 /// let limits = Limits::new([
 ///     RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
 ///     RedisLimit::gcra(Quota::per_hour(1_000)?)?,

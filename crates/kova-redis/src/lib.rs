@@ -10,7 +10,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use kova::{Fallback, Quota};
-//! use kova_redis::{StoreFailurePolicy, RedisLimit, RedisLimiter};
+//! use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
 //!
 //! let limiter = RedisLimiter::builder()
 //!     .timeout(Duration::from_millis(50))
@@ -43,7 +43,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use kova::Quota;
-//! use kova_redis::{RedisLimit, Limits, RedisLimiter};
+//! use kova_redis::{Limits, RedisLimit, RedisLimiter};
 //! let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
 //!
 //! // LLM tokens: check an estimate, settle the real count (debt of up to 5,000 paid off later).

@@ -50,7 +50,7 @@ pub enum StoreFailurePolicy {
     /// # rt.block_on(async {
     /// use std::num::NonZeroU32;
     /// use kova::{Fallback, Quota};
-    /// use kova_redis::{StoreFailurePolicy, RedisLimit, RedisLimiter};
+    /// use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
     /// // Nothing listens on port 1: every check is decided locally, at a quarter of the limit.
     /// let limiter = RedisLimiter::builder()
     ///     .store_failure(StoreFailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })

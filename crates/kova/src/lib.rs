@@ -67,11 +67,6 @@
 //! | wait, blocking | [`wait_n(n)`](RateLimiter::wait_n), [`wait_n_within`](RateLimiter::wait_n_within) | [`wait_n(&key, n)`](Keyed::wait_n), [`wait_n_within`](Keyed::wait_n_within) | | | |
 //! | change the quota | [`set_quota(q)`](RateLimiter::set_quota) (`&mut`) | [`set_quota(&key, q)`](Keyed::set_quota) | | | |
 //!
-//! One number still has three names: a quota's [`burst`](Quota::burst), an algorithm's
-//! [`capacity`](Algorithm::capacity) and a decision's [`limit`](Decision::limit) are each the
-//! most units one check can take (for the window algorithms, the limit per window), and a cost
-//! above it is [`CheckError::CostExceedsCapacity`].
-//!
 //! A blank is a verb that type does not offer. Beyond the grid: a direct reservation that owns
 //! its limiter ([`reserve_n_owned`](RateLimiter::reserve_n_owned)); the keyed table's own
 //! verbs ([`remove`](Keyed::remove), [`sweep_idle`](Keyed::sweep_idle),
@@ -79,6 +74,11 @@
 //! [`flush`](striped::StripedLimiter::flush). A [`wait::Pacer`] takes the limiter as an
 //! argument, so its keyed forms carry `_key` in their names
 //! ([`until_key_n_ready`](wait::Pacer::until_key_n_ready)).
+//!
+//! One number still has three names: a quota's [`burst`](Quota::burst), an algorithm's
+//! [`capacity`](Algorithm::capacity) and a decision's [`limit`](Decision::limit) are each the
+//! most units one check can take (for the window algorithms, the limit per window), and a cost
+//! above it is [`CheckError::CostExceedsCapacity`].
 //!
 //! ## Building a limiter
 //!
