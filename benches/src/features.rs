@@ -16,7 +16,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use governor::DefaultDirectRateLimiter;
-use kova::{CoarseClock, Gcra, Keyed, KeyedLimits, Limits, Quota, RateLimiter};
+use kova::limits::{KeyedLimits, Limits};
+use kova::{CoarseClock, Gcra, Keyed, Quota, RateLimiter};
 
 use std::sync::atomic::AtomicU64;
 
@@ -165,8 +166,8 @@ macro_rules! keyed_waiting_subject {
 keyed_waiting_subject! {
     /// `check_n(key, COST)`.
     KeyedCheckN => |table, key| table.check_n(key, COST).is_ok_and(|d| d.is_allowed());
-    /// `until_key_n_ready(key, COST).await` on a table that admits at once.
-    UntilKeyNReady => |table, key| ready(table.until_key_n_ready(key, COST)).is_ok_and(|d| d.is_allowed());
+    /// `until_n_ready(key, COST).await` on a table that admits at once.
+    UntilKeyNReady => |table, key| ready(table.until_n_ready(key, COST)).is_ok_and(|d| d.is_allowed());
 }
 
 /// governor's keyed `until_key_ready` on a limiter that admits at once.

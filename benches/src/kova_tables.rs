@@ -45,7 +45,7 @@ pub(crate) fn flood_table<A: Algorithm>(quota: Quota) -> KovaKeyed<A> {
 /// The flood scenario's table from `builder`: bounded at [`FLOOD_BOUND`] keys and filled to it
 /// with keys that are idle by the time the measurement starts, each checked twice so that it
 /// passes the doorkeeper into the table.
-fn filled_to_bound<A: Algorithm>(builder: kova::KeyedBuilder<u64, A>) -> KovaKeyed<A> {
+fn filled_to_bound<A: Algorithm>(builder: kova::keyed::KeyedBuilder<u64, A>) -> KovaKeyed<A> {
     let table = KovaKeyed(builder.max_keys(FLOOD_BOUND).build().expect("quota representable"));
     // Keys far above the ones the measurement draws (`FreshKeys` counts up from 0).
     for key in 0..FLOOD_BOUND as u64 {
@@ -71,7 +71,7 @@ pub(crate) fn hot_table(scenario: Scenario, quota: Quota, keys: usize) -> KovaKe
     if keys >= LARGE_KEYS {
         builder = builder.max_keys(2 * keys);
     }
-    let builder = builder.hot_keys(kova::HotKeys::new(HOT_SLOTS)).expect("hot keys in range");
+    let builder = builder.hot_keys(kova::keyed::HotKeys::new(HOT_SLOTS)).expect("hot keys in range");
     if scenario == Scenario::KeyedFlood {
         return filled_to_bound(builder);
     }

@@ -186,12 +186,12 @@ pub fn subject_count(scenario: Scenario) -> usize {
     8 + own_peers + sketch + striped + door + hot + usize::from(has_pinned_floor(scenario))
 }
 
-/// The striped limiters' subject names (`kova::StripedLimiter` with its defaults).
+/// The striped limiters' subject names (`kova::striped::StripedLimiter` with its defaults).
 pub const STRIPED: [&str; 2] = ["gcra_striped", "token_bucket_striped"];
 
 /// kova's striped limiter on `W`, with its default stripes, batch and lease.
 fn striped<W: kova::WordAlgorithm>(quota: Quota) -> Runner {
-    shared(KovaStriped(kova::StripedLimiter::<W>::new(quota).expect("quota representable")))
+    shared(KovaStriped(kova::striped::StripedLimiter::<W>::new(quota).expect("quota representable")))
 }
 
 /// Whether `scenario` also measures the CAS loop behind kova's pin

@@ -20,7 +20,8 @@ pub fn replay_sketch(quota: Quota, clients: &[Vec<u64>]) -> Vec<Vec<bool>> {
     let clock = ManualClock::new();
     let sketch = Sketch::builder(quota)
         .memory_bytes(PINGORA_BYTES)
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .expect("trace quotas fit GCRA");
     replay_in_time_order(clients, |c, t| {
         clock.set(t);

@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use kova::{Algorithm, Keyed, RateLimiter, StripedLimiter, WordAlgorithm};
+use kova::striped::StripedLimiter;
+use kova::{Algorithm, Keyed, RateLimiter, WordAlgorithm};
 
 /// One decision per call.
 pub trait Subject: Sync {

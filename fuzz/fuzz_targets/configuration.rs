@@ -15,9 +15,9 @@
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
+use kova::keyed::{KeyedError, TableFullPolicy};
 use kova::{
-    AlgorithmKind, AnyAlgorithm, CheckError, Decision, KeyedBuilder, KeyedError, ManualClock, Quota,
-    QuotaError, RateLimiter, TableFullPolicy,
+    AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, ManualClock, Quota, QuotaError, RateLimiter,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -137,7 +137,7 @@ fuzz_target!(|input: Input| {
         // process's first reading, so no real clock gets there).
         let start = input.start >> 1;
         let clock = ManualClock::starting_at(start);
-        let limiter = RateLimiter::from_algorithm_with_clock(algorithm, clock.clone());
+        let limiter = RateLimiter::from_algorithm(algorithm, clock.clone());
 
         // The first admissible check on a fresh limiter is allowed, with capacity - cost left.
         let first = u64::from(input.small_costs[0]).min(capacity).max(1);
@@ -179,13 +179,13 @@ fuzz_target!(|input: Input| {
 
     // The keyed table's builder: arbitrary shard counts, key bounds and scan lengths build or
     // fail with a typed error, and the table answers within its bound.
-    let keyed =
-        KeyedBuilder::<u32, AnyAlgorithm, ManualClock>::new(quota, ManualClock::starting_at(input.start))
-            .shards(usize::from(input.shards))
-            .max_keys(input.max_keys as usize)
-            .reclaim_scan(usize::from(input.scan))
-            .table_full(TableFullPolicy::DenyNew)
-            .build();
+    let keyed = Keyed::<u32, AnyAlgorithm>::builder(quota)
+        .clock(ManualClock::starting_at(input.start))
+        .shards(usize::from(input.shards))
+        .max_keys(input.max_keys as usize)
+        .reclaim_scan(usize::from(input.scan))
+        .table_full(TableFullPolicy::DenyNew)
+        .build();
     match keyed {
         Ok(keyed) => {
             assert!(keyed.max_keys() >= 1 && keyed.shard_count().is_power_of_two());

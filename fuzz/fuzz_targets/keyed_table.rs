@@ -15,9 +15,10 @@
 use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
+use kova::keyed::TableFullPolicy;
 use kova::{
-    Decision, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowCounter,
-    TableFullPolicy, TokenBucket, WordAlgorithm,
+    Decision, Fallback, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -136,7 +137,8 @@ fn run<W: WordAlgorithm + Copy>(input: &Input, quota: Quota) {
     };
     let max_keys = usize::from(input.max_keys % 8) + 1;
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u8, W, ManualClock>::new(quota, clock.clone())
+    let table = Keyed::<u8, W>::builder(quota)
+        .clock(clock.clone())
         .shards(1)
         .max_keys(max_keys)
         .reclaim_scan(64)

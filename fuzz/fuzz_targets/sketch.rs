@@ -44,7 +44,8 @@ fuzz_target!(|input: Input| {
     let sketch = Sketch::builder(quota)
         .memory_bytes(64 << (input.lines % 4))
         .cells_per_key(u32::from(input.cells % 8) + 1)
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .expect("a valid size");
     let gcra = <Gcra as WordAlgorithm>::from_quota(quota).expect("the sketch took this quota");
     let mut exact: HashMap<u8, u64> = HashMap::new();

@@ -16,12 +16,14 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
+use kova::keyed::{HotKeys, KeyedReservation};
+use kova::limits::KeyedLimits;
 use kova::model::lincheck::composite::{Composite, LimitsOp};
 use kova::model::lincheck::word_api::{Op as ApiOp, Output, WordApi, WordState};
 use kova::model::lincheck::Spec;
+use kova::reservation::Settlement;
 use kova::{
-    Clock, FixedWindow, Gcra, HotKeys, Keyed, KeyedBuilder, KeyedLimits, KeyedReservation, ManualClock,
-    Quota, Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
+    Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -62,7 +64,7 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
     let Ok(algorithm) = W::from_quota(quota) else { return };
     let Ok(other_algorithm) = W::from_quota(other) else { return };
     let clock = ManualClock::new();
-    let builder = KeyedBuilder::<u8, W, _>::new(quota, clock.clone()).shards(2);
+    let builder = Keyed::<u8, W>::builder(quota).clock(clock.clone()).shards(2);
     let builder = if input.door { builder } else { builder.doorkeeper(0) };
     let builder =
         if input.hot { builder.hot_keys(HotKeys::new(2)).expect("valid hot keys") } else { builder };
@@ -76,7 +78,8 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
     let period = quota.period_nanos();
     let Ok(per_minute) = Quota::per_minute(quota.burst() * 3) else { return };
     let Ok(second) = W::from_quota(per_minute) else { return };
-    let limits = KeyedLimits::<u8, W, _>::builder([quota, per_minute], clock.clone())
+    let limits = KeyedLimits::<u8, W>::builder([quota, per_minute])
+        .clock(clock.clone())
         .shards(2)
         .build()
         .expect("two limits");
@@ -150,7 +153,7 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
             Op::Reserve(k, cost) => {
                 let (key, cost) = (key_of(k), u64::from(cost % 6));
                 next_id += 1;
-                let made = table.reserve_key_n(&key, cost).map(|r| {
+                let made = table.reserve_n(&key, cost).map(|r| {
                     let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
                     held.push((next_id, key, r));
                     made

@@ -9,7 +9,7 @@
 
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{assert_linearizable, History, LaneRecorder, Recorder};
-use kova::{Gcra, Keyed, KeyedBuilder, ManualClock, Quota, WordAlgorithm};
+use kova::{Gcra, Keyed, ManualClock, Quota, WordAlgorithm};
 use loom::sync::Arc;
 
 use crate::harness::model;
@@ -20,7 +20,8 @@ type Table = Keyed<u64, Gcra, ManualClock>;
 /// and a recorder on its clock.
 fn table_and_recorder(quota: Quota, shards: usize, door: usize) -> (Arc<Table>, Arc<Recorder>) {
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+    let table = Keyed::<u64, Gcra>::builder(quota)
+        .clock(clock.clone())
         .shards(shards)
         .doorkeeper(door)
         .build()

@@ -180,7 +180,7 @@ impl LoomAlgorithm for SlidingWindowLog {
         (LogSpec { limit: q.limit(), period: q.period_nanos() }, Vec::new())
     }
 
-    fn cell_state(&self, _cell: &kova::LogCell) -> Option<Vec<u64>> {
+    fn cell_state(&self, _cell: &kova::cell::LogCell) -> Option<Vec<u64>> {
         // The ring's slots are private; the final peek pins the state instead.
         None
     }

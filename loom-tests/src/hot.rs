@@ -6,7 +6,8 @@
 //! and the demotion interleave (a lease before the close, its leftover put back after the
 //! stripes were folded, is handed in under the lock).
 
-use kova::{FixedWindow, HotKeys, KeyedBuilder, ManualClock, Quota};
+use kova::keyed::HotKeys;
+use kova::{FixedWindow, Keyed, ManualClock, Quota};
 use loom::sync::Arc;
 
 use crate::harness::model;
@@ -19,18 +20,16 @@ const LIMIT: u64 = 6;
 pub fn check_racing_demotion() {
     model(|| {
         let table = Arc::new(
-            KeyedBuilder::<u64, FixedWindow, _>::new(
-                Quota::per_hour(LIMIT).expect("valid quota"),
-                ManualClock::new(),
-            )
-            .shards(1)
-            // The first check inserts the key, so that it can be promoted (`door.rs` models the
-            // doorkeeper).
-            .doorkeeper(0)
-            .hot_keys(HotKeys::new(1).stripes(1).batch(2))
-            .expect("valid hot keys")
-            .build()
-            .expect("valid table"),
+            Keyed::<u64, FixedWindow>::builder(Quota::per_hour(LIMIT).expect("valid quota"))
+                .clock(ManualClock::new())
+                .shards(1)
+                // The first check inserts the key, so that it can be promoted (`door.rs` models the
+                // doorkeeper).
+                .doorkeeper(0)
+                .hot_keys(HotKeys::new(1).stripes(1).batch(2))
+                .expect("valid hot keys")
+                .build()
+                .expect("valid table"),
         );
         assert!(table.check(&0).is_allowed());
         assert!(table.promote(&0));

@@ -22,10 +22,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use kova::keyed::TableFullPolicy;
 use kova::loom_racy::{RacyTable, Reclaimed};
 use kova::{
-    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
-    TableFullPolicy, WordAlgorithm,
+    Algorithm, CheckError, Clock, Decision, Fallback, Gcra, Keyed, ManualClock, Quota, WordAlgorithm,
 };
 use loom::sync::Arc;
 
@@ -91,7 +91,8 @@ pub fn keyed(
     policy: TableFullPolicy,
     clock: ManualClock,
 ) -> Keyed<u64, Gcra, ManualClock> {
-    KeyedBuilder::new(quota, clock)
+    Keyed::builder(quota)
+        .clock(clock)
         .shards(1)
         .max_keys(max_keys)
         .table_full(policy)

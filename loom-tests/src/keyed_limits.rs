@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kova::{Gcra, KeyedLimits, ManualClock, Quota};
+use kova::limits::KeyedLimits;
+use kova::{Gcra, ManualClock, Quota};
 use loom::sync::Arc;
 
 /// A key checked once, then left idle; a model thread checks it again while the main thread
@@ -16,7 +17,7 @@ pub fn check_racing_a_sweep() {
     let clock = ManualClock::new();
     let quotas = [3, 2].map(|burst| Quota::per_hour(1).unwrap().with_burst(burst).unwrap());
     let limits =
-        KeyedLimits::<u8, Gcra, _>::builder(quotas, clock.clone()).max_keys(4).shards(1).build().unwrap();
+        KeyedLimits::<u8, Gcra>::builder(quotas).clock(clock.clone()).max_keys(4).shards(1).build().unwrap();
     assert!(limits.check(&7).is_allowed());
     // The unit comes back in an hour: the key is idle after it.
     clock.advance(Duration::from_secs(3_600));

@@ -12,7 +12,8 @@
 //! GCRA at 3 units per 3 us (interval 1 us, burst 3).
 #![cfg(kova_loom)]
 
-use kova::{Quota, TableFullPolicy};
+use kova::keyed::TableFullPolicy;
+use kova::Quota;
 use kova_loom_tests::keyed::{
     array_free_plan, array_growth_plan, check_table, check_table_with_reuse, idle_sweep_plan, keyed,
     line_reuse_plan, quota_change_racing_a_check, KeyOp, TablePlan, TablePre,

@@ -1,4 +1,4 @@
-//! Loom models of the composite (`kova::Limits`, `crates/kova/src/limits/cells.rs`).
+//! Loom models of the composite (`kova::limits::Limits`, `crates/kova/src/limits/cells.rs`).
 //!
 //! The scenario: limit 0 has 2 units left, limit 1 has 1 (a check of 1 in the prelude, bursts 3
 //! and 2, nothing refilling). Thread A checks 2 units: the sequential composite denies it, by
@@ -24,8 +24,9 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use kova::limits::{Limits, LimitsDecision};
 use kova::loom_racy::limits_chained;
-use kova::{Decision, Gcra, Limits, LimitsDecision, ManualClock, Quota};
+use kova::{Decision, Gcra, ManualClock, Quota};
 use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 

@@ -133,7 +133,7 @@ fn lost_update_under_the_bound_is_caught_by_linearizability() {
 /// admission overwritten).
 #[test]
 fn table_racy_insert() {
-    use kova::TableFullPolicy;
+    use kova::keyed::TableFullPolicy;
     use kova_loom_tests::keyed::{check_table, racy, KeyOp, TablePlan};
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         check_table(

@@ -17,7 +17,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use kova::loom_racy::cancel_load_store;
-use kova::{Gcra, ManualClock, Quota, RateLimiter, Reservation};
+use kova::reservation::Reservation;
+use kova::{Gcra, ManualClock, Quota, RateLimiter};
 use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 

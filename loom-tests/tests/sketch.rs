@@ -29,7 +29,8 @@ fn sketch() -> Sketch<ManualClock> {
     Sketch::builder(Quota::per_hour(BURST).unwrap())
         .memory_bytes(64)
         .cells_per_key(2)
-        .build_with_clock(ManualClock::new())
+        .clock(ManualClock::new())
+        .build()
         .unwrap()
 }
 

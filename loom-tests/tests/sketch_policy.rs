@@ -5,7 +5,8 @@
 //! still, nothing refills): no admission of the sketch is missed by the insert.
 #![cfg(kova_loom)]
 
-use kova::{Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::TableFullPolicy;
+use kova::{Gcra, Keyed, ManualClock, Quota};
 use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 
@@ -20,7 +21,8 @@ const BURST: u64 = 3;
 fn a_sketch_check_racing_the_keys_insert_never_over_grants() {
     model(|| {
         let table = Arc::new(
-            KeyedBuilder::<u32, Gcra, _>::new(Quota::per_hour(BURST).unwrap(), ManualClock::new())
+            Keyed::<u32, Gcra>::builder(Quota::per_hour(BURST).unwrap())
+                .clock(ManualClock::new())
                 .shards(1)
                 .max_keys(1)
                 .table_full(TableFullPolicy::Sketch)

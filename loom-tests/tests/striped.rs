@@ -1,4 +1,4 @@
-//! Loom models of the striped limiter (`kova::StripedLimiter`, `crates/kova/src/striped.rs`):
+//! Loom models of the striped limiter (`kova::striped::StripedLimiter`, `crates/kova/src/striped.rs`):
 //! checks spending a stripe's units racing each other, a lease of a new batch, and the give-back
 //! of a stripe's units (a flush, an expired lease returned at a check or at a denial).
 //!
@@ -18,9 +18,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use kova::{
-    Decision, Fallback, FixedWindow, Gcra, ManualClock, Quota, StripedLimiter, TokenBucket, WordAlgorithm,
-};
+use kova::striped::StripedLimiter;
+use kova::{Decision, Fallback, FixedWindow, Gcra, ManualClock, Quota, TokenBucket, WordAlgorithm};
 use kova_loom_tests::harness::model;
 use loom::sync::Arc;
 
@@ -52,7 +51,8 @@ fn run<W: WordAlgorithm>(scenario: &Scenario) -> Vec<Decision> {
         .stripes(2)
         .batch(2)
         .lease(Duration::from_nanos(STEP))
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     let mut decisions: Vec<Decision> =
         scenario.prelude.iter().map(|&(stripe, cost)| limiter.check_n_on(stripe, cost).unwrap()).collect();

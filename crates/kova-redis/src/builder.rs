@@ -16,12 +16,12 @@ use crate::leasing::Leasing;
 use crate::limiter::{Counters, Inner, RedisLimiter};
 use crate::local::Local;
 use crate::node::SingleNode;
-use crate::policy::FailurePolicy;
+use crate::policy::StoreFailurePolicy;
 use crate::store::Store;
 
 /// The most keys [`Builder::local_max_keys`] takes: as many as one kova table holds (each
 /// algorithm's degraded table is one).
-pub const MAX_LOCAL_KEYS: usize = kova::KeyedBuilder::<Vec<u8>>::MAX_KEYS;
+pub const MAX_LOCAL_KEYS: usize = kova::keyed::KeyedBuilder::<Vec<u8>>::MAX_KEYS;
 
 /// How a limiter is made: from a [`Builder`], or with the defaults.
 impl RedisLimiter {
@@ -44,11 +44,11 @@ const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use kova_redis::{FailurePolicy, RedisLimiter};
+/// use kova_redis::{RedisLimiter, StoreFailurePolicy};
 /// let limiter = RedisLimiter::builder()
 ///     .prefix("myapp:rl")
 ///     .timeout(Duration::from_millis(20))
-///     .failure_policy(FailurePolicy::FailClosed)
+///     .store_failure(StoreFailurePolicy::FailClosed)
 ///     .connect("redis://127.0.0.1:6379")
 ///     .await?;
 /// # Ok(()) }
@@ -57,7 +57,7 @@ const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 pub struct Builder {
     prefix: String,
     timeout: Duration,
-    policy: FailurePolicy,
+    policy: StoreFailurePolicy,
     unavailable_retry_after: Duration,
     clock: Option<Arc<dyn Clock>>,
     ttl_margin: Option<Duration>,
@@ -91,7 +91,7 @@ impl Default for Builder {
         Builder {
             prefix: "kova".to_owned(),
             timeout: Duration::from_millis(50),
-            policy: FailurePolicy::FailOpen,
+            policy: StoreFailurePolicy::FailOpen,
             unavailable_retry_after: Duration::from_secs(1),
             clock: None,
             ttl_margin: None,
@@ -105,7 +105,7 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// The defaults: prefix `"kova"`, timeout 50 ms, [`FailurePolicy::FailOpen`], Redis `TIME`,
+    /// The defaults: prefix `"kova"`, timeout 50 ms, [`StoreFailurePolicy::FailOpen`], Redis `TIME`,
     /// no local acceleration.
     pub fn new() -> Self {
         Self::default()
@@ -126,8 +126,8 @@ impl Builder {
         self
     }
 
-    /// What to do when Redis cannot answer in time (default [`FailurePolicy::FailOpen`]).
-    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+    /// What to do when Redis cannot answer in time (default [`StoreFailurePolicy::FailOpen`]).
+    pub fn store_failure(mut self, policy: StoreFailurePolicy) -> Self {
         self.policy = policy;
         self
     }
@@ -190,7 +190,7 @@ impl Builder {
     }
 
     /// The most keys the local layer (denial cache, leases, the degraded tables of
-    /// [`FailurePolicy::Degrade`]) tracks, from 1 to [`MAX_LOCAL_KEYS`] (default 100,000);
+    /// [`StoreFailurePolicy::Degrade`]) tracks, from 1 to [`MAX_LOCAL_KEYS`] (default 100,000);
     /// [`Error::LocalMaxKeys`] from `open` / `connect` otherwise.
     pub fn local_max_keys(mut self, max: usize) -> Self {
         self.local_max_keys = max;
@@ -251,7 +251,7 @@ impl Builder {
             Arc::new(Local::new(self.local_max_keys, self.cache_denials, self.leasing, local_clock.clone()))
         });
         let degraded = match self.policy {
-            FailurePolicy::Degrade { servers } => {
+            StoreFailurePolicy::Degrade { servers } => {
                 Some(Degraded::new(servers, local_clock, self.local_max_keys))
             }
             _ => None,

@@ -1,15 +1,16 @@
 //! Several limits on one key in Redis, decided all or nothing in one script run: mirrors kova's
 //! `Limits` (crates/kova/src/limits/), "10 a second, bursts of 50, AND 1,000 an hour".
 
-use kova::{CheckError, Decision, Fallback, LimitsDecision, LimitsError, MAX_LIMITS};
+use kova::limits::{LimitsDecision, LimitsError, MAX_LIMITS};
+use kova::{CheckError, Decision, Fallback};
 
 use crate::error::{Error, StoreError};
-use crate::limit::{Limit, MICROS};
+use crate::limit::{RedisLimit, MICROS};
 use crate::limiter::RedisLimiter;
-use crate::policy::FailurePolicy;
+use crate::policy::StoreFailurePolicy;
 use crate::scripts::{arg_now, index, operation_script, Operation};
 
-/// Up to [`MAX_LIMITS`] [`Limit`]s on one key, checked together by
+/// Up to [`MAX_LIMITS`] [`RedisLimit`]s on one key, checked together by
 /// [`RedisLimiter::check_limits_n`]: admitted only if every limit admits, and then charged to
 /// every limit; a denial takes nothing from any. The limits may mix algorithms.
 ///
@@ -20,11 +21,11 @@ use crate::scripts::{arg_now, index, operation_script, Operation};
 ///
 /// ```
 /// use kova::Quota;
-/// use kova_redis::{Limit, Limits};
+/// use kova_redis::{Limits, RedisLimit};
 /// let limits = Limits::new([
-///     Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
-///     Limit::gcra(Quota::per_hour(1_000)?)?,
-///     Limit::fixed_window(Quota::per_day(10_000)?)?,
+///     RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
+///     RedisLimit::gcra(Quota::per_hour(1_000)?)?,
+///     RedisLimit::fixed_window(Quota::per_day(10_000)?)?,
 /// ])?;
 /// assert_eq!((limits.len(), limits.capacity()), (3, 50));
 /// assert!(Limits::new([]).is_err());
@@ -32,24 +33,24 @@ use crate::scripts::{arg_now, index, operation_script, Operation};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Limits {
-    limits: Vec<Limit>,
+    limits: Vec<RedisLimit>,
     capacity: u64,
 }
 
 impl Limits {
     /// The limits, in order (the order of [`LimitsDecision::limit_decisions`]):
     /// [`LimitsError::Empty`] for none, [`LimitsError::TooMany`] past [`MAX_LIMITS`].
-    pub fn new(limits: impl IntoIterator<Item = Limit>) -> Result<Self, LimitsError> {
-        let limits: Vec<Limit> = limits.into_iter().collect();
+    pub fn new(limits: impl IntoIterator<Item = RedisLimit>) -> Result<Self, LimitsError> {
+        let limits: Vec<RedisLimit> = limits.into_iter().collect();
         if limits.len() > MAX_LIMITS {
             return Err(LimitsError::TooMany { count: limits.len(), max: MAX_LIMITS });
         }
-        let capacity = limits.iter().map(Limit::capacity).min().ok_or(LimitsError::Empty)?;
+        let capacity = limits.iter().map(RedisLimit::capacity).min().ok_or(LimitsError::Empty)?;
         Ok(Limits { limits, capacity })
     }
 
     /// The limits, in order.
-    pub fn limits(&self) -> &[Limit] {
+    pub fn limits(&self) -> &[RedisLimit] {
         &self.limits
     }
 
@@ -88,14 +89,14 @@ impl RedisLimiter {
     /// limit admits, each takes the cost; otherwise none takes anything. The answer names the
     /// deciding limit ([`LimitsDecision::decided_by`]: the one with least left, or the denying
     /// one to wait for longest) and carries every limit's decision for its headers, as kova's
-    /// in-memory [`Limits`](kova::Limits) does. A cost above the smallest capacity is
+    /// in-memory [`Limits`](kova::limits::Limits) does. A cost above the smallest capacity is
     /// [`Error::Cost`]; 0 is a peek. Composites always ask Redis: the local layer's leases and
     /// denial cache are for single limits.
     ///
     /// **When Redis cannot answer** the failure policy decides every limit, each decision
     /// marked: fail open admits (`remaining` 0, [`Fallback::StoreUnavailableAllowed`]), fail
     /// closed denies ([`Fallback::StoreUnavailableDenied`]), and
-    /// [`Degrade`](FailurePolicy::Degrade) checks each limit's local share in order, giving
+    /// [`Degrade`](StoreFailurePolicy::Degrade) checks each limit's local share in order, giving
     /// back what the earlier ones took when a later one denies
     /// ([`Fallback::StoreUnavailableLocal`]; a sliding window log's local units are not given
     /// back, which is stricter).
@@ -150,24 +151,24 @@ impl RedisLimiter {
         error: StoreError,
     ) -> Result<LimitsDecision, Error> {
         let retry = self.unavailable_retry_nanos();
-        let each = |decide: &dyn Fn(&Limit) -> Decision| -> Vec<Decision> {
+        let each = |decide: &dyn Fn(&RedisLimit) -> Decision| -> Vec<Decision> {
             limits.limits.iter().map(decide).collect()
         };
         let (decisions, allowed) = match self.policy() {
-            FailurePolicy::FailOpen => (
+            StoreFailurePolicy::FailOpen => (
                 each(&|l| {
                     Decision::allowed(l.capacity(), 0, 0).with_fallback(Fallback::StoreUnavailableAllowed)
                 }),
                 true,
             ),
-            FailurePolicy::FailClosed => (
+            StoreFailurePolicy::FailClosed => (
                 each(&|l| {
                     Decision::denied(l.capacity(), 0, retry, retry)
                         .with_fallback(Fallback::StoreUnavailableDenied)
                 }),
                 false,
             ),
-            FailurePolicy::Degrade { .. } => match self.degraded() {
+            StoreFailurePolicy::Degrade { .. } => match self.degraded() {
                 Some(degraded) => {
                     let mut decisions = Vec::with_capacity(keys.len());
                     let mut allowed = true;

@@ -7,13 +7,14 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use kova::keyed::{KeyedError, TableFullPolicy};
 use kova::{
-    AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedError, Quota,
-    SlidingWindowCounter, SlidingWindowLog, TableFullPolicy, TokenBucket,
+    AlgorithmKind, CheckError, Decision, Fallback, FixedWindow, Gcra, Keyed, Quota, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
 
 use crate::clock::LocalClock;
-use crate::limit::Limit;
+use crate::limit::RedisLimit;
 
 /// One keyed table per algorithm, keyed by the Redis key (which names the algorithm too).
 pub(crate) struct Degraded {
@@ -68,7 +69,8 @@ macro_rules! on_table {
 fn table<A: kova::Algorithm>(clock: &LocalClock, max_keys: usize) -> Keyed<Vec<u8>, A, LocalClock> {
     // Any quota the five algorithms accept: every check passes the limit's own share.
     let default = Quota::per_second(1).expect("1 per second is a valid quota");
-    KeyedBuilder::new(default, clock.clone())
+    Keyed::builder(default)
+        .clock(clock.clone())
         .max_keys(max_keys)
         .table_full(TableFullPolicy::DenyNew)
         .build()
@@ -90,7 +92,7 @@ impl Degraded {
 
     /// This server's share of `limit`: the limit's own local quota when it has one, else its
     /// (effective) quota divided by the server count, at least one unit.
-    pub(crate) fn share(&self, limit: &Limit) -> Option<Quota> {
+    pub(crate) fn share(&self, limit: &RedisLimit) -> Option<Quota> {
         if let Some(quota) = limit.local_quota() {
             return Some(quota);
         }
@@ -109,7 +111,7 @@ impl Degraded {
     /// Decides `cost` for `key` locally, marked [`Fallback::StoreUnavailableLocal`] (or the
     /// table's own fallback when it is full of other keys). A cost above the share's capacity,
     /// or a share kova cannot build, is denied for `retry_nanos`.
-    pub(crate) fn decide(&self, key: &[u8], limit: &Limit, cost: u64, retry_nanos: u64) -> Decision {
+    pub(crate) fn decide(&self, key: &[u8], limit: &RedisLimit, cost: u64, retry_nanos: u64) -> Decision {
         let denied = || {
             Decision::denied(limit.capacity(), 0, retry_nanos, retry_nanos)
                 .with_fallback(Fallback::StoreUnavailableLocal)
@@ -117,7 +119,7 @@ impl Degraded {
         let Some(share) = self.share(limit) else { return denied() };
         // Relaxed: a hint that local state may exist; `settle` reads it before looking the key
         // up, and a check that misses a state set concurrently only charges Redis less for it
-        // once (see `FailurePolicy::Degrade`).
+        // once (see `StoreFailurePolicy::Degrade`).
         self.used.store(true, Ordering::Relaxed);
         let key = key.to_vec();
         let decided = on_table!(self, limit.kind(), table => table.check_n_with_quota(&key, share, cost));
@@ -133,7 +135,7 @@ impl Degraded {
     /// The units `key` has used locally that its local limiter still counts (`capacity -
     /// remaining`, as kova's `Keyed::set_quota` counts them), or `None` when it holds no local
     /// state for `limit`.
-    pub(crate) fn owed(&self, key: &[u8], limit: &Limit) -> Option<u64> {
+    pub(crate) fn owed(&self, key: &[u8], limit: &RedisLimit) -> Option<u64> {
         // Relaxed: see `decide`.
         if !self.used.load(Ordering::Relaxed) {
             return None;
@@ -149,13 +151,13 @@ impl Degraded {
     /// Gives back `cost` units a local decision of `key` took (a composite's check that a
     /// later limit denied): whether the key held local state that took them. The sliding window
     /// log takes no refunds.
-    pub(crate) fn refund(&self, key: &[u8], limit: &Limit, cost: u64) -> bool {
+    pub(crate) fn refund(&self, key: &[u8], limit: &RedisLimit, cost: u64) -> bool {
         let key = key.to_vec();
         on_table!(self, limit.kind(), table => table.refund(&key, cost))
     }
 
     /// Forgets `key`'s local state (once Redis holds what it used).
-    pub(crate) fn forget(&self, key: &[u8], limit: &Limit) {
+    pub(crate) fn forget(&self, key: &[u8], limit: &RedisLimit) {
         let key = key.to_vec();
         on_table!(self, limit.kind(), table => table.remove(&key));
     }

@@ -3,15 +3,17 @@
 use std::fmt;
 use std::time::Duration;
 
-use kova::{CheckError, LimitsError, ReserveError};
+use kova::limits::LimitsError;
+use kova::reservation::ReserveError;
+use kova::CheckError;
 
 use crate::key::PrefixError;
 
 /// Why a call returned no [`Decision`](kova::Decision).
 ///
 /// Store failures (Redis down, slow, or answering nonsense) are turned into decisions by the
-/// limiter's [`FailurePolicy`](crate::FailurePolicy) unless it is
-/// [`ReturnError`](crate::FailurePolicy::ReturnError); [`reset`](crate::RedisLimiter::reset)
+/// limiter's [`StoreFailurePolicy`](crate::StoreFailurePolicy) unless it is
+/// [`ReturnError`](crate::StoreFailurePolicy::ReturnError); [`reset`](crate::RedisLimiter::reset)
 /// always returns them.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -42,7 +44,7 @@ pub enum Error {
         /// The limit's algorithm.
         algorithm: &'static str,
     },
-    /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::MAX_LIMITS).
+    /// A composite of no limits, or of more than [`MAX_LIMITS`](kova::limits::MAX_LIMITS).
     Limits(LimitsError),
     /// [`Builder::local_max_keys`](crate::Builder::local_max_keys) outside 1 to
     /// [`MAX_LOCAL_KEYS`](crate::MAX_LOCAL_KEYS): refused when the limiter is built.

@@ -10,16 +10,16 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use kova::{Fallback, Quota};
-//! use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+//! use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
 //!
 //! let limiter = RedisLimiter::builder()
 //!     .timeout(Duration::from_millis(50))
-//!     .failure_policy(FailurePolicy::FailOpen)
+//!     .store_failure(StoreFailurePolicy::FailOpen)
 //!     .connect("redis://127.0.0.1:6379")
 //!     .await?;
 //! // Per-key quotas are passed per call: anonymous clients by IP, users by id.
-//! let per_ip = Limit::sliding_window_counter(Quota::per_minute(60)?)?;
-//! let per_user = Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?;
+//! let per_ip = RedisLimit::sliding_window_counter(Quota::per_minute(60)?)?;
+//! let per_user = RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?;
 //!
 //! let decision = limiter.check("ip:203.0.113.7", &per_ip).await?;
 //! let expensive = limiter.check_n("user:42", &per_user, 5).await?;
@@ -43,26 +43,26 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use kova::Quota;
-//! use kova_redis::{Limit, Limits, RedisLimiter};
+//! use kova_redis::{Limits, RedisLimit, RedisLimiter};
 //! let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
 //!
 //! // LLM tokens: check an estimate, settle the real count (debt of up to 5,000 paid off later).
-//! let tokens = Limit::gcra(Quota::per_minute(10_000)?.with_overdraft(5_000))?;
+//! let tokens = RedisLimit::gcra(Quota::per_minute(10_000)?.with_overdraft(5_000))?;
 //! if limiter.check_n("tenant:7", &tokens, 800).await?.is_allowed() {
 //!     let settled = limiter.settle("tenant:7", &tokens, 800, 1_250).await?;
 //!     println!("charged {} more, {} did not fit", settled.charged, settled.uncharged);
 //! }
 //!
 //! // Pace calls to a vendor: take 3 units now, wait at most 2 s for them.
-//! let vendor = Limit::gcra(Quota::per_second(10)?)?;
+//! let vendor = RedisLimit::gcra(Quota::per_second(10)?)?;
 //! let reservation = limiter.reserve_n_within("vendor", &vendor, 3, Duration::from_secs(2)).await?;
 //! tokio::time::sleep(reservation.delay()).await; // or reservation.cancel().await? if unused
 //!
 //! // 10 a second with bursts of 50, AND 1,000 an hour, AND 10,000 a day, all or nothing.
 //! let limits = Limits::new([
-//!     Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
-//!     Limit::gcra(Quota::per_hour(1_000)?)?,
-//!     Limit::sliding_window_counter(Quota::per_day(10_000)?)?,
+//!     RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?,
+//!     RedisLimit::gcra(Quota::per_hour(1_000)?)?,
+//!     RedisLimit::sliding_window_counter(Quota::per_day(10_000)?)?,
 //! ])?;
 //! let d = limiter.check_limits("user:42", &limits).await?;
 //! let decided = d.decision(); // the deciding limit's: RateLimit / Retry-After headers
@@ -71,9 +71,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! When Redis cannot answer, a composite is decided by the [`FailurePolicy`] (each decision
+//! When Redis cannot answer, a composite is decided by the [`StoreFailurePolicy`] (each decision
 //! marked); a settle is [`Error::Store`] under every policy (the real cost was not recorded);
-//! a reservation is made, marked and empty under [`FailurePolicy::FailOpen`], and
+//! a reservation is made, marked and empty under [`StoreFailurePolicy::FailOpen`], and
 //! [`Error::Store`] under the others.
 //!
 //! ## Time
@@ -81,9 +81,9 @@
 //! skew cannot matter. [`Builder::client_clock`] passes the client's time instead (tests do, to
 //! be deterministic). Times are whole **microseconds** in Redis (see [`MICROS`]): a Lua number is
 //! a double, exact only below 2^53, and microseconds since the Unix epoch fit until 2112 while
-//! nanoseconds do not. So a [`Limit`] rounds its step up to a whole microsecond, and its
+//! nanoseconds do not. So a [`RedisLimit`] rounds its step up to a whole microsecond, and its
 //! decisions are exactly those of kova's in-memory algorithm for
-//! [`Limit::effective_quota`] at the same time truncated to the microsecond — except the
+//! [`RedisLimit::effective_quota`] at the same time truncated to the microsecond — except the
 //! sliding window counter's `retry_after`, which is kova's rounded up to a whole microsecond
 //! (the first microsecond, rather than nanosecond, at which the request fits).
 //!
@@ -91,7 +91,7 @@
 //! Every number a script computes is an integer of magnitude at most 2^53, where a double is
 //! exact: times are below 2^52 µs ([`MAX_TIME_MICROS`], an [`Error::TimeOutOfRange`] past it),
 //! and every span a script forms (`burst * interval`, the window, `limit * period` for the
-//! counter) is at most 2^52 µs ([`MAX_SPAN_MICROS`], a [`LimitError::OutOfRange`] past it), so a
+//! counter) is at most 2^52 µs ([`MAX_SPAN_MICROS`], a [`RedisLimitError::OutOfRange`] past it), so a
 //! time plus a span, a deficit plus one cost, or a count plus one cost never passes 2^53. TTLs,
 //! which add the margin, are capped below 2^53 µs (285 years); no decision reads them. Integer
 //! division rounds one quotient, which below 2^53 never reaches the next integer (the test
@@ -107,9 +107,9 @@
 //!
 //! ## Failures
 //! Every call has a timeout (default 50 ms). Past it, or when Redis fails, the
-//! [`FailurePolicy`] decides and says so in [`Decision::fallback`](kova::Decision::fallback).
+//! [`StoreFailurePolicy`] decides and says so in [`Decision::fallback`](kova::Decision::fallback).
 //! The connection is re-established by itself after Redis restarts.
-//! [`FailurePolicy::Degrade`] decides with a local in-memory kova limiter at this server's share
+//! [`StoreFailurePolicy::Degrade`] decides with a local in-memory kova limiter at this server's share
 //! of the limit instead of failing open or closed ([`Fallback::StoreUnavailableLocal`](kova::Fallback::StoreUnavailableLocal)),
 //! and charges what it admitted to Redis when Redis answers again.
 //!
@@ -166,10 +166,10 @@ pub use builder::{Builder, MAX_LOCAL_KEYS};
 pub use composite::Limits;
 pub use error::{Error, StoreError};
 pub use key::{KeyBuilder, PrefixError, MAX_PREFIX, MAX_VERBATIM_KEY};
-pub use kova::Settlement;
+pub use kova::reservation::Settlement;
 pub use leasing::Leasing;
-pub use limit::{Limit, LimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
+pub use limit::{RedisLimit, RedisLimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
 pub use limiter::{RedisLimiter, Stats};
-pub use policy::FailurePolicy;
+pub use policy::StoreFailurePolicy;
 pub use reserve::Reservation;
 pub use scripts::{batch_script_source, operation_script_source, script_source, Operation};

@@ -1,4 +1,4 @@
-//! [`Limit`]: an algorithm and a quota, checked against the ranges the Lua scripts compute exactly.
+//! [`RedisLimit`]: an algorithm and a quota, checked against the ranges the Lua scripts compute exactly.
 
 use std::fmt;
 
@@ -29,7 +29,7 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 16;
 /// A [`Quota`] the Redis scripts cannot compute exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LimitError {
+pub enum RedisLimitError {
     /// The quota itself is invalid for this algorithm (for example a burst on a window
     /// algorithm, which admits `limit` per window).
     Quota(QuotaError),
@@ -56,33 +56,33 @@ pub enum LimitError {
     },
 }
 
-impl fmt::Display for LimitError {
+impl fmt::Display for RedisLimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            LimitError::Quota(e) => e.fmt(f),
-            LimitError::TooFine { algorithm, field, nanos } => write!(
+            RedisLimitError::Quota(e) => e.fmt(f),
+            RedisLimitError::TooFine { algorithm, field, nanos } => write!(
                 f,
                 "{algorithm} on Redis works in whole microseconds: its {field} of {nanos} ns is below 1 µs"
             ),
-            LimitError::OutOfRange { algorithm, field, value, max } => {
+            RedisLimitError::OutOfRange { algorithm, field, value, max } => {
                 write!(f, "{algorithm} on Redis cannot hold {field} = {value} exactly (at most {max})")
             }
         }
     }
 }
 
-impl std::error::Error for LimitError {
+impl std::error::Error for RedisLimitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LimitError::Quota(e) => Some(e),
+            RedisLimitError::Quota(e) => Some(e),
             _ => None,
         }
     }
 }
 
-impl From<QuotaError> for LimitError {
+impl From<QuotaError> for RedisLimitError {
     fn from(e: QuotaError) -> Self {
-        LimitError::Quota(e)
+        RedisLimitError::Quota(e)
     }
 }
 
@@ -96,7 +96,7 @@ pub(crate) enum Params {
 }
 
 /// One limit to check keys against: an algorithm and a quota, validated once and passed to every
-/// call (per-key quotas are just different `Limit`s).
+/// call (per-key quotas are just different `RedisLimit`s).
 ///
 /// Times in Redis are whole microseconds ([`MICROS`]), so the quota is used as if its step were
 /// rounded **up** to a whole microsecond: the emission interval `period / limit` for the bucket
@@ -104,7 +104,7 @@ pub(crate) enum Params {
 /// [`rate_error`](Self::rate_error) says by how much it is below (0 for steps that are already
 /// whole microseconds, e.g. any per-second quota of up to 1,000,000 that divides it evenly).
 ///
-/// # Ranges (all checked here, with a typed [`LimitError`])
+/// # Ranges (all checked here, with a typed [`RedisLimitError`])
 /// | algorithm | accepted |
 /// |---|---|
 /// | GCRA, token bucket | interval >= 1 µs, `burst * interval <= 2^52 µs` |
@@ -115,37 +115,37 @@ pub(crate) enum Params {
 ///
 /// ```
 /// use kova::{AlgorithmKind, Quota};
-/// use kova_redis::{Limit, LimitError};
-/// let limit = Limit::new(AlgorithmKind::Gcra, Quota::per_second(10)?.with_burst(50)?)?;
+/// use kova_redis::{RedisLimit, RedisLimitError};
+/// let limit = RedisLimit::new(AlgorithmKind::Gcra, Quota::per_second(10)?.with_burst(50)?)?;
 /// assert_eq!(limit.capacity(), 50);
 /// assert_eq!(limit.rate_error(), 0.0);
 /// // 3 per second: 333,333.33 µs between units, rounded up to 333,334 µs.
-/// let third = Limit::new(AlgorithmKind::Gcra, Quota::per_second(3)?)?;
+/// let third = RedisLimit::new(AlgorithmKind::Gcra, Quota::per_second(3)?)?;
 /// assert!(third.rate_error() > 0.0 && third.rate_error() < 1e-5);
 /// // A window of 1 ns cannot be expressed in microseconds.
-/// let too_fine = Limit::new(AlgorithmKind::FixedWindow, Quota::from_nanos(1, 1)?);
-/// assert!(matches!(too_fine, Err(LimitError::TooFine { .. })));
+/// let too_fine = RedisLimit::new(AlgorithmKind::FixedWindow, Quota::from_nanos(1, 1)?);
+/// assert!(matches!(too_fine, Err(RedisLimitError::TooFine { .. })));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Limit {
+pub struct RedisLimit {
     kind: AlgorithmKind,
     quota: Quota,
     params: Params,
-    /// This server's own quota under [`FailurePolicy::Degrade`](crate::FailurePolicy::Degrade).
+    /// This server's own quota under [`StoreFailurePolicy::Degrade`](crate::StoreFailurePolicy::Degrade).
     local: Option<Quota>,
 }
 
-impl Limit {
+impl RedisLimit {
     /// `kind` limited by `quota`, or what the scripts cannot hold.
-    pub fn new(kind: AlgorithmKind, quota: Quota) -> Result<Self, LimitError> {
+    pub fn new(kind: AlgorithmKind, quota: Quota) -> Result<Self, RedisLimitError> {
         let algorithm = kind.as_str();
-        let out_of_range = |field, value, max| LimitError::OutOfRange { algorithm, field, value, max };
+        let out_of_range = |field, value, max| RedisLimitError::OutOfRange { algorithm, field, value, max };
         let params = match kind {
             AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => {
                 let interval = quota.emission_interval_nanos();
                 if interval < MICROS {
-                    return Err(LimitError::TooFine { algorithm, field: "interval", nanos: interval });
+                    return Err(RedisLimitError::TooFine { algorithm, field: "interval", nanos: interval });
                 }
                 let interval_us = interval.div_ceil(MICROS);
                 let burst = quota.burst();
@@ -175,7 +175,7 @@ impl Limit {
                 }
                 let period = quota.period_nanos();
                 if period < MICROS {
-                    return Err(LimitError::TooFine { algorithm, field: "period", nanos: period });
+                    return Err(RedisLimitError::TooFine { algorithm, field: "period", nanos: period });
                 }
                 let period_us = period.div_ceil(MICROS);
                 let limit = quota.limit();
@@ -200,68 +200,68 @@ impl Limit {
                 Params::Window { limit, period_us }
             }
         };
-        Ok(Limit { kind, quota, params, local: None })
+        Ok(RedisLimit { kind, quota, params, local: None })
     }
 
     /// A [`Gcra`](kova::Gcra) limit: the default choice.
     ///
     /// ```
-    /// let limit = kova_redis::Limit::gcra(kova::Quota::per_minute(60)?)?;
+    /// let limit = kova_redis::RedisLimit::gcra(kova::Quota::per_minute(60)?)?;
     /// assert_eq!(limit.kind(), kova::AlgorithmKind::Gcra);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn gcra(quota: Quota) -> Result<Self, LimitError> {
+    pub fn gcra(quota: Quota) -> Result<Self, RedisLimitError> {
         Self::new(AlgorithmKind::Gcra, quota)
     }
 
     /// A [`TokenBucket`](kova::TokenBucket) limit.
-    pub fn token_bucket(quota: Quota) -> Result<Self, LimitError> {
+    pub fn token_bucket(quota: Quota) -> Result<Self, RedisLimitError> {
         Self::new(AlgorithmKind::TokenBucket, quota)
     }
 
     /// A [`FixedWindow`](kova::FixedWindow) limit.
-    pub fn fixed_window(quota: Quota) -> Result<Self, LimitError> {
+    pub fn fixed_window(quota: Quota) -> Result<Self, RedisLimitError> {
         Self::new(AlgorithmKind::FixedWindow, quota)
     }
 
     /// A [`SlidingWindowCounter`](kova::SlidingWindowCounter) limit.
-    pub fn sliding_window_counter(quota: Quota) -> Result<Self, LimitError> {
+    pub fn sliding_window_counter(quota: Quota) -> Result<Self, RedisLimitError> {
         Self::new(AlgorithmKind::SlidingWindowCounter, quota)
     }
 
     /// A [`SlidingWindowLog`](kova::SlidingWindowLog) limit (a sorted set per key).
-    pub fn sliding_window_log(quota: Quota) -> Result<Self, LimitError> {
+    pub fn sliding_window_log(quota: Quota) -> Result<Self, RedisLimitError> {
         Self::new(AlgorithmKind::SlidingWindowLog, quota)
     }
 
     /// The same limit, with `quota` as this server's local quota while Redis cannot answer under
-    /// [`FailurePolicy::Degrade`](crate::FailurePolicy::Degrade) (instead of the limit's quota
+    /// [`StoreFailurePolicy::Degrade`](crate::StoreFailurePolicy::Degrade) (instead of the limit's quota
     /// divided by the policy's server count). It must be valid for kova's in-memory algorithm
     /// of this kind; it is at most the limit's own capacity in burst.
     ///
     /// ```
     /// use kova::Quota;
-    /// let limit = kova_redis::Limit::gcra(Quota::per_second(100)?)?;
+    /// let limit = kova_redis::RedisLimit::gcra(Quota::per_second(100)?)?;
     /// let with_share = limit.with_local_quota(Quota::per_second(30)?)?;
     /// assert_eq!(with_share.local_quota(), Some(Quota::per_second(30)?));
     /// assert!(limit.with_local_quota(Quota::per_second(1000)?).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_local_quota(self, quota: Quota) -> Result<Self, LimitError> {
+    pub fn with_local_quota(self, quota: Quota) -> Result<Self, RedisLimitError> {
         let algorithm = self.kind.as_str();
         let window = !matches!(self.kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket);
         if window && quota.burst() != quota.limit() {
             return Err(QuotaError::BurstUnsupported { algorithm }.into());
         }
         if quota.burst() > self.capacity() {
-            return Err(LimitError::OutOfRange {
+            return Err(RedisLimitError::OutOfRange {
                 algorithm,
                 field: "local quota burst",
                 value: quota.burst(),
                 max: self.capacity(),
             });
         }
-        Ok(Limit { local: Some(quota), ..self })
+        Ok(RedisLimit { local: Some(quota), ..self })
     }
 
     /// The local quota given with [`with_local_quota`](Self::with_local_quota).
@@ -313,9 +313,9 @@ impl Limit {
     ///
     /// ```
     /// use kova::Quota;
-    /// let limit = kova_redis::Limit::gcra(Quota::per_second(3)?)?;
+    /// let limit = kova_redis::RedisLimit::gcra(Quota::per_second(3)?)?;
     /// assert_eq!(limit.effective_quota().emission_interval_nanos(), 333_334_000);
-    /// let exact = kova_redis::Limit::gcra(Quota::per_second(10)?)?;
+    /// let exact = kova_redis::RedisLimit::gcra(Quota::per_second(10)?)?;
     /// assert_eq!(exact.effective_quota(), Quota::per_second(10)?);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -365,11 +365,11 @@ mod tests {
     fn bucket_span_is_checked_at_the_edge() {
         let at_edge = Quota::from_nanos(1, MICROS).unwrap().with_burst(MAX_SPAN_MICROS).unwrap();
         for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
-            assert_eq!(Limit::new(kind, at_edge).unwrap().capacity(), MAX_SPAN_MICROS);
+            assert_eq!(RedisLimit::new(kind, at_edge).unwrap().capacity(), MAX_SPAN_MICROS);
             let over = at_edge.with_burst(MAX_SPAN_MICROS + 1).unwrap();
             assert_eq!(
-                Limit::new(kind, over),
-                Err(LimitError::OutOfRange {
+                RedisLimit::new(kind, over),
+                Err(RedisLimitError::OutOfRange {
                     algorithm: kind.as_str(),
                     field: "burst * interval (µs)",
                     value: MAX_SPAN_MICROS + 1,
@@ -379,20 +379,20 @@ mod tests {
         }
         // u64::MAX burst saturates instead of overflowing.
         let huge = Quota::per_second(1).unwrap().with_burst(u64::MAX).unwrap();
-        assert!(matches!(Limit::gcra(huge), Err(LimitError::OutOfRange { value: u64::MAX, .. })));
+        assert!(matches!(RedisLimit::gcra(huge), Err(RedisLimitError::OutOfRange { value: u64::MAX, .. })));
     }
 
     #[test]
     fn steps_below_a_microsecond_are_rejected() {
         let q = Quota::from_nanos(1, 999).unwrap();
         assert_eq!(
-            Limit::gcra(q),
-            Err(LimitError::TooFine { algorithm: "gcra", field: "interval", nanos: 999 })
+            RedisLimit::gcra(q),
+            Err(RedisLimitError::TooFine { algorithm: "gcra", field: "interval", nanos: 999 })
         );
-        assert!(matches!(Limit::fixed_window(q), Err(LimitError::TooFine { field: "period", .. })));
+        assert!(matches!(RedisLimit::fixed_window(q), Err(RedisLimitError::TooFine { field: "period", .. })));
         // 1000 per ms: exactly 1 µs per unit, accepted and exact.
         let q = Quota::new(1000, Duration::from_millis(1)).unwrap();
-        let limit = Limit::token_bucket(q).unwrap();
+        let limit = RedisLimit::token_bucket(q).unwrap();
         assert_eq!(limit.step_nanos(), 1000);
         assert_eq!(limit.rate_error(), 0.0);
         assert_eq!(limit.effective_quota(), q);
@@ -401,57 +401,63 @@ mod tests {
     #[test]
     fn window_ranges() {
         let q = Quota::from_nanos(MAX_SPAN_MICROS, MAX_SPAN_MICROS * MICROS).unwrap();
-        assert!(Limit::fixed_window(q).is_ok());
+        assert!(RedisLimit::fixed_window(q).is_ok());
         // limit * period = 2^52 * 2^52 µs for the counter: out of range.
-        assert!(matches!(Limit::sliding_window_counter(q), Err(LimitError::OutOfRange { .. })));
+        assert!(matches!(RedisLimit::sliding_window_counter(q), Err(RedisLimitError::OutOfRange { .. })));
         let q = Quota::from_nanos(1 << 26, (1 << 26) * MICROS).unwrap();
-        assert!(Limit::sliding_window_counter(q).is_ok());
+        assert!(RedisLimit::sliding_window_counter(q).is_ok());
         let q = Quota::from_nanos((1 << 26) + 1, (1 << 26) * MICROS).unwrap();
-        assert!(matches!(Limit::sliding_window_counter(q), Err(LimitError::OutOfRange { .. })));
+        assert!(matches!(RedisLimit::sliding_window_counter(q), Err(RedisLimitError::OutOfRange { .. })));
         let q = Quota::per_hour(MAX_LOG_LIMIT).unwrap();
-        assert!(Limit::sliding_window_log(q).is_ok());
+        assert!(RedisLimit::sliding_window_log(q).is_ok());
         let q = Quota::per_hour(MAX_LOG_LIMIT + 1).unwrap();
-        assert!(matches!(Limit::sliding_window_log(q), Err(LimitError::OutOfRange { field: "limit", .. })));
+        assert!(matches!(
+            RedisLimit::sliding_window_log(q),
+            Err(RedisLimitError::OutOfRange { field: "limit", .. })
+        ));
         let q = Quota::per_second(10).unwrap().with_burst(20).unwrap();
         assert_eq!(
-            Limit::fixed_window(q),
-            Err(LimitError::Quota(QuotaError::BurstUnsupported { algorithm: "fixed_window" }))
+            RedisLimit::fixed_window(q),
+            Err(RedisLimitError::Quota(QuotaError::BurstUnsupported { algorithm: "fixed_window" }))
         );
         let long = Quota::from_nanos(1, u64::MAX).unwrap();
         assert!(matches!(
-            Limit::fixed_window(long),
-            Err(LimitError::OutOfRange { field: "period (µs)", .. })
+            RedisLimit::fixed_window(long),
+            Err(RedisLimitError::OutOfRange { field: "period (µs)", .. })
         ));
     }
 
     #[test]
     fn overdraft_is_gcra_only_and_bounded() {
         let q = Quota::per_second(10).unwrap().with_overdraft(5);
-        let gcra = Limit::gcra(q).unwrap();
+        let gcra = RedisLimit::gcra(q).unwrap();
         assert_eq!((gcra.overdraft(), gcra.effective_quota().overdraft()), (5, 5));
-        let third = Limit::gcra(Quota::per_second(3).unwrap().with_overdraft(2)).unwrap();
+        let third = RedisLimit::gcra(Quota::per_second(3).unwrap().with_overdraft(2)).unwrap();
         assert_eq!(third.effective_quota().overdraft(), 2);
         for kind in [AlgorithmKind::TokenBucket, AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindowLog]
         {
             assert_eq!(
-                Limit::new(kind, q),
-                Err(LimitError::Quota(QuotaError::OverdraftUnsupported { algorithm: kind.as_str() }))
+                RedisLimit::new(kind, q),
+                Err(RedisLimitError::Quota(QuotaError::OverdraftUnsupported { algorithm: kind.as_str() }))
             );
         }
         // (burst + overdraft) * interval = 2^52 µs is the edge.
         let edge = Quota::from_nanos(1, MICROS).unwrap().with_burst(1 << 51).unwrap();
-        assert!(Limit::gcra(edge.with_overdraft(1 << 51)).is_ok());
+        assert!(RedisLimit::gcra(edge.with_overdraft(1 << 51)).is_ok());
         assert!(matches!(
-            Limit::gcra(edge.with_overdraft((1 << 51) + 1)),
-            Err(LimitError::OutOfRange { field: "(burst + overdraft) * interval (µs)", .. })
+            RedisLimit::gcra(edge.with_overdraft((1 << 51) + 1)),
+            Err(RedisLimitError::OutOfRange { field: "(burst + overdraft) * interval (µs)", .. })
         ));
-        assert!(matches!(Limit::gcra(edge.with_overdraft(u64::MAX)), Err(LimitError::OutOfRange { .. })));
+        assert!(matches!(
+            RedisLimit::gcra(edge.with_overdraft(u64::MAX)),
+            Err(RedisLimitError::OutOfRange { .. })
+        ));
     }
 
     #[test]
     fn inexact_steps_round_up() {
         let q = Quota::new(1, Duration::from_nanos(1_500)).unwrap();
-        let limit = Limit::fixed_window(q).unwrap();
+        let limit = RedisLimit::fixed_window(q).unwrap();
         assert_eq!(limit.step_nanos(), 2_000);
         assert!((limit.rate_error() - 0.25).abs() < 1e-12);
         assert_eq!(limit.effective_quota().period_nanos(), 2_000);

@@ -15,9 +15,9 @@ use crate::counter::PerThreadCounter;
 use crate::degrade::Degraded;
 use crate::error::{Error, StoreError};
 use crate::key::KeyBuilder;
-use crate::limit::{Limit, MAX_TIME_MICROS, MICROS};
+use crate::limit::{RedisLimit, MAX_TIME_MICROS, MICROS};
 use crate::local::{Before, Local};
-use crate::policy::FailurePolicy;
+use crate::policy::StoreFailurePolicy;
 use crate::store::Store;
 
 /// The deadline of a call whose timeout overflows the clock's instants: about 30 years, as
@@ -53,10 +53,10 @@ pub(crate) struct Counters {
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use kova::Quota;
-/// use kova_redis::{Limit, RedisLimiter};
+/// use kova_redis::{RedisLimit, RedisLimiter};
 ///
 /// let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
-/// let per_user = Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?;
+/// let per_user = RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?;
 /// let decision = limiter.check("user:42", &per_user).await?;
 /// if !decision.is_allowed() {
 ///     println!("429, Retry-After: {}s", decision.retry_after().as_secs_f64().ceil());
@@ -72,7 +72,7 @@ pub(crate) struct Inner {
     pub(crate) store: Store,
     pub(crate) keys: KeyBuilder,
     pub(crate) timeout: Duration,
-    pub(crate) policy: FailurePolicy,
+    pub(crate) policy: StoreFailurePolicy,
     pub(crate) unavailable_retry_after: Duration,
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) margin_us: u64,
@@ -121,14 +121,19 @@ impl RedisLimiter {
     pub fn check<'a, K: AsRef<[u8]> + 'a>(
         &'a self,
         key: K,
-        limit: &'a Limit,
+        limit: &'a RedisLimit,
     ) -> impl Future<Output = Result<Decision, Error>> + 'a {
         self.check_n(key, limit, 1)
     }
 
     /// Checks `cost` units for `key` against `limit`. A cost above
-    /// [`limit.capacity()`](Limit::capacity) is [`Error::Cost`]; a cost of 0 is a peek.
-    pub async fn check_n(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> Result<Decision, Error> {
+    /// [`limit.capacity()`](RedisLimit::capacity) is [`Error::Cost`]; a cost of 0 is a peek.
+    pub async fn check_n(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: &RedisLimit,
+        cost: u64,
+    ) -> Result<Decision, Error> {
         let key = key.as_ref();
         let capacity = limit.capacity();
         if cost > capacity {
@@ -155,7 +160,7 @@ impl RedisLimiter {
     async fn check_remote(
         &self,
         user_key: &[u8],
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
@@ -215,14 +220,14 @@ impl RedisLimiter {
 
     /// How `key` stands against `limit` now, changing nothing (a check of cost 0). Always
     /// asks Redis (leased units held locally are not counted in `remaining`).
-    pub async fn peek(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Result<Decision, Error> {
+    pub async fn peek(&self, key: impl AsRef<[u8]>, limit: &RedisLimit) -> Result<Decision, Error> {
         self.check_n(key, limit, 0).await
     }
 
     /// Puts `key` back to fresh for `limit`'s algorithm (deletes its Redis key) and drops what
     /// this limiter holds locally for it. A store failure is returned as [`Error::Store`]
     /// whatever the policy: a reset cannot be faked.
-    pub async fn reset(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Result<(), Error> {
+    pub async fn reset(&self, key: impl AsRef<[u8]>, limit: &RedisLimit) -> Result<(), Error> {
         if let Some(local) = &self.inner.local {
             local.forget(key.as_ref(), limit.kind());
         }
@@ -230,7 +235,7 @@ impl RedisLimiter {
     }
 
     /// The Redis key holding `key`'s state for `limit` (for inspection and tests).
-    pub fn redis_key(&self, key: impl AsRef<[u8]>, limit: &Limit) -> Vec<u8> {
+    pub fn redis_key(&self, key: impl AsRef<[u8]>, limit: &RedisLimit) -> Vec<u8> {
         self.inner.keys.key(key.as_ref(), limit.kind())
     }
 
@@ -247,14 +252,14 @@ impl RedisLimiter {
 
     /// Gives back `cost` units that a check of `key` decided on this server's local share took
     /// (a decision marked [`Fallback::StoreUnavailableLocal`], under
-    /// [`FailurePolicy::Degrade`]): for a request another limit then denied, so that the denial
+    /// [`StoreFailurePolicy::Degrade`]): for a request another limit then denied, so that the denial
     /// takes nothing from the share either. Returns whether the key held local state to give
     /// back to (false under the other policies, for the sliding window log, and once the key's
     /// local state was charged to Redis and forgotten: those units are Redis's now, and
     /// [`refund`](Self::refund) gives them back there).
     ///
     /// Redis is not asked: the units were never counted there.
-    pub fn refund_local(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> bool {
+    pub fn refund_local(&self, key: impl AsRef<[u8]>, limit: &RedisLimit, cost: u64) -> bool {
         let Some(degraded) = &self.inner.degraded else { return false };
         if cost == 0 {
             return false;
@@ -262,7 +267,7 @@ impl RedisLimiter {
         degraded.refund(&self.redis_key(key, limit), limit, cost)
     }
 
-    /// Keys holding local state from [`FailurePolicy::Degrade`] decisions not yet charged back
+    /// Keys holding local state from [`StoreFailurePolicy::Degrade`] decisions not yet charged back
     /// to Redis (0 under the other policies).
     pub fn degraded_keys(&self) -> usize {
         self.inner.degraded.as_ref().map_or(0, Degraded::len)
@@ -286,7 +291,7 @@ impl RedisLimiter {
     async fn eval(
         &self,
         key: &[u8],
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
         extra: u64,
         now: Option<u64>,
@@ -324,21 +329,21 @@ impl RedisLimiter {
     fn unavailable(
         &self,
         key: &[u8],
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
         error: StoreError,
     ) -> Result<Decision, Error> {
         let capacity = limit.capacity();
         let retry = u64::try_from(self.inner.unavailable_retry_after.as_nanos()).unwrap_or(u64::MAX);
         let decision = match self.inner.policy {
-            FailurePolicy::FailOpen => {
+            StoreFailurePolicy::FailOpen => {
                 Decision::allowed(capacity, 0, 0).with_fallback(Fallback::StoreUnavailableAllowed)
             }
-            FailurePolicy::FailClosed => {
+            StoreFailurePolicy::FailClosed => {
                 Decision::denied(capacity, 0, retry, retry).with_fallback(Fallback::StoreUnavailableDenied)
             }
-            FailurePolicy::ReturnError => return Err(Error::Store(error)),
-            FailurePolicy::Degrade { .. } => match &self.inner.degraded {
+            StoreFailurePolicy::ReturnError => return Err(Error::Store(error)),
+            StoreFailurePolicy::Degrade { .. } => match &self.inner.degraded {
                 Some(degraded) => degraded.decide(key, limit, cost, retry),
                 None => return Err(Error::Store(error)),
             },
@@ -364,7 +369,7 @@ impl RedisLimiter {
         self.inner.margin_us
     }
 
-    pub(crate) fn policy(&self) -> FailurePolicy {
+    pub(crate) fn policy(&self) -> StoreFailurePolicy {
         self.inner.policy
     }
 
@@ -418,13 +423,13 @@ impl RedisLimiter {
         }
     }
 
-    /// The way back from an outage under [`FailurePolicy::Degrade`], as a check takes it: when
+    /// The way back from an outage under [`StoreFailurePolicy::Degrade`], as a check takes it: when
     /// `key` holds local state for `limit`, Redis first counts what this server admitted
     /// locally, then the local state is forgotten.
     pub(crate) async fn pay_back(
         &self,
         key: &[u8],
-        limit: &Limit,
+        limit: &RedisLimit,
         now: Option<u64>,
         deadline: tokio::time::Instant,
     ) -> Result<(), StoreError> {

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 use crate::clock::LocalClock;
 use crate::leasing::Leasing;
-use crate::limit::Limit;
+use crate::limit::RedisLimit;
 use denial::Denial;
 use entry::{Entry, Now};
 
@@ -132,7 +132,7 @@ impl Local {
     /// The local answer for `cost` (>= 1) units of `user_key` under `limit`, if there is one:
     /// no lock, no allocation, no Redis key. `None`: ask [`before`](Self::before).
     #[inline]
-    pub(crate) fn answer(&self, user_key: &[u8], limit: &Limit, cost: u64) -> Option<Decision> {
+    pub(crate) fn answer(&self, user_key: &[u8], limit: &RedisLimit, cost: u64) -> Option<Decision> {
         let map = self.map.pin();
         let entry = map.get(&KeyRef { kind: limit.kind(), user_key })?;
         if !entry.holds_for(limit) {
@@ -146,7 +146,7 @@ impl Local {
 
     /// Inserts a fresh entry for `key` if there is room, purging stale entries first when the
     /// table is full (at most once per [`PURGE_INTERVAL`] unless `force`).
-    fn insert(&self, key: &KeyRef<'_>, limit: &Limit, now: u64, force: bool) -> bool {
+    fn insert(&self, key: &KeyRef<'_>, limit: &RedisLimit, now: u64, force: bool) -> bool {
         let map = self.map.pin();
         if map.len() >= self.max_keys {
             // Relaxed: the purge time only spaces purges out; two racing purges are harmless.
@@ -168,7 +168,7 @@ impl Local {
     /// What to do about `cost` (>= 1) units of `user_key` under `limit` when
     /// [`answer`](Self::answer) had none: answer locally after all (a lease that came since),
     /// refill a hot key's lease, wait for a refill in flight, or ask Redis plainly.
-    pub(crate) fn before(self: &Arc<Self>, user_key: &[u8], limit: &Limit, cost: u64) -> Before {
+    pub(crate) fn before(self: &Arc<Self>, user_key: &[u8], limit: &RedisLimit, cost: u64) -> Before {
         let key = KeyRef { kind: limit.kind(), user_key };
         let mut now = Now::read(&self.clock);
         let map = self.map.pin();
@@ -215,7 +215,14 @@ impl Local {
     }
 
     /// Records what Redis answered for `cost` (+ `granted` leased units) of `user_key`.
-    pub(crate) fn after(&self, user_key: &[u8], limit: &Limit, cost: u64, decision: &Decision, granted: u64) {
+    pub(crate) fn after(
+        &self,
+        user_key: &[u8],
+        limit: &RedisLimit,
+        cost: u64,
+        decision: &Decision,
+        granted: u64,
+    ) {
         let key = KeyRef { kind: limit.kind(), user_key };
         // The precise time: what is recorded here is compared with coarse readings that may
         // trail it, never lead it.

@@ -1,4 +1,4 @@
-//! [`FailurePolicy`]: what a check answers when Redis cannot.
+//! [`StoreFailurePolicy`]: what a check answers when Redis cannot.
 
 use std::num::NonZeroU32;
 
@@ -11,7 +11,7 @@ use kova::Fallback;
 /// `allowed` from a real one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum FailurePolicy {
+pub enum StoreFailurePolicy {
     /// Allow the request: `allowed`, `remaining` 0, marked [`Fallback::StoreUnavailableAllowed`].
     /// For limits that protect capacity, where an outage of the limiter must not become an
     /// outage of the service.
@@ -24,7 +24,7 @@ pub enum FailurePolicy {
     /// Return [`Error::Store`](crate::Error::Store) and let the caller decide.
     ReturnError,
     /// Decide with a local in-memory kova limiter at this server's share of the limit:
-    /// [`Limit::local_quota`](crate::Limit::local_quota) when given, else the limit's quota divided by `servers` (rate and
+    /// [`RedisLimit::local_quota`](crate::RedisLimit::local_quota) when given, else the limit's quota divided by `servers` (rate and
     /// burst, or the window's limit; at least one unit). Allowed or denied, the decision is
     /// marked [`Fallback::StoreUnavailableLocal`]; a cost above the share is denied for
     /// [`unavailable_retry_after`](crate::Builder::unavailable_retry_after). So while Redis is down,
@@ -50,12 +50,12 @@ pub enum FailurePolicy {
     /// # rt.block_on(async {
     /// use std::num::NonZeroU32;
     /// use kova::{Fallback, Quota};
-    /// use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+    /// use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
     /// // Nothing listens on port 1: every check is decided locally, at a quarter of the limit.
     /// let limiter = RedisLimiter::builder()
-    ///     .failure_policy(FailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
+    ///     .store_failure(StoreFailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
     ///     .open("redis://127.0.0.1:1/")?;
-    /// let limit = Limit::gcra(Quota::per_minute(40)?)?;
+    /// let limit = RedisLimit::gcra(Quota::per_minute(40)?)?;
     /// let d = limiter.check("user:42", &limit).await?;
     /// assert_eq!(d.fallback(), Some(Fallback::StoreUnavailableLocal));
     /// assert_eq!((d.limit(), d.remaining()), (10, 9));

@@ -5,12 +5,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use kova::{AlgorithmKind, Fallback, ReserveError};
+use kova::reservation::ReserveError;
+use kova::{AlgorithmKind, Fallback};
 
 use crate::error::{Error, StoreError};
-use crate::limit::{Limit, MAX_SPAN_MICROS, MICROS};
+use crate::limit::{RedisLimit, MAX_SPAN_MICROS, MICROS};
 use crate::limiter::RedisLimiter;
-use crate::policy::FailurePolicy;
+use crate::policy::StoreFailurePolicy;
 use crate::scripts::{arg_now, index, operation_script, Operation};
 use crate::settle::{refund_units, supported};
 
@@ -22,7 +23,7 @@ use crate::settle::{refund_units, supported};
 pub struct Reservation {
     limiter: RedisLimiter,
     key: Vec<u8>,
-    limit: Limit,
+    limit: RedisLimit,
     cost: u64,
     made_at: u64,
     ready_at: u64,
@@ -64,7 +65,7 @@ impl Reservation {
     }
 
     /// `Some` when the failure policy made this reservation because Redis could not answer
-    /// ([`Fallback::StoreUnavailableAllowed`] under [`FailurePolicy::FailOpen`]): no units were
+    /// ([`Fallback::StoreUnavailableAllowed`] under [`StoreFailurePolicy::FailOpen`]): no units were
     /// taken anywhere.
     pub fn fallback(&self) -> Option<Fallback> {
         self.fallback
@@ -72,7 +73,7 @@ impl Reservation {
 
     /// Says the reserved units will not be used and gives back what can be, by kova's rule
     /// ([`WordAlgorithm::cancel_reservation`](kova::WordAlgorithm::cancel_reservation), as
-    /// [`Reservation::cancel`](kova::Reservation::cancel)): nothing once their time has come
+    /// [`Reservation::cancel`](kova::reservation::Reservation::cancel)): nothing once their time has come
     /// (they count as used); otherwise the whole cost when nothing granted after it is still
     /// counted in Redis, and nothing when something is. Returns the units given back.
     ///
@@ -113,18 +114,18 @@ impl RedisLimiter {
     /// [`ReserveError::NotAvailableNow`]. The delay is at most 2^52 µs minus the limit's span
     /// (142 years; past it [`ReserveError::DelayTooLong`]), so the script's numbers stay exact.
     ///
-    /// **When Redis cannot answer**: under [`FailurePolicy::FailOpen`] the reservation is made
+    /// **When Redis cannot answer**: under [`StoreFailurePolicy::FailOpen`] the reservation is made
     /// with no delay and marked [`Fallback::StoreUnavailableAllowed`] (it took nothing; its
-    /// cancel does nothing). Under every other policy, [`Degrade`](FailurePolicy::Degrade)
+    /// cancel does nothing). Under every other policy, [`Degrade`](StoreFailurePolicy::Degrade)
     /// included, it is [`Error::Store`] and nothing was taken: a reservation promises a time
     /// that only the shared state can promise.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// use kova::Quota;
-    /// use kova_redis::{Limit, RedisLimiter};
+    /// use kova_redis::{RedisLimit, RedisLimiter};
     /// let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
-    /// let vendor = Limit::gcra(Quota::per_second(10)?)?;
+    /// let vendor = RedisLimit::gcra(Quota::per_second(10)?)?;
     /// let reservation = limiter.reserve_n("vendor-api", &vendor, 3).await?;
     /// tokio::time::sleep(reservation.delay()).await;
     /// // ... or, if the call is not made after all:
@@ -134,7 +135,7 @@ impl RedisLimiter {
     pub async fn reserve_n(
         &self,
         key: impl AsRef<[u8]>,
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
     ) -> Result<Reservation, Error> {
         self.reserve_n_within(key, limit, cost, Duration::MAX).await
@@ -145,7 +146,7 @@ impl RedisLimiter {
     pub async fn reserve_n_within(
         &self,
         key: impl AsRef<[u8]>,
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
         max_delay: Duration,
     ) -> Result<Reservation, Error> {
@@ -218,12 +219,12 @@ impl RedisLimiter {
     fn reserve_unavailable(
         &self,
         key: Vec<u8>,
-        limit: &Limit,
+        limit: &RedisLimit,
         cost: u64,
         now: Option<u64>,
         error: StoreError,
     ) -> Result<Reservation, Error> {
-        if self.policy() != FailurePolicy::FailOpen {
+        if self.policy() != StoreFailurePolicy::FailOpen {
             return Err(Error::Store(error));
         }
         self.note_fallback();

@@ -2,10 +2,11 @@
 //! estimate checked, an extra charge (into GCRA's bounded overdraft) when higher. Mirrors kova's
 //! `RateLimiter::settle`, `charge` and `refund` (crates/kova/src/settle.rs).
 
-use kova::{AlgorithmKind, Settlement};
+use kova::reservation::Settlement;
+use kova::AlgorithmKind;
 
 use crate::error::{Error, StoreError};
-use crate::limit::{Limit, MAX_SPAN_MICROS};
+use crate::limit::{RedisLimit, MAX_SPAN_MICROS};
 use crate::limiter::RedisLimiter;
 use crate::scripts::{arg_now, index, operation_script, Operation};
 
@@ -30,9 +31,9 @@ impl RedisLimiter {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// use kova::Quota;
-    /// use kova_redis::{Limit, RedisLimiter};
+    /// use kova_redis::{RedisLimit, RedisLimiter};
     /// let limiter = RedisLimiter::connect("redis://127.0.0.1:6379").await?;
-    /// let tokens = Limit::gcra(Quota::per_minute(10_000)?.with_overdraft(5_000))?;
+    /// let tokens = RedisLimit::gcra(Quota::per_minute(10_000)?.with_overdraft(5_000))?;
     /// if limiter.check_n("tenant:7", &tokens, 800).await?.is_allowed() {
     ///     // ... the response used 1,500 tokens:
     ///     let settled = limiter.settle("tenant:7", &tokens, 800, 1_500).await?;
@@ -43,7 +44,7 @@ impl RedisLimiter {
     pub async fn settle(
         &self,
         key: impl AsRef<[u8]>,
-        limit: &Limit,
+        limit: &RedisLimit,
         estimated: u64,
         actual: u64,
     ) -> Result<Settlement, Error> {
@@ -59,7 +60,7 @@ impl RedisLimiter {
 
     /// Charges up to `cost` units now, never denied (see [`settle`](Self::settle)): takes what
     /// is left, then up to the quota's overdraft (GCRA). Returns the units charged.
-    pub async fn charge(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> Result<u64, Error> {
+    pub async fn charge(&self, key: impl AsRef<[u8]>, limit: &RedisLimit, cost: u64) -> Result<u64, Error> {
         let units = cost.min(debt_units(limit));
         if cost == 0 {
             supported(limit, "charge")?;
@@ -79,7 +80,7 @@ impl RedisLimiter {
     /// are not given back. A store failure is [`Error::Store`] whatever the policy. A denial
     /// this limiter cached locally ([`Builder::cache_denials`](crate::Builder::cache_denials))
     /// still answers until its retry time (stricter, never looser).
-    pub async fn refund(&self, key: impl AsRef<[u8]>, limit: &Limit, cost: u64) -> Result<(), Error> {
+    pub async fn refund(&self, key: impl AsRef<[u8]>, limit: &RedisLimit, cost: u64) -> Result<(), Error> {
         supported(limit, "refund")?;
         if cost == 0 {
             return Ok(());
@@ -94,7 +95,13 @@ impl RedisLimiter {
         }
     }
 
-    async fn run_settle(&self, key: &[u8], limit: &Limit, op: &str, units: u64) -> Result<Vec<i64>, Error> {
+    async fn run_settle(
+        &self,
+        key: &[u8],
+        limit: &RedisLimit,
+        op: &str,
+        units: u64,
+    ) -> Result<Vec<i64>, Error> {
         let operation = if op == "refund" { "refund" } else { "charge" };
         supported(limit, operation)?;
         let now = self.now_micros()?;
@@ -117,7 +124,7 @@ impl RedisLimiter {
 }
 
 /// The sliding window log takes no refunds (as in kova's in-memory log).
-pub(crate) fn supported(limit: &Limit, operation: &'static str) -> Result<(), Error> {
+pub(crate) fn supported(limit: &RedisLimit, operation: &'static str) -> Result<(), Error> {
     if limit.kind() == AlgorithmKind::SlidingWindowLog {
         return Err(Error::Unsupported { operation, algorithm: limit.kind().as_str() });
     }
@@ -125,14 +132,14 @@ pub(crate) fn supported(limit: &Limit, operation: &'static str) -> Result<(), Er
 }
 
 /// The most units one charge can take: burst + overdraft (the capacity for the algorithms
-/// without a debt). At most 2^52 / interval for GCRA, checked by [`Limit::new`].
-fn debt_units(limit: &Limit) -> u64 {
+/// without a debt). At most 2^52 / interval for GCRA, checked by [`RedisLimit::new`].
+fn debt_units(limit: &RedisLimit) -> u64 {
     limit.capacity() + limit.overdraft()
 }
 
 /// The units past which a refund gives back everything: enough intervals to cover the largest
 /// deficit a GCRA holds (2^52 µs), or the capacity for the others (no count exceeds it).
-pub(crate) fn refund_units(limit: &Limit) -> u64 {
+pub(crate) fn refund_units(limit: &RedisLimit) -> u64 {
     match limit.kind() {
         AlgorithmKind::Gcra => MAX_SPAN_MICROS.div_ceil(limit.step_nanos() / crate::limit::MICROS),
         _ => limit.capacity(),

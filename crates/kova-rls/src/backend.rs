@@ -3,7 +3,8 @@
 
 use std::future::Future;
 
-use kova::{Clock, Decision, Fallback, KeyedError};
+use kova::keyed::KeyedError;
+use kova::{Clock, Decision, Fallback};
 
 use crate::{Limited, MemoryBackend};
 

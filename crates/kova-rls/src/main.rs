@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use kova::TableFullPolicy;
-use kova_redis::{FailurePolicy, Leasing, RedisLimiter};
+use kova::keyed::TableFullPolicy;
+use kova_redis::{Leasing, RedisLimiter, StoreFailurePolicy};
 use kova_rls::{
     telemetry, Backend, Config, Decider, Listeners, MemoryBackend, MemoryOptions, RedisBackend, Reloader,
     RequestLimits,
@@ -186,15 +186,15 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 /// connected now.
 async fn redis_limiter(args: &Args) -> Result<RedisLimiter, kova_redis::Error> {
     let policy = match args.redis_failure {
-        RedisFailure::Open => FailurePolicy::FailOpen,
-        RedisFailure::Closed => FailurePolicy::FailClosed,
-        RedisFailure::Error => FailurePolicy::ReturnError,
-        RedisFailure::Degrade => FailurePolicy::Degrade { servers: args.redis_servers },
+        RedisFailure::Open => StoreFailurePolicy::FailOpen,
+        RedisFailure::Closed => StoreFailurePolicy::FailClosed,
+        RedisFailure::Error => StoreFailurePolicy::ReturnError,
+        RedisFailure::Degrade => StoreFailurePolicy::Degrade { servers: args.redis_servers },
     };
     let mut builder = RedisLimiter::builder()
         .prefix(&args.redis_prefix)
         .timeout(Duration::from_millis(args.redis_timeout_ms))
-        .failure_policy(policy);
+        .store_failure(policy);
     if args.redis_lease > 0 {
         builder =
             builder.leasing(Leasing::new(args.redis_lease, Duration::from_millis(args.redis_lease_ttl_ms)));

@@ -2,10 +2,8 @@
 //! share its algorithm), every key under its rule's quota. Its [`Backend`](crate::Backend)
 //! futures are ready at once: nothing in it waits.
 
-use kova::{
-    AlgorithmKind, AnyAlgorithm, Clock, CoarseClock, Decision, Keyed, KeyedBuilder, KeyedError, Quota,
-    TableFullPolicy,
-};
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::{AlgorithmKind, AnyAlgorithm, Clock, CoarseClock, Decision, Keyed, Quota};
 
 use crate::Limited;
 
@@ -41,22 +39,23 @@ impl MemoryBackend<CoarseClock> {
     ///
     /// ```
     /// let backend = kova_rls::MemoryBackend::new(kova_rls::MemoryOptions::default())?;
-    /// # Ok::<(), kova::KeyedError>(())
+    /// # Ok::<(), kova::keyed::KeyedError>(())
     /// ```
-    pub fn new(options: MemoryOptions) -> Result<Self, kova::KeyedError> {
+    pub fn new(options: MemoryOptions) -> Result<Self, kova::keyed::KeyedError> {
         MemoryBackend::with_clock(options, CoarseClock::new())
     }
 }
 
 impl<C: Clock + Clone> MemoryBackend<C> {
     /// Tables reading `clock` (a [`kova::ManualClock`] in tests).
-    pub fn with_clock(options: MemoryOptions, clock: C) -> Result<Self, kova::KeyedError> {
+    pub fn with_clock(options: MemoryOptions, clock: C) -> Result<Self, kova::keyed::KeyedError> {
         // A table's default quota is never used: every check carries its rule's.
         let placeholder = Quota::per_second(1)?;
         let tables = AlgorithmKind::ALL
             .into_iter()
             .map(|kind| {
-                KeyedBuilder::from_algorithm(AnyAlgorithm::new(kind, placeholder)?, clock.clone())
+                Keyed::builder_from_algorithm(AnyAlgorithm::new(kind, placeholder)?)
+                    .clock(clock.clone())
                     .max_keys(options.max_keys)
                     .table_full(options.table_full)
                     .build()

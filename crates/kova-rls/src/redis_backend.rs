@@ -1,6 +1,6 @@
 //! The Redis backend: every decision made by kova-redis (one script per decision, batched on
 //! one node, optionally leased), so every kova-rls on one Redis shares each limit. When Redis
-//! cannot answer, kova-redis's [`FailurePolicy`](kova_redis::FailurePolicy) decides; those
+//! cannot answer, kova-redis's [`StoreFailurePolicy`](kova_redis::StoreFailurePolicy) decides; those
 //! decisions are counted in `kova_rls_fallbacks_total`, `kova_rls_backend_available` goes to
 //! 0, and the switch each way is logged once.
 
@@ -72,7 +72,7 @@ fn by_policy(decision: &Decision) -> bool {
 
 impl Backend for RedisBackend {
     async fn check(&self, limited: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, BackendError> {
-        let limit = kova_redis::Limit::new(limited.algorithm(), limited.quota())
+        let limit = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota())
             .map_err(|e| BackendError::Unavailable(format!("Redis's scripts cannot hold this limit: {e}")))?;
         match self.limiter.check_n(key, &limit, cost).await {
             Ok(decision) => {
@@ -91,7 +91,7 @@ impl Backend for RedisBackend {
     }
 
     async fn refund_local(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
-        let Ok(limit) = kova_redis::Limit::new(limited.algorithm(), limited.quota()) else { return };
+        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else { return };
         if !self.limiter.refund_local(key, &limit, cost) {
             // Redis answered again meanwhile and was charged the key's local state, these
             // units among them: they are Redis's to give back now.
@@ -100,7 +100,7 @@ impl Backend for RedisBackend {
     }
 
     async fn refund(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
-        let Ok(limit) = kova_redis::Limit::new(limited.algorithm(), limited.quota()) else { return };
+        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else { return };
         match self.limiter.refund(key, &limit, cost).await {
             Ok(()) => {}
             // The sliding window log takes no refunds (neither does kova's in-memory one).

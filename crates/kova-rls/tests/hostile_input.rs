@@ -14,7 +14,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use kova::{KeyedError, ManualClock};
+use kova::keyed::KeyedError;
+use kova::ManualClock;
 use kova_rls::{descriptor_key, Config, Decider, MemoryBackend, MemoryOptions, RequestError, RequestLimits};
 
 type Case = (&'static str, fn());

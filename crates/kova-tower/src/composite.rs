@@ -7,13 +7,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::request::Parts;
-use kova::{Clock, CoarseClock, Gcra, KeyedLimits, LimitsDecision, LimitsError, Quota, WordAlgorithm};
+use kova::limits::{KeyedLimits, LimitsDecision, LimitsError};
+use kova::{Clock, CoarseClock, Gcra, Quota, WordAlgorithm};
 
 use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
 use crate::{
     CheckFuture, CompositeLimiter, ConfigError, Key, KeyedLimiter, Limit, LimitKey, LimiterError,
-    OnMissingKey, SettleError, SettleFuture, Settled,
+    MissingKeyPolicy, SettleError, SettleFuture, Settled,
 };
 
 /// A member limit used on its own (cloned out of its composite into another layer): it checks
@@ -113,7 +114,7 @@ impl fmt::Debug for CompositeLimit {
 
 impl CompositeLimit {
     /// In memory (GCRA on the coarse clock): the named quotas, in order, for every key `key`
-    /// finds. At most [`kova::MAX_LIMITS`].
+    /// finds. At most [`kova::limits::MAX_LIMITS`].
     pub fn in_memory<'a>(
         key: impl Into<Key>,
         limits: impl IntoIterator<Item = (&'a str, Quota)>,
@@ -159,8 +160,8 @@ impl CompositeLimit {
         if named.is_empty() {
             return Err(ConfigError::Composite(LimitsError::Empty));
         }
-        if named.len() > kova::MAX_LIMITS {
-            let error = LimitsError::TooMany { count: named.len(), max: kova::MAX_LIMITS };
+        if named.len() > kova::limits::MAX_LIMITS {
+            let error = LimitsError::TooMany { count: named.len(), max: kova::limits::MAX_LIMITS };
             return Err(ConfigError::Composite(error));
         }
         let key = key.into();
@@ -195,9 +196,9 @@ impl CompositeLimit {
         self.map(|limit| limit.with_filter(Some(filter.clone())))
     }
 
-    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
-    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
-        self.map(|limit| limit.on_missing_key(policy))
+    /// What to do when the key cannot be found (default: [`MissingKeyPolicy::Reject`]).
+    pub fn missing_key(self, policy: MissingKeyPolicy) -> Self {
+        self.map(|limit| limit.missing_key(policy))
     }
 
     /// Settles each allowed request's cost from the response's header `name`, for every limit

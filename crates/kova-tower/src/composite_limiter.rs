@@ -6,7 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use kova::{Clock, KeyedLimits, LimitsDecision, WordAlgorithm};
+use kova::limits::{KeyedLimits, LimitsDecision};
+use kova::{Clock, WordAlgorithm};
 
 use crate::ready::ReadyOr;
 use crate::{LimitKey, LimiterError, SettleError, SettleFuture, Settled};

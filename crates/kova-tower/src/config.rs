@@ -8,7 +8,7 @@ use http::{HeaderValue, Response};
 use kova::Decision;
 
 use crate::headers;
-use crate::{Event, EventKind, Limit, LimitKey, Metrics, OnBackendError, PartitionKeys, Rejection};
+use crate::{BackendFailurePolicy, Event, EventKind, Limit, LimitKey, Metrics, PartitionKeys, Rejection};
 
 pub(crate) type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
 
@@ -20,7 +20,7 @@ pub(crate) struct Config {
     pub(crate) legacy_headers: bool,
     pub(crate) near_limit_percent: u8,
     pub(crate) metrics: Option<Arc<dyn Metrics>>,
-    pub(crate) on_backend_error: OnBackendError,
+    pub(crate) backend_failure: BackendFailurePolicy,
     pub(crate) responder: Option<Arc<Responder>>,
     /// Publishes each limit's `pk` when set.
     pub(crate) partition_keys: Option<PartitionKeys>,
@@ -40,7 +40,7 @@ impl Config {
             legacy_headers: false,
             near_limit_percent: 10,
             metrics: None,
-            on_backend_error: OnBackendError::default(),
+            backend_failure: BackendFailurePolicy::default(),
             responder: None,
             partition_keys: None,
             #[cfg(feature = "grpc")]

@@ -14,7 +14,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
-use kova::{Decision, Fallback, MAX_LIMITS};
+use kova::limits::MAX_LIMITS;
+use kova::{Decision, Fallback};
 use smallvec::SmallVec;
 
 use self::checked::{Checked, Entry, ToSettle};
@@ -23,7 +24,7 @@ use crate::config::Config;
 use crate::headers::{self, RateLimitHeaders};
 pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
 use crate::stopwatch::Stopwatch;
-use crate::{EventKind, KeyError, Limit, LimitKey, LimiterError, OnMissingKey, Rejection};
+use crate::{EventKind, KeyError, Limit, LimitKey, LimiterError, MissingKeyPolicy, Rejection};
 
 /// What an allowed check took, while a later limit could still reject the request.
 #[derive(Debug)]
@@ -197,7 +198,7 @@ impl Run {
 
     /// The limit at `index` (and its composite's other members) found no key: reports it, and
     /// gives the rejection, or `None` to go on without the limit (shadow mode, or
-    /// [`OnMissingKey::Skip`]).
+    /// [`MissingKeyPolicy::Skip`]).
     fn key_missing(
         &mut self,
         config: &Config,
@@ -209,7 +210,7 @@ impl Run {
             config.record(member.name(), None, EventKind::KeyError(error));
         }
         let limit = config.limit(index);
-        if config.shadow || limit.missing_key_policy() == OnMissingKey::Skip {
+        if config.shadow || limit.missing_key_policy() == MissingKeyPolicy::Skip {
             return None;
         }
         Some(Box::new(self.reject(config, &Rejection::KeyError { limit, error })))
@@ -323,7 +324,7 @@ impl Run {
                 Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new))
             }
             Err(error) => {
-                let decided = config.on_backend_error.decide(&limit.quota());
+                let decided = config.backend_failure.decide(&limit.quota());
                 let fallback = decided.and_then(|d| d.fallback());
                 config.record(name, key, EventKind::BackendFailure { error: Some(&error), fallback });
                 match decided {
@@ -356,7 +357,7 @@ impl Run {
             return Err(self.misconfigured(config, limit, key, cost, capacity).map(Box::new));
         }
         let decided: Option<Vec<Decision>> =
-            limits.iter().map(|limit| config.on_backend_error.decide(&limit.quota())).collect();
+            limits.iter().map(|limit| config.backend_failure.decide(&limit.quota())).collect();
         for (n, limit) in limits.iter().enumerate() {
             let fallback = decided.as_ref().and_then(|decisions| decisions.get(n)?.fallback());
             config.record(limit.name(), key, EventKind::BackendFailure { error: Some(&error), fallback });

@@ -34,7 +34,7 @@ where
 
 /// Why no key was found for a request.
 ///
-/// With [`OnMissingKey::Reject`](crate::OnMissingKey::Reject) (the default) the request is
+/// With [`MissingKeyPolicy::Reject`](crate::MissingKeyPolicy::Reject) (the default) the request is
 /// answered with [`status`](Self::status) and a problem+json body naming the cause; there is never
 /// a shared "unknown" bucket unless the configuration asks for one with [`Key::or`].
 #[derive(Debug, Clone, PartialEq, Eq)]

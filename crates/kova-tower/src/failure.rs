@@ -14,7 +14,7 @@ use kova::{Decision, Fallback, Quota};
 /// instead; the layer enforces that decision and reports the failure the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum OnBackendError {
+pub enum BackendFailurePolicy {
     /// Answer `503 Service Unavailable` with `Retry-After: 1` and a problem+json body. The
     /// default: neither silently unlimited nor blaming the client.
     #[default]
@@ -30,15 +30,15 @@ pub enum OnBackendError {
     },
 }
 
-impl OnBackendError {
+impl BackendFailurePolicy {
     /// The decision this policy makes for a limit with `quota`; `None` for [`Reject`](Self::Reject).
     pub(crate) fn decide(self, quota: &Quota) -> Option<Decision> {
         match self {
-            OnBackendError::Reject => None,
-            OnBackendError::Allow => {
+            BackendFailurePolicy::Reject => None,
+            BackendFailurePolicy::Allow => {
                 Some(Decision::allowed(quota.burst(), 0, 0).with_fallback(Fallback::StoreUnavailableAllowed))
             }
-            OnBackendError::Deny { retry_after } => {
+            BackendFailurePolicy::Deny { retry_after } => {
                 let nanos = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
                 Some(
                     Decision::denied(quota.burst(), 0, nanos, nanos)

@@ -10,7 +10,7 @@ use tower_layer::Layer;
 
 use crate::body::{SameBody, Wrap};
 use crate::config::Config;
-use crate::{CompositeLimit, Limit, Metrics, OnBackendError, PartitionKeys, RateLimit, Rejection};
+use crate::{BackendFailurePolicy, CompositeLimit, Limit, Metrics, PartitionKeys, RateLimit, Rejection};
 
 /// A tower [`Layer`] that rate-limits requests: with axum `Router::layer` /
 /// `route_layer`, hyper (through `tower::ServiceBuilder`), or tonic's `Server::layer`.
@@ -57,7 +57,7 @@ impl<M> fmt::Debug for RateLimitLayer<M> {
             .field("limits", &self.config.limits)
             .field("shadow", &self.config.shadow)
             .field("legacy_headers", &self.config.legacy_headers)
-            .field("on_backend_error", &self.config.on_backend_error)
+            .field("backend_failure", &self.config.backend_failure)
             .finish_non_exhaustive()
     }
 }
@@ -130,9 +130,9 @@ impl<M> RateLimitLayer<M> {
     }
 
     /// What to do when a limiter fails without a failure policy of its own (default:
-    /// [`OnBackendError::Reject`], a 503).
-    pub fn on_backend_error(mut self, policy: OnBackendError) -> Self {
-        Arc::make_mut(&mut self.config).on_backend_error = policy;
+    /// [`BackendFailurePolicy::Reject`], a 503).
+    pub fn backend_failure(mut self, policy: BackendFailurePolicy) -> Self {
+        Arc::make_mut(&mut self.config).backend_failure = policy;
         self
     }
 

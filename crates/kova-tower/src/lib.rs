@@ -18,7 +18,7 @@
 //! - A request whose key cannot be found is answered with a clear error (or, where configured,
 //!   skipped or given a fallback key): never one shared bucket for every unknown client.
 //! - Several limits on one key can be one [`CompositeLimit`]: decided all or nothing in one
-//!   step (kova's [`KeyedLimits`](kova::KeyedLimits), or a store's own through
+//!   step (kova's [`KeyedLimits`](kova::limits::KeyedLimits), or a store's own through
 //!   [`CompositeLimiter`]), every limit's `RateLimit` member showing its state after it.
 //! - A limit's cost can be settled from the response ([`Limit::settle_from_header`],
 //!   [`ActualCost`]): the estimate checked first, the difference given back or charged into the
@@ -84,7 +84,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // 2 requests a minute per client network, in 64 KiB for any number of networks.
-//! let sketch = Sketch::builder(Quota::per_minute(2)?).build_with_clock(ManualClock::new())?;
+//! let sketch = Sketch::builder(Quota::per_minute(2)?).clock(ManualClock::new()).build()?;
 //! let app = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(Limit::sketch_with("net", sketch, Key::peer_ip())?));
@@ -169,11 +169,11 @@ pub use body::{BodyMode, ResponseBody, SameBody, Wrap};
 pub use composite::CompositeLimit;
 pub use composite_limiter::{CompositeCheckFuture, CompositeLimiter};
 pub use extract::{peer_ip, IpKey, Key, KeyError, KeyExtractor, PeerAddr, MAX_HEADER_KEY_LEN};
-pub use failure::OnBackendError;
+pub use failure::BackendFailurePolicy;
 pub use future::ResponseFuture;
 pub use key::LimitKey;
 pub use layer::RateLimitLayer;
-pub use limit::{ConfigError, Limit, OnMissingKey};
+pub use limit::{ConfigError, Limit, MissingKeyPolicy};
 pub use limiter::{CheckFuture, KeyedLimiter, LimiterError};
 pub use metrics::{CountingMetrics, Counts, Event, EventKind, Metrics};
 #[cfg(feature = "client")]

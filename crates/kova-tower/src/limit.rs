@@ -19,7 +19,7 @@ pub(crate) type Filter = dyn Fn(&Parts) -> bool + Send + Sync;
 /// What a limit does when its key cannot be found for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum OnMissingKey {
+pub enum MissingKeyPolicy {
     /// Answer with an error response (400 or 500, see [`KeyError::status`](crate::KeyError::status))
     /// naming the cause. The default.
     #[default]
@@ -40,9 +40,9 @@ pub enum ConfigError {
     /// JSON bodies and metrics).
     InvalidName(String),
     /// The quotas of a [`CompositeLimit`](crate::CompositeLimit) could not make a composite.
-    Composite(kova::LimitsError),
+    Composite(kova::limits::LimitsError),
     /// The keyed table could not be built with these options.
-    Table(kova::KeyedError),
+    Table(kova::keyed::KeyedError),
     /// A [`Limit::sketch`]'s sketch could not be built.
     Sketch(SketchError),
 }
@@ -79,11 +79,11 @@ impl From<QuotaError> for ConfigError {
     }
 }
 
-impl From<kova::KeyedError> for ConfigError {
+impl From<kova::keyed::KeyedError> for ConfigError {
     /// A quota the table's algorithm rejects stays a [`ConfigError::Quota`].
-    fn from(e: kova::KeyedError) -> Self {
+    fn from(e: kova::keyed::KeyedError) -> Self {
         match e {
-            kova::KeyedError::Quota(e) => ConfigError::Quota(e),
+            kova::keyed::KeyedError::Quota(e) => ConfigError::Quota(e),
             e => ConfigError::Table(e),
         }
     }
@@ -119,7 +119,7 @@ pub struct Limit {
     key: Key,
     cost: Cost,
     filter: Option<Arc<Filter>>,
-    on_missing_key: OnMissingKey,
+    missing_key: MissingKeyPolicy,
     unit: QuotaUnit,
     policy_item: Arc<str>,
     /// The start of this limit's `RateLimit` member, `"name";r=`, written once so that an
@@ -135,7 +135,7 @@ impl fmt::Debug for Limit {
         f.debug_struct("Limit")
             .field("name", &self.name)
             .field("quota", &self.quota)
-            .field("on_missing_key", &self.on_missing_key)
+            .field("missing_key", &self.missing_key)
             .finish_non_exhaustive()
     }
 }
@@ -200,7 +200,7 @@ impl Limit {
     /// use kova::sketch::Sketch;
     /// use kova::{ManualClock, Quota};
     /// use kova_tower::{Key, Limit};
-    /// let sketch = Sketch::builder(Quota::per_second(5)?).memory_bytes(1 << 20).build_with_clock(ManualClock::new())?;
+    /// let sketch = Sketch::builder(Quota::per_second(5)?).memory_bytes(1 << 20).clock(ManualClock::new()).build()?;
     /// let limit = Limit::sketch_with("ip", sketch, Key::peer_ip())?;
     /// assert_eq!(limit.name(), "ip");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -243,7 +243,7 @@ impl Limit {
             key: key.into(),
             cost: Cost::Fixed(1),
             filter: None,
-            on_missing_key: OnMissingKey::Reject,
+            missing_key: MissingKeyPolicy::Reject,
             unit: QuotaUnit::Requests,
             policy_item: item.into(),
             state_prefix: headers::state_prefix(name).into(),
@@ -353,9 +353,9 @@ impl Limit {
         Limit { filter: Some(Arc::new(f)), ..self }
     }
 
-    /// What to do when the key cannot be found (default: [`OnMissingKey::Reject`]).
-    pub fn on_missing_key(self, policy: OnMissingKey) -> Self {
-        Limit { on_missing_key: policy, ..self }
+    /// What to do when the key cannot be found (default: [`MissingKeyPolicy::Reject`]).
+    pub fn missing_key(self, policy: MissingKeyPolicy) -> Self {
+        Limit { missing_key: policy, ..self }
     }
 
     /// The name (in headers, bodies and metrics).
@@ -381,8 +381,8 @@ impl Limit {
         &self.key
     }
 
-    pub(crate) fn missing_key_policy(&self) -> OnMissingKey {
-        self.on_missing_key
+    pub(crate) fn missing_key_policy(&self) -> MissingKeyPolicy {
+        self.missing_key
     }
 
     pub(crate) fn policy_item(&self) -> &str {

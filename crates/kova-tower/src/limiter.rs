@@ -22,7 +22,7 @@ use crate::{LimitKey, SettleError, SettleFuture, Settled};
 /// A limiter with a failure policy (a store that fails open or closed) answers with a
 /// [`Decision`] carrying a [`Fallback`](kova::Fallback); one without answers
 /// [`LimiterError::Backend`], and the layer's
-/// [`OnBackendError`](crate::OnBackendError) decides.
+/// [`BackendFailurePolicy`](crate::BackendFailurePolicy) decides.
 ///
 /// ```
 /// use kova::{Decision, Gcra, Keyed, Quota};
@@ -59,7 +59,8 @@ pub trait KeyedLimiter: Send + Sync + 'static {
         let result = if actual == estimated {
             Ok(Settled::default())
         } else if actual < estimated && self.refund(key, estimated - actual) {
-            let settlement = kova::Settlement { refunded: estimated - actual, ..Default::default() };
+            let settlement =
+                kova::reservation::Settlement { refunded: estimated - actual, ..Default::default() };
             Ok(Settled { settlement, after: None })
         } else {
             Err(SettleError::Unsupported)
@@ -134,7 +135,7 @@ pub enum LimiterError {
         capacity: u64,
     },
     /// The backend failed (a store that could not be reached, a timeout) and has no failure
-    /// policy of its own; the layer's [`OnBackendError`](crate::OnBackendError) decides.
+    /// policy of its own; the layer's [`BackendFailurePolicy`](crate::BackendFailurePolicy) decides.
     Backend(Box<dyn std::error::Error + Send + Sync>),
 }
 

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kova::{Decision, Fallback, Settlement};
+use kova::reservation::Settlement;
+use kova::{Decision, Fallback};
 
 use crate::{KeyError, LimitKey, LimiterError, SettleError};
 
@@ -50,7 +51,7 @@ pub enum EventKind<'a> {
     /// Denied (in shadow mode the request still went through).
     Denied(&'a Decision),
     /// The backend failed: `error` when it returned one (the layer's
-    /// [`OnBackendError`](crate::OnBackendError) then applied), `fallback` when a failure
+    /// [`BackendFailurePolicy`](crate::BackendFailurePolicy) then applied), `fallback` when a failure
     /// policy (the backend's or the layer's) decided instead.
     BackendFailure {
         /// The error the limiter returned, if any.

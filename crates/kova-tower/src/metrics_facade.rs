@@ -11,7 +11,7 @@
 //! | `kova_denied_total` | counter | `limit`, `mode` (`enforced` / `shadow`) | requests a limit denied |
 //! | `kova_fallback_total` | counter | `limit`, `fallback` | decisions a failure policy or cache made ([`FALLBACK_LABELS`]) |
 //! | `kova_key_errors_total` | counter | `limit` | requests whose key could not be found |
-//! | `kova_backend_errors_total` | counter | `limit` | limiter errors (the layer's `OnBackendError` then applied) |
+//! | `kova_backend_errors_total` | counter | `limit` | limiter errors (the layer's `BackendFailurePolicy` then applied) |
 //! | `kova_misconfigured_total` | counter | `limit` | requests costing more than the limit's capacity |
 //! | `kova_decision_seconds` | histogram | `limit` | time from a check's start to its decision |
 //! | `kova_settled_total` | counter | `limit` | allowed requests whose cost was settled from the response |

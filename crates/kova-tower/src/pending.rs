@@ -5,7 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use kova::{Decision, LimitsDecision};
+use kova::limits::LimitsDecision;
+use kova::Decision;
 
 use crate::stopwatch::Stopwatch;
 use crate::{CheckFuture, CompositeCheckFuture, LimitKey, LimiterError};

@@ -21,41 +21,41 @@ fn limiter_error(error: kova_redis::Error) -> LimiterError {
     }
 }
 
-/// One [`kova_redis::Limit`] on a [`kova_redis::RedisLimiter`], as a [`KeyedLimiter`].
+/// One [`kova_redis::RedisLimit`] on a [`kova_redis::RedisLimiter`], as a [`KeyedLimiter`].
 ///
 /// Keys are sent as their text form ([`LimitKey`]'s `Display`, e.g. `ip:203.0.113.7/32`), which
 /// the Redis limiter escapes into its own key space. The Redis limiter's
-/// [`FailurePolicy`](kova_redis::FailurePolicy) applies when Redis is down or slow: fail-open and
+/// [`StoreFailurePolicy`](kova_redis::StoreFailurePolicy) applies when Redis is down or slow: fail-open and
 /// fail-closed decisions come back marked with their [`Fallback`](kova::Fallback) (reported to
 /// the metrics hook as backend failures); with `ReturnError` the layer's
-/// [`OnBackendError`](crate::OnBackendError) decides.
+/// [`BackendFailurePolicy`](crate::BackendFailurePolicy) decides.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
 /// use kova::Quota;
-/// use kova_redis::FailurePolicy;
+/// use kova_redis::StoreFailurePolicy;
 /// use kova_tower::{Key, Limit, RateLimitLayer, RedisBackend};
 ///
 /// let redis = kova_redis::RedisLimiter::builder()
 ///     .timeout(Duration::from_millis(20))
-///     .failure_policy(FailurePolicy::FailOpen)
+///     .store_failure(StoreFailurePolicy::FailOpen)
 ///     .connect("redis://127.0.0.1:6379")
 ///     .await?;
-/// let per_ip = kova_redis::Limit::gcra(Quota::per_minute(60)?)?;
+/// let per_ip = kova_redis::RedisLimit::gcra(Quota::per_minute(60)?)?;
 /// let layer = RateLimitLayer::new(Limit::redis("ip", Key::peer_ip(), RedisBackend::new(redis, per_ip))?);
 /// # let _ = layer; Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisBackend {
     limiter: kova_redis::RedisLimiter,
-    limit: Arc<kova_redis::Limit>,
+    limit: Arc<kova_redis::RedisLimit>,
 }
 
 impl RedisBackend {
     /// `limit` enforced in the Redis behind `limiter` (one limiter, one connection, can serve
     /// many limits).
-    pub fn new(limiter: kova_redis::RedisLimiter, limit: kova_redis::Limit) -> Self {
+    pub fn new(limiter: kova_redis::RedisLimiter, limit: kova_redis::RedisLimit) -> Self {
         RedisBackend { limiter, limit: Arc::new(limit) }
     }
 
@@ -93,7 +93,7 @@ impl KeyedLimiter for RedisBackend {
     }
 }
 
-/// Several [`kova_redis::Limit`]s on one key, decided all or nothing in one Redis script
+/// Several [`kova_redis::RedisLimit`]s on one key, decided all or nothing in one Redis script
 /// ([`kova_redis::RedisLimiter::check_limits_n`]), as a [`CompositeLimiter`]: build the layer's
 /// limit with [`CompositeLimit::redis`]. The Redis limiter's failure policy applies as for one
 /// limit, each decision marked with its [`Fallback`](kova::Fallback).
@@ -105,14 +105,14 @@ pub struct RedisCompositeBackend {
 }
 
 impl RedisCompositeBackend {
-    /// `limits` (in order; at most [`kova::MAX_LIMITS`]) enforced together in the Redis behind
+    /// `limits` (in order; at most [`kova::limits::MAX_LIMITS`]) enforced together in the Redis behind
     /// `limiter`.
     pub fn new(
         limiter: kova_redis::RedisLimiter,
-        limits: impl IntoIterator<Item = kova_redis::Limit>,
-    ) -> Result<Self, kova::LimitsError> {
-        let limits: Vec<kova_redis::Limit> = limits.into_iter().collect();
-        let quotas = limits.iter().map(kova_redis::Limit::quota).collect();
+        limits: impl IntoIterator<Item = kova_redis::RedisLimit>,
+    ) -> Result<Self, kova::limits::LimitsError> {
+        let limits: Vec<kova_redis::RedisLimit> = limits.into_iter().collect();
+        let quotas = limits.iter().map(kova_redis::RedisLimit::quota).collect();
         let limits = Arc::new(kova_redis::Limits::new(limits)?);
         Ok(RedisCompositeBackend { limiter, limits, quotas })
     }
@@ -147,8 +147,8 @@ impl CompositeLimit {
     ///     Key::peer_ip(),
     ///     redis,
     ///     [
-    ///         ("second", kova_redis::Limit::gcra(Quota::per_second(10)?.with_burst(50)?)?),
-    ///         ("day", kova_redis::Limit::gcra(Quota::per_day(10_000)?)?),
+    ///         ("second", kova_redis::RedisLimit::gcra(Quota::per_second(10)?.with_burst(50)?)?),
+    ///         ("day", kova_redis::RedisLimit::gcra(Quota::per_day(10_000)?)?),
     ///     ],
     /// )?;
     /// let layer = RateLimitLayer::from_composite(limits);
@@ -157,9 +157,9 @@ impl CompositeLimit {
     pub fn redis<'a>(
         key: impl Into<Key>,
         limiter: kova_redis::RedisLimiter,
-        limits: impl IntoIterator<Item = (&'a str, kova_redis::Limit)>,
+        limits: impl IntoIterator<Item = (&'a str, kova_redis::RedisLimit)>,
     ) -> Result<Self, ConfigError> {
-        let (names, limits): (Vec<&str>, Vec<kova_redis::Limit>) = limits.into_iter().unzip();
+        let (names, limits): (Vec<&str>, Vec<kova_redis::RedisLimit>) = limits.into_iter().unzip();
         let backend = RedisCompositeBackend::new(limiter, limits).map_err(ConfigError::Composite)?;
         let named: Vec<(&str, Quota)> = names.into_iter().zip(backend.quotas().iter().copied()).collect();
         CompositeLimit::new(key, named, backend)

@@ -29,7 +29,7 @@ pub enum Rejection<'a> {
         /// Its decision.
         decision: &'a Decision,
     },
-    /// No key could be found (with [`OnMissingKey::Reject`](crate::OnMissingKey::Reject)):
+    /// No key could be found (with [`MissingKeyPolicy::Reject`](crate::MissingKeyPolicy::Reject)):
     /// [`KeyError::status`].
     KeyError {
         /// The limit whose key is missing.
@@ -46,7 +46,7 @@ pub enum Rejection<'a> {
         /// The limit's capacity.
         capacity: u64,
     },
-    /// The limiter failed and [`OnBackendError::Reject`](crate::OnBackendError::Reject) applies:
+    /// The limiter failed and [`BackendFailurePolicy::Reject`](crate::BackendFailurePolicy::Reject) applies:
     /// 503.
     BackendUnavailable {
         /// The limit.

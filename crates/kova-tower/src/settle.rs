@@ -11,7 +11,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use kova::{Decision, Settlement};
+use kova::reservation::Settlement;
+use kova::Decision;
 
 use crate::ready::ReadyOr;
 

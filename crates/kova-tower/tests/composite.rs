@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use axum::{body::Body, routing::get, Router};
 use http::{HeaderName, Request, StatusCode};
-use kova::{Gcra, KeyedLimits, ManualClock, Quota};
+use kova::limits::KeyedLimits;
+use kova::{Gcra, ManualClock, Quota};
 use kova_tower::{
     CompositeCheckFuture, CompositeLimit, CompositeLimiter, Key, Limit, LimitKey, PeerAddr, RateLimitLayer,
 };

@@ -12,7 +12,8 @@ use axum::routing::get;
 use axum::Router;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, StatusCode};
-use kova::{Decision, Gcra, LimitsError, ManualClock, Quota, QuotaError, MAX_LIMITS};
+use kova::limits::{LimitsError, MAX_LIMITS};
+use kova::{Decision, Gcra, ManualClock, Quota, QuotaError};
 use kova_tower::client_ip::{self, ClientIpError, ForwardedHeader, TrustedProxies, X_FORWARDED_FOR};
 use kova_tower::headers;
 use kova_tower::{

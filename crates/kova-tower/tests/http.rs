@@ -14,8 +14,8 @@ use http::StatusCode;
 use kova::{Decision, Fallback, Gcra, Keyed, ManualClock, Quota};
 use kova_tower::client_ip::TrustedProxies;
 use kova_tower::{
-    CheckFuture, CountingMetrics, Counts, Key, KeyedLimiter, Limit, LimitKey, LimiterError, OnBackendError,
-    OnMissingKey, RateLimitLayer,
+    BackendFailurePolicy, CheckFuture, CountingMetrics, Counts, Key, KeyedLimiter, Limit, LimitKey,
+    LimiterError, MissingKeyPolicy, RateLimitLayer,
 };
 use support::{serve, serve_with, HttpClient, CLIENT, PROXY};
 
@@ -351,7 +351,7 @@ async fn a_failing_backend_follows_the_failure_policy_and_shows_in_metrics() {
 
     // The layer's fail-open: passes, announces the policy, publishes no made-up remaining count.
     let metrics = Arc::new(CountingMetrics::default());
-    let layer = RateLimitLayer::new(store(Arc::new(DownStore))).on_backend_error(OnBackendError::Allow);
+    let layer = RateLimitLayer::new(store(Arc::new(DownStore))).backend_failure(BackendFailurePolicy::Allow);
     let server = serve(app(layer.metrics(metrics.clone()))).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -362,7 +362,7 @@ async fn a_failing_backend_follows_the_failure_policy_and_shows_in_metrics() {
 
     // The layer's fail-closed: 429 with the configured wait, rounded up.
     let layer = RateLimitLayer::new(store(Arc::new(DownStore)))
-        .on_backend_error(OnBackendError::Deny { retry_after: Duration::from_millis(1500) });
+        .backend_failure(BackendFailurePolicy::Deny { retry_after: Duration::from_millis(1500) });
     let server = serve(app(layer)).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
@@ -475,7 +475,7 @@ async fn missing_keys_are_errors_or_skips_never_a_shared_bucket() {
     assert_eq!(counts(&metrics).key_errors, 2);
 
     // Skip: the limit does not apply to requests without the key.
-    let limit = Limit::in_memory("api", quota(2, 60), api_key()).unwrap().on_missing_key(OnMissingKey::Skip);
+    let limit = Limit::in_memory("api", quota(2, 60), api_key()).unwrap().missing_key(MissingKeyPolicy::Skip);
     let server = serve(app(RateLimitLayer::new(limit))).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::OK);

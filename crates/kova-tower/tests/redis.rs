@@ -12,8 +12,10 @@ use axum::routing::get;
 use axum::Router;
 use http::StatusCode;
 use kova::{ManualClock, Quota};
-use kova_redis::FailurePolicy;
-use kova_tower::{CompositeLimit, CountingMetrics, Key, Limit, OnBackendError, RateLimitLayer, RedisBackend};
+use kova_redis::StoreFailurePolicy;
+use kova_tower::{
+    BackendFailurePolicy, CompositeLimit, CountingMetrics, Key, Limit, RateLimitLayer, RedisBackend,
+};
 use support::{serve, HttpClient, CLIENT};
 
 /// A `redis-server` on a free loopback port, stopped when dropped.
@@ -76,7 +78,7 @@ async fn a_redis_limit_gives_the_same_headers_as_an_in_memory_one() {
         .connect(&redis.url())
         .await
         .expect("connect to the test's redis-server");
-    let limit = kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap();
+    let limit = kova_redis::RedisLimit::gcra(Quota::per_minute(3).unwrap()).unwrap();
     let limit = Limit::redis("ip", Key::peer_ip(), RedisBackend::new(limiter, limit)).unwrap();
     let server = serve(app(RateLimitLayer::new(limit))).await;
     let client = HttpClient::new(server, CLIENT);
@@ -100,39 +102,39 @@ async fn a_redis_limit_gives_the_same_headers_as_an_in_memory_one() {
 async fn a_redis_that_is_down_follows_its_failure_policy() {
     // Nothing listens on this port.
     let url = format!("redis://127.0.0.1:{}", free_port());
-    let backend = |policy: FailurePolicy| {
+    let backend = |policy: StoreFailurePolicy| {
         let limiter = kova_redis::RedisLimiter::builder()
             .timeout(Duration::from_millis(200))
-            .failure_policy(policy)
+            .store_failure(policy)
             .unavailable_retry_after(Duration::from_secs(2))
             .open(&url)
             .expect("a lazily connected limiter");
-        let limit = kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap();
+        let limit = kova_redis::RedisLimit::gcra(Quota::per_minute(3).unwrap()).unwrap();
         Limit::redis("shared", Key::peer_ip(), RedisBackend::new(limiter, limit)).unwrap()
     };
 
     let metrics = Arc::new(CountingMetrics::default());
     let server =
-        serve(app(RateLimitLayer::new(backend(FailurePolicy::FailOpen)).metrics(metrics.clone()))).await;
+        serve(app(RateLimitLayer::new(backend(StoreFailurePolicy::FailOpen)).metrics(metrics.clone()))).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.header("ratelimit"), None);
     assert_eq!(metrics.snapshot().backend_failures, 1);
 
-    let server = serve(app(RateLimitLayer::new(backend(FailurePolicy::FailClosed)))).await;
+    let server = serve(app(RateLimitLayer::new(backend(StoreFailurePolicy::FailClosed)))).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(reply.header("retry-after"), Some("2"));
 
     let metrics = Arc::new(CountingMetrics::default());
-    let layer = RateLimitLayer::new(backend(FailurePolicy::ReturnError)).metrics(metrics.clone());
+    let layer = RateLimitLayer::new(backend(StoreFailurePolicy::ReturnError)).metrics(metrics.clone());
     let server = serve(app(layer)).await;
     let reply = HttpClient::new(server, CLIENT).get("/", &[]).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(metrics.snapshot().backend_failures, 1);
 
-    let layer =
-        RateLimitLayer::new(backend(FailurePolicy::ReturnError)).on_backend_error(OnBackendError::Allow);
+    let layer = RateLimitLayer::new(backend(StoreFailurePolicy::ReturnError))
+        .backend_failure(BackendFailurePolicy::Allow);
     let server = serve(app(layer)).await;
     assert_eq!(HttpClient::new(server, CLIENT).get("/", &[]).await.status, StatusCode::OK);
 }
@@ -161,8 +163,8 @@ async fn a_redis_composite_is_all_or_nothing_and_heads_every_limit() {
         Key::peer_ip(),
         limiter,
         [
-            ("minute", kova_redis::Limit::gcra(Quota::per_minute(3).unwrap()).unwrap()),
-            ("hour", kova_redis::Limit::fixed_window(Quota::per_hour(2).unwrap()).unwrap()),
+            ("minute", kova_redis::RedisLimit::gcra(Quota::per_minute(3).unwrap()).unwrap()),
+            ("hour", kova_redis::RedisLimit::fixed_window(Quota::per_hour(2).unwrap()).unwrap()),
         ],
     )
     .unwrap();
@@ -194,7 +196,7 @@ async fn a_redis_limit_settles_the_cost_the_response_reports() {
     let clock = ManualClock::new();
     clock.set(1_000_000_000);
     let limiter = redis_limiter(&redis, &clock).await;
-    let limit = kova_redis::Limit::gcra(Quota::per_minute(10).unwrap()).unwrap();
+    let limit = kova_redis::RedisLimit::gcra(Quota::per_minute(10).unwrap()).unwrap();
     let limit = Limit::redis("tokens", Key::peer_ip(), RedisBackend::new(limiter, limit))
         .unwrap()
         .cost(4)

@@ -23,7 +23,7 @@ fn from(peer: &str) -> Request<Body> {
 #[tokio::test(flavor = "current_thread")]
 async fn a_sketch_limit_answers_429_once_a_keys_quota_is_spent() {
     let clock = ManualClock::new();
-    let sketch = Sketch::builder(Quota::per_minute(3).unwrap()).build_with_clock(clock.clone()).unwrap();
+    let sketch = Sketch::builder(Quota::per_minute(3).unwrap()).clock(clock.clone()).build().unwrap();
     let seen: Seen = Arc::default();
     let record = Arc::clone(&seen);
     let metrics = Arc::new(move |event: &Event<'_>| {

@@ -36,23 +36,23 @@ use crate::{CheckError, Clock, Decision, Quota, QuotaError};
 /// cannot claim a storage its cell does not have.
 ///
 /// ```
-/// fn stored<A: kova::Algorithm, S: kova::CellStorage<A>>() {}
-/// stored::<kova::Gcra, kova::InlineWord>(); // a word algorithm's cell is its word
-/// stored::<kova::SlidingWindowLog, kova::BoxedCell>(); // any algorithm's cell may be boxed
+/// fn stored<A: kova::Algorithm, S: kova::cell::CellStorage<A>>() {}
+/// stored::<kova::Gcra, kova::cell::InlineWord>(); // a word algorithm's cell is its word
+/// stored::<kova::SlidingWindowLog, kova::cell::BoxedCell>(); // any algorithm's cell may be boxed
 /// ```
 ///
 /// The log's cell is not one word, so it cannot be stored as one:
 ///
 /// ```compile_fail,E0277
-/// fn stored<A: kova::Algorithm, S: kova::CellStorage<A>>() {}
-/// stored::<kova::SlidingWindowLog, kova::InlineWord>();
+/// fn stored<A: kova::Algorithm, S: kova::cell::CellStorage<A>>() {}
+/// stored::<kova::SlidingWindowLog, kova::cell::InlineWord>();
 /// ```
 ///
 /// and no storage but kova's exists:
 ///
 /// ```compile_fail,E0277
 /// enum Mine {}
-/// unsafe impl<A: kova::Algorithm> kova::CellStorage<A> for Mine {}
+/// unsafe impl<A: kova::Algorithm> kova::cell::CellStorage<A> for Mine {}
 /// ```
 ///
 /// # Safety

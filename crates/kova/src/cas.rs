@@ -180,15 +180,15 @@ pub(crate) fn update_word<W: Word, C: Clock + ?Sized, R: Outcome>(
     }
 }
 
-impl<T> Outcome for Result<T, crate::ReserveError> {
+impl<T> Outcome for Result<T, crate::reservation::ReserveError> {
     /// A reservation refused for want of units now ([`ReserveError::NotAvailableNow`]) is a
     /// denial like a check's; any other result is not.
     ///
-    /// [`ReserveError::NotAvailableNow`]: crate::ReserveError::NotAvailableNow
+    /// [`ReserveError::NotAvailableNow`]: crate::reservation::ReserveError::NotAvailableNow
     #[inline(always)]
     fn denied_for_nanos(&self) -> u64 {
         match self {
-            Err(crate::ReserveError::NotAvailableNow { retry_after, .. }) => {
+            Err(crate::reservation::ReserveError::NotAvailableNow { retry_after, .. }) => {
                 u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX)
             }
             _ => 0,

@@ -235,6 +235,35 @@ impl CoarseClock {
     }
 }
 
+/// A builder's clock: one it was given, or the coarse clock, made only when the limiter is built.
+/// A builder that starts on the coarse clock and is then given another (a [`ManualClock`] in a
+/// test) must never have started the coarse clock's upkeep thread: no background work the
+/// caller did not ask for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BuilderClock<C> {
+    /// The clock the caller gave.
+    Given(C),
+    /// Made at build time.
+    Deferred(fn() -> C),
+}
+
+impl BuilderClock<CoarseClock> {
+    /// The coarse clock, made at build time.
+    pub(crate) fn coarse() -> Self {
+        BuilderClock::Deferred(CoarseClock::new)
+    }
+}
+
+impl<C> BuilderClock<C> {
+    /// The clock, made now if it was deferred.
+    pub(crate) fn into_clock(self) -> C {
+        match self {
+            BuilderClock::Given(clock) => clock,
+            BuilderClock::Deferred(make) => make(),
+        }
+    }
+}
+
 impl Default for CoarseClock {
     fn default() -> Self {
         Self::new()

@@ -59,7 +59,7 @@ pub enum Fallback {
     /// A shared store could not be reached in time; a local in-memory limiter at this server's
     /// share of the limit decided (allowed or denied).
     StoreUnavailableLocal,
-    /// A [`StripedLimiter`](crate::StripedLimiter) decided from units a stripe had leased from
+    /// A [`StripedLimiter`](crate::striped::StripedLimiter) decided from units a stripe had leased from
     /// the central word: exact only within the striped bound (the algorithm's amount plus the
     /// units stripes hold). `remaining` counts that stripe's units and `reset_after` the time
     /// until its lease expires. Every denial of a striped limiter says so: units held by stripes
@@ -70,7 +70,7 @@ pub enum Fallback {
     /// `remaining` and `retry_after` are bounds (never more remaining, never a shorter wait).
     /// Every sketch decision says so: the sketch cannot tell whether a cell is shared. The same
     /// mark for a standalone sketch and for a keyed table's
-    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) (a key the full table does not
+    /// [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) (a key the full table does not
     /// hold): either way the decision has the same meaning and the same bound, and a table's
     /// caller tells it from the table's own decisions by the mark alone.
     Sketch,

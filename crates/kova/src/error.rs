@@ -14,7 +14,7 @@ pub enum CheckError {
         /// The most the limiter admits at once.
         capacity: u64,
     },
-    /// The state cell was made by an algorithm of another kind (an [`AnyCell`](crate::AnyCell)
+    /// The state cell was made by an algorithm of another kind (an [`AnyCell`](crate::cell::AnyCell)
     /// of a sliding log handed to a single-word algorithm, or the reverse): it was not read.
     CellMismatch {
         /// The algorithm the cell was handed to.

@@ -24,19 +24,7 @@ pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
 impl<A: Algorithm> RateLimiter<A, CoarseClock> {
     /// A limiter for `quota` on the coarse clock.
     pub fn new(quota: Quota) -> Result<Self, QuotaError> {
-        Ok(Self::from_algorithm(A::from_quota(quota)?))
-    }
-
-    /// A limiter for an already-built algorithm, on the coarse clock.
-    ///
-    /// ```
-    /// use kova::{Algorithm, FixedWindow, Quota, RateLimiter};
-    /// let limiter = RateLimiter::from_algorithm(FixedWindow::from_quota(Quota::per_minute(5)?)?);
-    /// assert_eq!(limiter.check().limit(), 5);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_algorithm(algorithm: A) -> Self {
-        Self::from_algorithm_with_clock(algorithm, CoarseClock::new())
+        Self::with_clock(quota, CoarseClock::new())
     }
 }
 
@@ -51,11 +39,20 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Ok(Self::from_algorithm_with_clock(A::from_quota(quota)?, clock))
+        Ok(Self::from_algorithm(A::from_quota(quota)?, clock))
     }
 
-    /// A limiter for an already-built algorithm reading `clock`.
-    pub fn from_algorithm_with_clock(algorithm: A, clock: C) -> Self {
+    /// A limiter for an algorithm built beforehand (an [`AnyAlgorithm`](crate::AnyAlgorithm) of
+    /// a configured kind), reading `clock` ([`CoarseClock::new`] for the default).
+    ///
+    /// ```
+    /// use kova::{AnyAlgorithm, CoarseClock, Quota, RateLimiter};
+    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(5)?)?;
+    /// let limiter = RateLimiter::from_algorithm(algorithm, CoarseClock::new());
+    /// assert_eq!(limiter.check().limit(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_algorithm(algorithm: A, clock: C) -> Self {
         let cell = algorithm.new_cell();
         RateLimiter { algorithm, cell, clock }
     }

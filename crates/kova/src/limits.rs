@@ -17,7 +17,9 @@ use std::fmt;
 use cells::Cells;
 use composite::Composite;
 
-use crate::{CheckError, Clock, CoarseClock, Gcra, KeyedError, Quota, QuotaError, WordAlgorithm};
+use crate::keyed::KeyedError;
+use crate::reservation::Settlement;
+use crate::{CheckError, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// The most limits one [`Limits`] holds.
 pub const MAX_LIMITS: usize = 4;
@@ -42,7 +44,8 @@ pub const MAX_LIMITS: usize = 4;
 ///   the first word holds nothing.
 ///
 /// ```
-/// use kova::{Gcra, Limits, ManualClock, Quota};
+/// use kova::limits::Limits;
+/// use kova::{Gcra, ManualClock, Quota};
 /// let limits = Limits::<Gcra, _>::with_clock(
 ///     [Quota::per_second(10)?.with_burst(50)?, Quota::per_hour(1_000)?, Quota::per_day(10_000)?],
 ///     ManualClock::new(),
@@ -112,7 +115,8 @@ impl<W: WordAlgorithm> Limits<W, CoarseClock> {
     /// The limits of `quotas`, in order, on the coarse clock.
     ///
     /// ```
-    /// use kova::{Limits, LimitsError, Quota};
+    /// use kova::limits::{Limits, LimitsError};
+    /// use kova::Quota;
     /// let limits = Limits::<kova::Gcra>::new([Quota::per_second(5)?, Quota::per_minute(100)?])?;
     /// assert_eq!(limits.len(), 2);
     /// assert_eq!(Limits::<kova::Gcra>::new([]).unwrap_err(), LimitsError::Empty);
@@ -127,7 +131,8 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     /// The limits of `quotas`, in order, reading `clock`.
     ///
     /// ```
-    /// use kova::{FixedWindow, Limits, ManualClock, Quota};
+    /// use kova::limits::Limits;
+    /// use kova::{FixedWindow, ManualClock, Quota};
     /// let limits = Limits::<FixedWindow, _>::with_clock([Quota::per_second(2)?], ManualClock::new())?;
     /// assert!(limits.check().is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -159,7 +164,8 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     /// the smallest capacity (it could never be admitted). Cost 0 is a peek.
     ///
     /// ```
-    /// use kova::{CheckError, Gcra, Limits, Quota};
+    /// use kova::limits::Limits;
+    /// use kova::{CheckError, Gcra, Quota};
     /// let limits = Limits::<Gcra>::new([Quota::per_second(10)?, Quota::per_minute(5)?])?;
     /// assert_eq!(limits.check_n(6).unwrap_err(), CheckError::CostExceedsCapacity { cost: 6, capacity: 5 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -177,9 +183,58 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
         self.cells.check(&self.algorithms, &self.clock, 0)
     }
 
-    /// Gives `cost` units back to every limit (see [`WordAlgorithm::refund`]).
-    pub fn refund(&self, cost: u64) {
+    /// Gives `cost` units back to every limit (see [`WordAlgorithm::refund`]). Returns whether
+    /// units were given back, as every `refund` does: always `true` here, since every limit is a
+    /// word algorithm, which keeps a count it can give back to.
+    ///
+    /// ```
+    /// use kova::limits::Limits;
+    /// use kova::{Gcra, Quota};
+    /// let limits = Limits::<Gcra>::new([Quota::per_second(10)?, Quota::per_minute(50)?])?;
+    /// assert!(limits.check_n(4)?.is_allowed());
+    /// assert!(limits.refund(4));
+    /// assert_eq!(limits.peek().limit_decisions()[1].remaining(), 50);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund(&self, cost: u64) -> bool {
         self.cells.refund(&self.algorithms, &self.clock, cost);
+        true
+    }
+
+    /// [`RateLimiter::settle`](crate::RateLimiter::settle) for every limit: a check of
+    /// `estimated` units whose real cost was `actual`. A lower cost gives the difference back to
+    /// every limit; a higher one charges the extra to every limit, never denied, each as far as
+    /// its state and overdraft hold it (so the limits may take different amounts). One
+    /// settlement per limit, in order, as [`KeyedLimits::settle`] gives per key.
+    ///
+    /// ```
+    /// use kova::limits::Limits;
+    /// use kova::reservation::Settlement;
+    /// use kova::{Gcra, ManualClock, Quota};
+    /// let quotas = [Quota::per_minute(10)?, Quota::per_hour(100)?.with_overdraft(50)];
+    /// let limits = Limits::<Gcra, _>::with_clock(quotas, ManualClock::new())?;
+    /// assert!(limits.check_n(4)?.is_allowed());
+    /// let settled = limits.settle(4, 20);
+    /// assert_eq!(settled[0], Settlement { refunded: 0, charged: 6, uncharged: 10 });
+    /// assert_eq!(settled[1], Settlement { refunded: 0, charged: 16, uncharged: 0 });
+    /// assert_eq!(limits.settle(10, 4), vec![Settlement { refunded: 6, ..Settlement::default() }; 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(&self, estimated: u64, actual: u64) -> Vec<Settlement> {
+        if actual <= estimated {
+            let back = estimated - actual;
+            if back > 0 {
+                self.cells.refund(&self.algorithms, &self.clock, back);
+            }
+            return vec![Settlement { refunded: back, ..Settlement::default() }; self.len()];
+        }
+        let extra = actual - estimated;
+        let charged = self.cells.charge(&self.algorithms, &self.clock, extra);
+        charged
+            .iter()
+            .take(self.len())
+            .map(|&charged| Settlement { refunded: 0, charged, uncharged: extra - charged })
+            .collect()
     }
 
     /// How many limits.

@@ -210,7 +210,7 @@ pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
     faults::with_grace_periods_skipped(f)
 }
 
-/// RACY: runs `f` (a loom model of a [`StripedLimiter`](crate::StripedLimiter)) with checks
+/// RACY: runs `f` (a loom model of a [`StripedLimiter`](crate::striped::StripedLimiter)) with checks
 /// spending a stripe's units by load and store instead of a CAS: two checks on one stripe both
 /// spend the same unit, and a lease or a give-back between the load and the store is overwritten.
 pub fn striped_take_load_store<R>(f: impl FnOnce() -> R) -> R {
@@ -305,20 +305,22 @@ pub fn reclaimed() -> Reclaimed {
     faults::reclaimed()
 }
 
-/// RACY (the composite's should-fail twin): a [`Limits`](crate::Limits) of two limits checked
+/// RACY (the composite's should-fail twin): a [`Limits`](crate::limits::Limits) of two limits checked
 /// one word after the other and refunded on a denial (the protocol it uses across the two words
 /// of three or four limits), instead of one 128-bit CAS: a concurrent check can be denied by units a check
 /// that is itself denied holds for a moment, which the sequential composite would admit.
 pub fn limits_chained<W: WordAlgorithm, C: Clock>(
     quotas: impl IntoIterator<Item = crate::Quota>,
     clock: C,
-) -> Result<crate::Limits<W, C>, crate::LimitsError> {
-    crate::Limits::build(quotas, clock, true)
+) -> Result<crate::limits::Limits<W, C>, crate::limits::LimitsError> {
+    crate::limits::Limits::build(quotas, clock, true)
 }
 
-/// RACY: [`Reservation::cancel`](crate::Reservation::cancel) by load, compute, store (no CAS):
+/// RACY: [`Reservation::cancel`](crate::reservation::Reservation::cancel) by load, compute, store (no CAS):
 /// a check admitted between the load and the store is overwritten (its units given back).
-pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(reservation: crate::Reservation<'_, W, C>) -> u64 {
+pub fn cancel_load_store<W: WordAlgorithm, C: Clock>(
+    reservation: crate::reservation::Reservation<'_, W, C>,
+) -> u64 {
     let limiter = reservation.limiter;
     // Orderings as in the real loop; the missing CAS is the bug.
     let old = limiter.cell.load(Ordering::Acquire);

@@ -1,5 +1,6 @@
-//! Reservations: take units now, learn when they may be used, give back what goes unused
-//! (Go's `x/time/rate` `Reserve` / `Cancel`).
+//! Units taken now and accounted later: reservations (take units now, learn when they may be
+//! used, give back what goes unused: Go's `x/time/rate` `Reserve` / `Cancel`), and the
+//! [`Settlement`] of a cost known only afterwards ([`RateLimiter::settle`]).
 
 use std::fmt;
 use std::ops::Deref;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cas::update_word;
+pub use crate::settle::Settlement;
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
 /// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](ReservationOf::delay); it
@@ -18,7 +20,8 @@ pub type Reservation<'a, W, C> = ReservationOf<&'a RateLimiter<W, C>>;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kova::{Gcra, ManualClock, OwnedReservation, Quota, RateLimiter};
+/// use kova::reservation::OwnedReservation;
+/// use kova::{Gcra, ManualClock, Quota, RateLimiter};
 /// let limiter = Arc::new(RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?);
 /// let _now = limiter.reserve_n(10)?;
 /// let later: OwnedReservation<Gcra, ManualClock> = limiter.reserve_n_owned(5)?;
@@ -80,7 +83,7 @@ pub enum ReserveError {
         retry_after: Duration,
     },
     /// A keyed table could not hold the key: its shard is full and the table's
-    /// [`TableFullPolicy`](crate::TableFullPolicy) denies new keys (or every key it could evict
+    /// [`TableFullPolicy`](crate::keyed::TableFullPolicy) denies new keys (or every key it could evict
     /// is actively limited). Nothing was taken.
     TableFull {
         /// When room may be free, as the denied check reported it (a hint).
@@ -142,7 +145,8 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, ManualClock, Quota, RateLimiter, ReserveError};
+    /// use kova::reservation::ReserveError;
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
     /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
     /// let _all = limiter.reserve_n(10)?;
     /// let refused = limiter.reserve_n_within(2, Duration::from_millis(100));

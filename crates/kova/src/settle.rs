@@ -28,7 +28,8 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// (checks alone stay within `B + L / T` whenever no debt is outstanding).
     ///
     /// ```
-    /// use kova::{Gcra, ManualClock, Quota, RateLimiter, Settlement};
+    /// use kova::reservation::Settlement;
+    /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
     /// let quota = Quota::per_minute(1_000)?.with_overdraft(500);
     /// let limiter = RateLimiter::<Gcra, _>::with_clock(quota, ManualClock::new())?;
     /// assert!(limiter.check_n(800)?.is_allowed()); // the estimate
@@ -91,7 +92,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// (its state is already full).
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, ManualClock, Quota, Settlement};
+    /// use kova::reservation::Settlement;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let quota = Quota::per_minute(1_000)?.with_overdraft(500);
     /// let table = Keyed::<&str, Gcra, _>::with_clock(quota, ManualClock::new())?;
     /// assert!(table.check_n(&"tenant-a", 800)?.is_allowed());
@@ -107,7 +109,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Keyed, ManualClock, Quota, Settlement, SlidingWindowLog, TokenBucket};
+    use crate::reservation::Settlement;
+    use crate::{Keyed, ManualClock, Quota, SlidingWindowLog, TokenBucket};
 
     #[test]
     fn a_table_of_any_algorithm_settles_within_what_its_state_can_hold() {

@@ -12,7 +12,7 @@
 //!
 //! // 10 per second per client IP, bursts of 2, in 64 KiB whatever the number of clients.
 //! let clock = ManualClock::new();
-//! let sketch = Sketch::builder(Quota::per_second(10)?.with_burst(2)?).build_with_clock(clock.clone())?;
+//! let sketch = Sketch::builder(Quota::per_second(10)?.with_burst(2)?).clock(clock.clone()).build()?;
 //! assert_eq!(sketch.memory_bytes(), 64 * 1024);
 //! let client = "2001:db8:1:2::/64";
 //! assert!(sketch.check(client).is_allowed());
@@ -160,9 +160,24 @@ impl Sketch<CoarseClock> {
         Self::builder(quota).build()
     }
 
-    /// Configures a sketch: its memory and cells per key.
+    /// Configures a sketch: its memory, cells per key and clock.
     pub fn builder(quota: Quota) -> SketchBuilder {
         SketchBuilder::new(quota)
+    }
+}
+
+impl<C: Clock> Sketch<C> {
+    /// A sketch of [`DEFAULT_MEMORY_BYTES`] reading `clock`.
+    ///
+    /// ```
+    /// use kova::sketch::Sketch;
+    /// use kova::{ManualClock, Quota};
+    /// let sketch = Sketch::with_clock(Quota::per_second(1)?, ManualClock::new())?;
+    /// assert!(sketch.check("a").is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, SketchError> {
+        Sketch::builder(quota).clock(clock).build()
     }
 }
 

@@ -48,11 +48,12 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, Wo
 /// An admission decided on the central word alone is not marked: it is exact.
 ///
 /// ```
-/// use kova::{Fallback, Gcra, ManualClock, Quota, StripedLimiter};
+/// use kova::striped::StripedLimiter;
+/// use kova::{Fallback, Gcra, ManualClock, Quota};
 /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_second(1_000)?)
 ///     .stripes(2)
 ///     .batch(10)
-///     .build_with_clock(ManualClock::new())?;
+///     .clock(ManualClock::new()).build()?;
 /// let decision = limiter.check();
 /// assert!(decision.is_allowed());
 /// assert_eq!(decision.fallback(), Some(Fallback::StripeLease));
@@ -100,7 +101,8 @@ impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
     /// A limiter for `quota` with the default stripes, batch and lease, on the coarse clock.
     ///
     /// ```
-    /// use kova::{Quota, StripedLimiter, TokenBucket};
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Quota, TokenBucket};
     /// let limiter = StripedLimiter::<TokenBucket>::new(Quota::per_second(10_000)?)?;
     /// assert!(limiter.check().is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -110,11 +112,27 @@ impl<W: WordAlgorithm> StripedLimiter<W, CoarseClock> {
     }
 }
 
+impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
+    /// A limiter for `quota` with the default stripes, batch and lease, reading `clock`.
+    ///
+    /// ```
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Gcra, ManualClock, Quota};
+    /// let limiter = StripedLimiter::<Gcra, _>::with_clock(Quota::per_second(100)?, ManualClock::new())?;
+    /// assert!(limiter.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, StripedError> {
+        StripedLimiter::builder(quota).clock(clock).build()
+    }
+}
+
 impl<W: WordAlgorithm> StripedLimiter<W> {
     /// A builder for `quota`, to choose stripes, batch, lease and clock.
     ///
     /// ```
-    /// use kova::{Gcra, Quota, StripedError, StripedLimiter};
+    /// use kova::striped::{StripedError, StripedLimiter};
+    /// use kova::{Gcra, Quota};
     /// let quota = Quota::per_second(100)?;
     /// assert!(matches!(
     ///     StripedLimiter::<Gcra>::builder(quota).stripes(3).build(),
@@ -177,11 +195,12 @@ impl<W: WordAlgorithm, C: Clock> StripedLimiter<W, C> {
     /// assignment of threads to stripes.
     ///
     /// ```
-    /// use kova::{Gcra, ManualClock, Quota, StripedLimiter};
+    /// use kova::striped::StripedLimiter;
+    /// use kova::{Gcra, ManualClock, Quota};
     /// let limiter = StripedLimiter::<Gcra>::builder(Quota::per_minute(60)?)
     ///     .stripes(4)
     ///     .batch(5)
-    ///     .build_with_clock(ManualClock::new())?;
+    ///     .clock(ManualClock::new()).build()?;
     /// assert_eq!(limiter.check_n_on(1, 2)?.remaining(), 3); // stripe 1 took 5, spent 2
     /// assert_eq!(limiter.check_n_on(2, 1)?.remaining(), 4); // stripe 2 took its own 5
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -2,16 +2,16 @@
 //!
 //! - [`RateLimiter::until_ready`](crate::RateLimiter::until_ready),
 //!   [`until_n_ready`](crate::RateLimiter::until_n_ready) and
-//!   [`Keyed::until_key_n_ready`](crate::Keyed::until_key_n_ready) wait on the default
+//!   [`Keyed::until_n_ready`](crate::Keyed::until_n_ready) wait on the default
 //!   [`ThreadTimer`], which runs under any executor (tokio included);
 //!   [`RateLimiter::wait_n`](crate::RateLimiter::wait_n) blocks the thread (std only).
 //! - A [`Pacer`] adds what those leave out: first come, first served across costs
 //!   ([`Pacer::fair`]), jitter ([`Pacer::jitter`]), and any [`Timer`] (tokio's with the `tokio`
-//!   feature, [`TokioTimer`]; [`ManualTimer`] on a [`ManualClock`](crate::ManualClock)'s
+//!   feature, `TokioTimer`; [`ManualTimer`] on a [`ManualClock`](crate::ManualClock)'s
 //!   simulated time, to test waiting code without waiting; your own).
 //!
 //! - A wait with a deadline ([`RateLimiter::until_n_ready_within`](crate::RateLimiter::until_n_ready_within),
-//!   [`wait_n_within`](crate::RateLimiter::wait_n_within), the keyed `_key_` forms and the
+//!   [`wait_n_within`](crate::RateLimiter::wait_n_within), their keyed forms (the key first) and the
 //!   [`Pacer`]'s) fails at once with [`WaitError::DeadlinePassed`], taking nothing, when a denial
 //!   shows the admission would come after it.
 //!

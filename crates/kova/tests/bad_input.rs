@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
+use kova::keyed::{HotKeys, KeyedBuilder, KeyedError, MAX_HOT_KEYS};
 use kova::sketch::{Sketch, SketchError, MAX_CELLS_PER_KEY, MAX_MEMORY_BYTES};
+use kova::striped::{StripedError, StripedLimiter, MAX_STRIPES};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, FixedWindow, Gcra, HotKeys, KeyedBuilder, KeyedError,
-    ManualClock, Quota, QuotaError, RateLimiter, SlidingWindowCounter, SlidingWindowLog, StripedError,
-    StripedLimiter, TokenBucket, MAX_HOT_KEYS, MAX_STRIPES,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, CoarseClock, FixedWindow, Gcra, Keyed, ManualClock,
+    Quota, QuotaError, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 #[test]
@@ -60,8 +61,10 @@ fn errors_say_what_is_wrong() {
 #[test]
 fn a_cost_above_the_capacity_is_an_error_not_a_denial() {
     for kind in AlgorithmKind::ALL {
-        let limiter =
-            RateLimiter::from_algorithm(AnyAlgorithm::new(kind, Quota::per_second(5).unwrap()).unwrap());
+        let limiter = RateLimiter::from_algorithm(
+            AnyAlgorithm::new(kind, Quota::per_second(5).unwrap()).unwrap(),
+            CoarseClock::new(),
+        );
         assert_eq!(
             limiter.check_n(6),
             Err(CheckError::CostExceedsCapacity { cost: 6, capacity: 5 }),
@@ -96,7 +99,7 @@ fn extreme_values_never_panic() {
         for kind in AlgorithmKind::ALL {
             let Ok(algorithm) = AnyAlgorithm::new(kind, quota) else { continue };
             let clock = ManualClock::new();
-            let limiter = RateLimiter::from_algorithm_with_clock(algorithm, clock.clone());
+            let limiter = RateLimiter::from_algorithm(algorithm, clock.clone());
             for &now in &instants {
                 clock.set(now);
                 for cost in [0, 1, algorithm.capacity(), algorithm.capacity().saturating_add(1), u64::MAX] {
@@ -132,7 +135,7 @@ fn every_keyed_builder_option_is_bounded() {
     let quota = Quota::per_second(10).unwrap();
     // One shard and no door unless the case sets them, so that a case allocates little.
     let build = |set: &dyn Fn(Builder) -> Builder| {
-        set(Builder::new(quota, ManualClock::new()).shards(1).doorkeeper(0)).build().map(|table| {
+        set(Keyed::builder(quota).clock(ManualClock::new()).shards(1).doorkeeper(0)).build().map(|table| {
             // Built: it works.
             assert!(table.check(&1).is_allowed());
             (table.max_keys(), table.shard_count())
@@ -181,7 +184,8 @@ fn every_keyed_builder_option_is_bounded() {
     assert!(error.contains("doorkeeper") && error.contains(&Builder::MAX_DOOR_WORDS.to_string()), "{error}");
     // A bad quota is still named first.
     let unrepresentable = Quota::per_second(1).unwrap().with_burst(u64::MAX).unwrap();
-    let bad_quota = Builder::new(unrepresentable, ManualClock::new()).max_keys(0).build();
+    let bad_quota =
+        Keyed::<u64, Gcra>::builder(unrepresentable).clock(ManualClock::new()).max_keys(0).build();
     assert!(matches!(bad_quota, Err(KeyedError::Quota(QuotaError::Unrepresentable { .. }))));
 }
 
@@ -191,10 +195,7 @@ fn every_hot_keys_option_is_bounded() {
     let quota = Quota::per_second(100).unwrap();
     let capacity = 100;
     let hot = |keys: HotKeys| {
-        KeyedBuilder::<u64, Gcra, ManualClock>::new(quota, ManualClock::new())
-            .shards(1)
-            .hot_keys(keys)
-            .map(|_| ())
+        Keyed::<u64, Gcra>::builder(quota).clock(ManualClock::new()).shards(1).hot_keys(keys).map(|_| ())
     };
     let small = HotKeys::new(1).stripes(1).batch(1);
     for max_hot in [0, 1, MAX_HOT_KEYS, MAX_HOT_KEYS + 1, usize::MAX] {
@@ -241,11 +242,13 @@ fn every_hot_keys_option_is_bounded() {
 #[test]
 fn every_striped_and_sketch_option_is_bounded() {
     let quota = Quota::per_second(100).unwrap();
-    let striped = |set: &dyn Fn(kova::StripedBuilder<Gcra>) -> kova::StripedBuilder<Gcra>| {
-        set(StripedLimiter::<Gcra>::builder(quota).stripes(1).batch(1))
-            .build_with_clock(ManualClock::new())
-            .map(|_| ())
-    };
+    let striped =
+        |set: &dyn Fn(kova::striped::StripedBuilder<Gcra>) -> kova::striped::StripedBuilder<Gcra>| {
+            set(StripedLimiter::<Gcra>::builder(quota).stripes(1).batch(1))
+                .clock(ManualClock::new())
+                .build()
+                .map(|_| ())
+        };
     for stripes in [0, 1, MAX_STRIPES, MAX_STRIPES + 1, usize::MAX] {
         let fits = (1..=MAX_STRIPES).contains(&stripes);
         let expected = if fits { Ok(()) } else { Err(StripedError::Stripes { stripes }) };
@@ -269,7 +272,8 @@ fn every_striped_and_sketch_option_is_bounded() {
         Sketch::builder(quota)
             .memory_bytes(bytes)
             .cells_per_key(cells)
-            .build_with_clock(ManualClock::new())
+            .clock(ManualClock::new())
+            .build()
             .map(|_| ())
     };
     // The most memory (1 GiB, written as it is built) is left out: too much for a test.

@@ -6,7 +6,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use kova::{CheckError, Clock, Gcra, Keyed, ManualClock, ManualTimer, Pacer, Quota, RateLimiter, WaitError};
+use kova::wait::{ManualTimer, Pacer, WaitError};
+use kova::{CheckError, Clock, Gcra, Keyed, ManualClock, Quota, RateLimiter};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -59,7 +60,7 @@ fn a_cost_that_never_fits_is_the_check_error() {
     let table = Keyed::<u64, Gcra, _>::with_clock(quota(), clock.clone()).unwrap();
     let error = WaitError::Check(CheckError::CostExceedsCapacity { cost: 2, capacity: 1 });
     assert_eq!(limiter.wait_n_within(2, Duration::MAX).unwrap_err(), error);
-    assert_eq!(table.wait_key_n_within(&7, 2, Duration::MAX).unwrap_err(), error);
+    assert_eq!(table.wait_n_within(&7, 2, Duration::MAX).unwrap_err(), error);
 }
 
 #[test]

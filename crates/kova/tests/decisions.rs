@@ -99,7 +99,7 @@ fn sliding_log_fields() {
 fn any(kind: AlgorithmKind) -> (RateLimiter<AnyAlgorithm, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     let algorithm = AnyAlgorithm::new(kind, Quota::per_second(4).unwrap()).unwrap();
-    (RateLimiter::from_algorithm_with_clock(algorithm, clock.clone()), clock)
+    (RateLimiter::from_algorithm(algorithm, clock.clone()), clock)
 }
 
 #[test]

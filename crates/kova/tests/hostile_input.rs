@@ -11,11 +11,14 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use kova::limits::{KeyedLimits, Limits, LimitsError, MAX_LIMITS};
+use kova::reservation::{ReserveError, Settlement};
 use kova::sketch::Sketch;
+use kova::striped::StripedLimiter;
+use kova::wait::{ManualTimer, Pacer, WaitError};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Gcra, Keyed, KeyedBuilder, KeyedLimits, Limits,
-    LimitsError, ManualClock, ManualTimer, Pacer, Quota, QuotaError, RateLimiter, ReserveError, Settlement,
-    SlidingWindowLog, StripedLimiter, TokenBucket, WaitError, MAX_LIMITS,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Gcra, Keyed, ManualClock, Quota, QuotaError,
+    RateLimiter, SlidingWindowLog, TokenBucket,
 };
 
 #[path = "support/case_table.rs"]
@@ -137,10 +140,8 @@ const DIRECT: &[Case] = &[
     }),
     ("refund u64::MAX on every algorithm: never above full", || {
         for kind in AlgorithmKind::ALL {
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                ManualClock::new(),
-            );
+            let limiter =
+                RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), ManualClock::new());
             assert!(limiter.check_n(3).unwrap().is_allowed(), "{kind}");
             // The sliding log takes no refunds (documented: false, nothing changed).
             assert_eq!(limiter.refund(u64::MAX), kind != AlgorithmKind::SlidingWindowLog, "{kind}");
@@ -302,8 +303,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm at time u64::MAX: the burst, then (but GCRA) a denial", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::starting_at(u64::MAX);
-            let limiter =
-                RateLimiter::from_algorithm_with_clock(AnyAlgorithm::new(kind, q(10)).unwrap(), clock);
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock);
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             // GCRA's documented end of the timeline: the saturated TAT never leaves the burst.
             assert_eq!(limiter.check().is_allowed(), kind == AlgorithmKind::Gcra, "{kind}");
@@ -312,10 +312,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm: time jumps to u64::MAX after use", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::new();
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                clock.clone(),
-            );
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock.clone());
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             clock.advance(Duration::MAX);
             let after = limiter.check_n(10).unwrap();
@@ -327,10 +324,7 @@ const CLOCK: &[Case] = &[
     ("every algorithm: a clock set back (up to 2^8 windows) never grants", || {
         for kind in AlgorithmKind::ALL {
             let clock = ManualClock::starting_at(200_000_000_000);
-            let limiter = RateLimiter::from_algorithm_with_clock(
-                AnyAlgorithm::new(kind, q(10)).unwrap(),
-                clock.clone(),
-            );
+            let limiter = RateLimiter::from_algorithm(AnyAlgorithm::new(kind, q(10)).unwrap(), clock.clone());
             assert!(limiter.check_n(10).unwrap().is_allowed(), "{kind}");
             clock.set(100_000_000_000);
             assert!(!limiter.check().is_allowed(), "{kind}");
@@ -395,16 +389,16 @@ const KEYED: &[Case] = &[
         );
         assert_eq!(table.charge(&b"other".to_vec(), 0), 0);
     }),
-    ("reserve_key_n u64::MAX and within ZERO", || {
+    ("keyed reserve_n u64::MAX and within ZERO", || {
         let table = keyed();
         let key = b"k".to_vec();
         assert_eq!(
-            table.reserve_key_n(&key, u64::MAX).unwrap_err(),
+            table.reserve_n(&key, u64::MAX).unwrap_err(),
             ReserveError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }
         );
-        let all = table.reserve_key_n(&key, 10).unwrap();
+        let all = table.reserve_n(&key, 10).unwrap();
         assert!(matches!(
-            table.reserve_key_n_within(&key, 1, Duration::ZERO),
+            table.reserve_n_within(&key, 1, Duration::ZERO),
             Err(ReserveError::DelayTooLong { .. })
         ));
         assert_eq!(all.cancel(), 10);
@@ -413,7 +407,7 @@ const KEYED: &[Case] = &[
         let table = keyed();
         assert!(matches!(
             table.check_n_with_quota(&b"k".to_vec(), q(1).with_burst(u64::MAX).unwrap(), 1),
-            Err(kova::KeyedError::Quota(QuotaError::Unrepresentable { .. }))
+            Err(kova::keyed::KeyedError::Quota(QuotaError::Unrepresentable { .. }))
         ));
         assert_eq!(table.len(), 0);
     }),
@@ -421,7 +415,10 @@ const KEYED: &[Case] = &[
         let table = keyed();
         assert_eq!(
             table.check_n_with_quota(&b"k".to_vec(), q(3), u64::MAX),
-            Err(kova::KeyedError::Check(CheckError::CostExceedsCapacity { cost: u64::MAX, capacity: 3 }))
+            Err(kova::keyed::KeyedError::Check(CheckError::CostExceedsCapacity {
+                cost: u64::MAX,
+                capacity: 3
+            }))
         );
     }),
     ("set_quota of an absent key and an unrepresentable quota", || {
@@ -435,30 +432,31 @@ const KEYED: &[Case] = &[
         ));
         assert_eq!(table.peek(&key).remaining(), 9);
     }),
-    ("wait_key_n_within a cost that never fits, and ZERO when empty", || {
+    ("keyed wait_n_within a cost that never fits, and ZERO when empty", || {
         let table = keyed();
         let key = b"k".to_vec();
-        assert!(matches!(table.wait_key_n_within(&key, u64::MAX, Duration::MAX), Err(WaitError::Check(_))));
+        assert!(matches!(table.wait_n_within(&key, u64::MAX, Duration::MAX), Err(WaitError::Check(_))));
         assert!(table.check_n(&key, 10).unwrap().is_allowed());
         assert!(matches!(
-            table.wait_key_n_within(&key, 1, Duration::ZERO),
+            table.wait_n_within(&key, 1, Duration::ZERO),
             Err(WaitError::DeadlinePassed { .. })
         ));
     }),
-    ("until_key_n_ready u64::MAX: ready at once with the error", || {
+    ("keyed until_n_ready u64::MAX: ready at once with the error", || {
         let table = keyed();
         let key = b"k".to_vec();
         assert_eq!(
-            poll_once(table.until_key_n_ready(&key, u64::MAX)),
+            poll_once(table.until_n_ready(&key, u64::MAX)),
             Poll::Ready(Err(CheckError::CostExceedsCapacity { cost: u64::MAX, capacity: 10 }))
         );
         assert_eq!(table.len(), 0);
     }),
     ("a table of one key: a second key gets the table-full decision", || {
-        let table = KeyedBuilder::<Vec<u8>, Gcra, _>::new(q(10), ManualClock::new())
+        let table = Keyed::<Vec<u8>, Gcra>::builder(q(10))
+            .clock(ManualClock::new())
             .max_keys(1)
             .doorkeeper(0)
-            .table_full(kova::TableFullPolicy::DenyNew)
+            .table_full(kova::keyed::TableFullPolicy::DenyNew)
             .build()
             .unwrap();
         assert!(table.check(&b"a".to_vec()).is_allowed());
@@ -537,15 +535,15 @@ const COMPOSITE: &[Case] = &[
     }),
     ("KeyedLimits builder max_keys 0", || {
         assert!(matches!(
-            KeyedLimits::<u64, Gcra, _>::builder([q(1)], ManualClock::new()).max_keys(0).build(),
-            Err(LimitsError::Table(kova::KeyedError::MaxKeys { max_keys: 0, .. }))
+            KeyedLimits::<u64, Gcra>::builder([q(1)]).clock(ManualClock::new()).max_keys(0).build(),
+            Err(LimitsError::Table(kova::keyed::KeyedError::MaxKeys { max_keys: 0, .. }))
         ));
     }),
 ];
 
 const HOT: &[Case] = &[
     ("Sketch: empty and 1 MiB keys, cost 0, capacity + 1, u64::MAX", || {
-        let sketch = Sketch::builder(q(10)).build_with_clock(ManualClock::new()).unwrap();
+        let sketch = Sketch::builder(q(10)).clock(ManualClock::new()).build().unwrap();
         let long = vec![1u8; MIB];
         for key in [&[][..], &long[..]] {
             assert_eq!(sketch.check_n(key, 0).unwrap().remaining(), 10);
@@ -561,8 +559,7 @@ const HOT: &[Case] = &[
         }
     }),
     ("StripedLimiter: cost 0, capacity, capacity + 1, u64::MAX, any stripe", || {
-        let striped =
-            StripedLimiter::<Gcra, _>::builder(q(1_000)).build_with_clock(ManualClock::new()).unwrap();
+        let striped = StripedLimiter::<Gcra, _>::builder(q(1_000)).clock(ManualClock::new()).build().unwrap();
         assert_eq!(striped.check_n(0).unwrap().remaining(), 1_000);
         assert_eq!(
             striped.check_n(1_001),

@@ -6,9 +6,7 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each key's first check inserts it.
 
-use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog,
-};
+use kova::{Algorithm, AlgorithmKind, AnyAlgorithm, Gcra, Keyed, ManualClock, Quota, SlidingWindowLog};
 
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;
@@ -16,7 +14,8 @@ use counting_allocator::live;
 
 /// Reported and allocated growth after inserting `keys` keys into a table of `algorithm`.
 fn growth<A: Algorithm>(algorithm: A, keys: u64) -> (isize, isize) {
-    let keyed = KeyedBuilder::<u64, A, _>::from_algorithm(algorithm, ManualClock::new())
+    let keyed = Keyed::<u64, A>::builder_from_algorithm(algorithm)
+        .clock(ManualClock::new())
         .shards(1)
         .max_keys(10_000)
         .doorkeeper(0)

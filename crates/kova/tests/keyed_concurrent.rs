@@ -8,10 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use kova::{
-    Clock, Decision, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, RateLimiter, TableFullPolicy,
-    TokenBucket, WordAlgorithm,
-};
+use kova::keyed::TableFullPolicy;
+use kova::{Clock, Decision, Gcra, Keyed, ManualClock, Quota, RateLimiter, TokenBucket, WordAlgorithm};
 
 /// A barrier that gives up (panics) after a minute, so that a thread failing an assertion
 /// fails the test instead of leaving the others waiting forever.
@@ -152,7 +150,8 @@ fn owners_match_the_model<A: WordAlgorithm>(threads: u64, phases: u64, ops: u64)
     // Per phase each thread touches at most 8 keys: 8 * threads active keys in a 40 * threads
     // table, the rest idle leftovers of earlier phases.
     let max_keys = 40 * threads as usize;
-    let keyed = KeyedBuilder::<u64, A, _>::new(quota, clock.clone())
+    let keyed = Keyed::<u64, A>::builder(quota)
+        .clock(clock.clone())
         .shards(1)
         .max_keys(max_keys)
         // A full scan finds an idle key whenever there is one (a partial scan may not, and the
@@ -244,7 +243,8 @@ fn token_bucket_owners_match_the_model_under_eviction() {
 #[test]
 fn owners_across_many_shards_match_the_model() {
     let quota = Quota::per_minute(3).unwrap();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
+    let keyed = Keyed::<u64, Gcra>::builder(quota)
+        .clock(ManualClock::new())
         .shards(16)
         .max_keys(100_000)
         .doorkeeper(0)
@@ -281,7 +281,8 @@ fn owners_across_many_shards_match_the_model() {
 fn a_drain_racing_an_eviction_is_never_lost() {
     let quota = Quota::per_second(4).unwrap();
     let clock = ManualClock::new();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone())
+    let keyed = Keyed::<u64, Gcra>::builder(quota)
+        .clock(clock.clone())
         .shards(1)
         .max_keys(32)
         .reclaim_scan(32)
@@ -343,7 +344,7 @@ fn a_quota_change_racing_checks_loses_no_unit() {
     let small = Quota::per_second(10).unwrap();
     let big = Quota::per_second(20).unwrap();
     let keyed =
-        KeyedBuilder::<u64, Gcra, _>::new(small, clock.clone()).shards(1).doorkeeper(0).build().unwrap();
+        Keyed::<u64, Gcra>::builder(small).clock(clock.clone()).shards(1).doorkeeper(0).build().unwrap();
     for round in 0..200u64 {
         let key = round;
         let admitted = Mutex::new(0u64);

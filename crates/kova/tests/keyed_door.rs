@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kova::{
-    Algorithm, CheckError, Clock, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    Algorithm, CheckError, Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
 
 /// A small deterministic generator (xorshift), so that a failure replays.
@@ -28,7 +28,7 @@ impl Rng {
 /// key only the door has seen forgets its unit, as the plain table forgets or refunds the key's).
 fn same_decisions<A: Algorithm>(quota: Quota, seed: u64) {
     let clock = ManualClock::new();
-    let builder = || KeyedBuilder::<u64, A, _>::new(quota, clock.clone()).shards(2);
+    let builder = || Keyed::<u64, A>::builder(quota).clock(clock.clone()).shards(2);
     let plain = builder().doorkeeper(0).build().unwrap();
     let small_door = builder().doorkeeper(1 << 12).build().unwrap();
     // The door every table gets unless told otherwise.
@@ -110,7 +110,7 @@ fn a_door_decides_exactly_as_the_table_does() {
 fn keys_seen_once_stay_out_and_a_second_check_pays_the_first() {
     let clock = ManualClock::new();
     let table =
-        KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(2).unwrap(), clock.clone()).build().unwrap();
+        Keyed::<u64, Gcra>::builder(Quota::per_second(2).unwrap()).clock(clock.clone()).build().unwrap();
     for key in 0..1_000 {
         let first = table.check(&key);
         assert!(first.is_allowed());
@@ -136,7 +136,8 @@ fn racing_first_checks_never_exceed_the_quota() {
     let clock = ManualClock::new();
     let burst = 3;
     let table = Arc::new(
-        KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1).unwrap().with_burst(burst).unwrap(), clock)
+        Keyed::<u64, Gcra>::builder(Quota::per_second(1).unwrap().with_burst(burst).unwrap())
+            .clock(clock)
             .shards(4)
             // A small door, so that keys of different shards also race for its words.
             .doorkeeper(64)
@@ -171,19 +172,19 @@ fn racing_first_checks_never_exceed_the_quota() {
 fn reservations_and_charges_of_a_key_at_the_door_insert_it() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(1).unwrap().with_overdraft(5);
-    let builder = || KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone());
+    let builder = || Keyed::<u64, Gcra>::builder(quota).clock(clock.clone());
     let (door, plain) = (builder().build().unwrap(), builder().doorkeeper(0).build().unwrap());
     for table in [&door, &plain] {
         assert_eq!(table.charge(&1, 4), 4);
         assert!(!table.check(&1).is_allowed());
-        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::ZERO);
-        assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::from_secs(1));
+        assert_eq!(table.reserve_n(&2, 1).unwrap().delay(), Duration::ZERO);
+        assert_eq!(table.reserve_n(&2, 1).unwrap().delay(), Duration::from_secs(1));
         assert_eq!(table.len(), 2);
     }
     assert_eq!(door.peek(&1), plain.peek(&1));
     // A key the door admitted first: the reservation after it waits for that unit.
     assert!(door.check(&3).is_allowed());
     assert_eq!(door.len(), 2);
-    assert_eq!(door.reserve_key_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
+    assert_eq!(door.reserve_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
     assert_eq!(door.len(), 3);
 }

@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use kova::{Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::TableFullPolicy;
+use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
 
 /// Live heap bytes of the whole test binary (requested sizes).
 #[path = "support/counting_allocator.rs"]
@@ -38,7 +39,7 @@ fn a_key_flood_stays_within_the_bound() {
     // key stays active, so each insert into a full shard evicts one.
     let clock = ManualClock::new();
     let before = live();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, clock.clone()).max_keys(max_keys).build().unwrap();
+    let keyed = Keyed::<u64, Gcra>::builder(quota).clock(clock.clone()).max_keys(max_keys).build().unwrap();
     let bound = keyed.memory_bound_bytes();
     // What the table holds before its first key: the doorkeeper's array and each shard's first
     // line array.
@@ -99,7 +100,8 @@ fn a_key_flood_stays_within_the_bound() {
     // Phase 3, fail closed and fail open: the flood gets the policy's fallback, the table stays
     // at its bound, and a limited key stays limited.
     for policy in [TableFullPolicy::DenyNew, TableFullPolicy::AllowUntracked] {
-        let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
+        let keyed = Keyed::<u64, Gcra>::builder(quota)
+            .clock(ManualClock::new())
             .max_keys(10_000)
             .table_full(policy)
             // So that every flood key past the bound meets the policy (a doorkeeper would admit
@@ -126,7 +128,8 @@ fn a_key_flood_stays_within_the_bound() {
     // still. Every flood key past the bound is decided by the sketch (marked), the table and its
     // memory stay at their bound (the sketch's cells fixed when it is built), the held keys stay,
     // and keys hammered through the flood never get more than their burst.
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new())
+    let keyed = Keyed::<u64, Gcra>::builder(quota)
+        .clock(ManualClock::new())
         .max_keys(10_000)
         .table_full(TableFullPolicy::Sketch)
         .build()

@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kova::{FixedWindow, HotKeys, Keyed, Quota};
+use kova::keyed::HotKeys;
+use kova::{FixedWindow, Keyed, Quota};
 
 /// A fixed window of an hour counts every admitted unit for the whole test (its window does not
 /// end while the test runs), so admitted units plus what remains equal the limit exactly when

@@ -4,7 +4,7 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each cycle's check inserts its key.
 
-use kova::{Algorithm, Gcra, KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
+use kova::{Algorithm, Gcra, Keyed, ManualClock, Quota, SlidingWindowLog};
 
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;
@@ -16,7 +16,8 @@ const SLACK: isize = 1 << 20;
 
 fn cycles<A: Algorithm>(quota: Quota, cycles: u64) {
     let before = live();
-    let keyed = KeyedBuilder::<String, A, _>::new(quota, ManualClock::new())
+    let keyed = Keyed::<String, A>::builder(quota)
+        .clock(ManualClock::new())
         .shards(4)
         .max_keys(10_000)
         .doorkeeper(0)

@@ -1,4 +1,4 @@
-//! Reservations per key (`Keyed::reserve_key_n`, `KeyedReservation::cancel`) on a ManualClock:
+//! Reservations per key (`Keyed::reserve_n`, `KeyedReservation::cancel`) on a ManualClock:
 //! the direct limiter's delays and refusals on each key separately, a cancel that gives back
 //! only to the same key's state (nothing after the key was removed, reset or moved to another
 //! quota), the full-table policies, and, over random schedules on two keys with removals and
@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
+use kova::keyed::TableFullPolicy;
+use kova::reservation::ReserveError;
 use kova::{
-    Clock, Fallback, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, ReserveError,
-    SlidingWindowCounter, TableFullPolicy, TokenBucket, WordAlgorithm,
+    Clock, Fallback, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 use proptest::prelude::*;
 
@@ -30,12 +32,12 @@ fn table(quota: Quota, clock: &ManualClock) -> Keyed<u64, Gcra, ManualClock> {
 fn each_key_queues_its_own_reservations() {
     let clock = ManualClock::new();
     let table = table(quota(10, 1), &clock);
-    let delays: Vec<Duration> = (0..3).map(|_| table.reserve_key_n(&1, 1).unwrap().delay()).collect();
+    let delays: Vec<Duration> = (0..3).map(|_| table.reserve_n(&1, 1).unwrap().delay()).collect();
     assert_eq!(delays, [Duration::ZERO, 100 * MS, 200 * MS]);
-    assert_eq!(table.reserve_key_n(&2, 1).unwrap().delay(), Duration::ZERO);
+    assert_eq!(table.reserve_n(&2, 1).unwrap().delay(), Duration::ZERO);
     assert_eq!(table.check(&1).retry_after(), 300 * MS);
     clock.advance(150 * MS);
-    let next = table.reserve_key_n(&1, 1).unwrap();
+    let next = table.reserve_n(&1, 1).unwrap();
     assert_eq!(next.delay(), 150 * MS);
     assert_eq!(next.key(), &1);
 }
@@ -45,34 +47,35 @@ fn refusals_take_nothing_and_do_not_insert() {
     let clock = ManualClock::new();
     let table = table(quota(10, 10), &clock);
     assert_eq!(
-        table.reserve_key_n(&1, 11).unwrap_err(),
+        table.reserve_n(&1, 11).unwrap_err(),
         ReserveError::CostExceedsCapacity { cost: 11, capacity: 10 }
     );
     assert!(table.is_empty());
-    let _all = table.reserve_key_n(&1, 10).unwrap();
+    let _all = table.reserve_n(&1, 10).unwrap();
     let before = table.peek(&1);
     assert_eq!(
-        table.reserve_key_n_within(&1, 3, 299 * MS).unwrap_err(),
+        table.reserve_n_within(&1, 3, 299 * MS).unwrap_err(),
         ReserveError::DelayTooLong { delay: 300 * MS, max_delay: 299 * MS }
     );
     assert_eq!(table.peek(&1), before);
-    assert_eq!(table.reserve_key_n_within(&1, 3, 300 * MS).unwrap().delay(), 300 * MS);
+    assert_eq!(table.reserve_n_within(&1, 3, 300 * MS).unwrap().delay(), 300 * MS);
 }
 
 #[test]
 fn a_key_with_its_own_quota_reserves_under_it() {
     let clock = ManualClock::new();
-    let table = KeyedBuilder::<u64, Gcra, _>::new(quota(10, 10), clock.clone())
+    let table = Keyed::<u64, Gcra>::builder(quota(10, 10))
+        .clock(clock.clone())
         .quota_fn(|&key| (key == 7).then(|| quota(1, 2)))
         .build()
         .unwrap();
     assert_eq!(
-        table.reserve_key_n(&7, 3).unwrap_err(),
+        table.reserve_n(&7, 3).unwrap_err(),
         ReserveError::CostExceedsCapacity { cost: 3, capacity: 2 }
     );
     assert!(table.is_empty());
-    assert_eq!(table.reserve_key_n(&7, 2).unwrap().delay(), Duration::ZERO);
-    assert_eq!(table.reserve_key_n(&7, 1).unwrap().delay(), Duration::from_secs(1));
+    assert_eq!(table.reserve_n(&7, 2).unwrap().delay(), Duration::ZERO);
+    assert_eq!(table.reserve_n(&7, 1).unwrap().delay(), Duration::from_secs(1));
     assert_eq!(table.quota_of(&7), Some(quota(1, 2)));
 }
 
@@ -80,18 +83,18 @@ fn a_key_with_its_own_quota_reserves_under_it() {
 fn cancel_gives_back_to_its_key_only_what_later_units_did_not_build_on() {
     let clock = ManualClock::new();
     let table = table(quota(10, 1), &clock);
-    let _first = table.reserve_key_n(&1, 1).unwrap();
-    let second = table.reserve_key_n(&1, 1).unwrap();
-    let third = table.reserve_key_n(&1, 1).unwrap();
+    let _first = table.reserve_n(&1, 1).unwrap();
+    let second = table.reserve_n(&1, 1).unwrap();
+    let third = table.reserve_n(&1, 1).unwrap();
     let other = table.peek(&2);
     let before = table.peek(&1);
     assert_eq!(second.cancel(), 0);
     assert_eq!(table.peek(&1), before);
     assert_eq!(third.cancel(), 1);
-    assert_eq!(table.reserve_key_n(&1, 1).unwrap().delay(), 200 * MS);
+    assert_eq!(table.reserve_n(&1, 1).unwrap().delay(), 200 * MS);
     assert_eq!(table.peek(&2), other);
     clock.advance(201 * MS);
-    let due = table.reserve_key_n(&1, 1).unwrap();
+    let due = table.reserve_n(&1, 1).unwrap();
     clock.advance(100 * MS);
     let before = table.peek(&1);
     assert_eq!(due.cancel(), 0);
@@ -125,8 +128,8 @@ fn cancel_after_the_key_was_forgotten_or_moved_gives_back_nothing() {
     for (name, forget) in forgets {
         let clock = ManualClock::new();
         let table = table(quota(10, 10), &clock);
-        let _now = table.reserve_key_n(&1, 10).unwrap();
-        let later = table.reserve_key_n(&1, 10).unwrap();
+        let _now = table.reserve_n(&1, 10).unwrap();
+        let later = table.reserve_n(&1, 10).unwrap();
         forget(&table);
         // Whatever the key's state is now, use it all up.
         let left = table.peek(&1).remaining();
@@ -143,7 +146,7 @@ fn cancel_after_the_key_was_forgotten_or_moved_gives_back_nothing() {
 fn cancel_of_a_key_no_longer_held_gives_back_nothing_and_inserts_nothing() {
     let clock = ManualClock::new();
     let table = table(quota(10, 10), &clock);
-    let reservation = table.reserve_key_n(&1, 5).unwrap();
+    let reservation = table.reserve_n(&1, 5).unwrap();
     assert!(table.remove(&1));
     assert_eq!(reservation.cancel(), 0);
     assert!(table.is_empty());
@@ -153,7 +156,8 @@ fn cancel_of_a_key_no_longer_held_gives_back_nothing_and_inserts_nothing() {
 fn a_full_table_answers_by_its_policy() {
     let build = |policy| {
         let clock = ManualClock::new();
-        let table = KeyedBuilder::<u64, Gcra, _>::new(quota(1, 1), clock.clone())
+        let table = Keyed::<u64, Gcra>::builder(quota(1, 1))
+            .clock(clock.clone())
             .shards(1)
             .max_keys(1)
             .table_full(policy)
@@ -165,15 +169,15 @@ fn a_full_table_answers_by_its_policy() {
         (table, clock)
     };
     let (deny, _clock) = build(TableFullPolicy::DenyNew);
-    assert!(matches!(deny.reserve_key_n(&2, 1), Err(ReserveError::TableFull { .. })));
+    assert!(matches!(deny.reserve_n(&2, 1), Err(ReserveError::TableFull { .. })));
     assert_eq!(deny.len(), 1);
 
     let (evict, _clock) = build(TableFullPolicy::EvictClosestToIdle);
-    assert!(matches!(evict.reserve_key_n(&2, 1), Err(ReserveError::TableFull { .. })));
+    assert!(matches!(evict.reserve_n(&2, 1), Err(ReserveError::TableFull { .. })));
     assert_eq!(evict.peek(&1).remaining(), 0);
 
     let (open, _clock) = build(TableFullPolicy::AllowUntracked);
-    let untracked = open.reserve_key_n(&2, 1).unwrap();
+    let untracked = open.reserve_n(&2, 1).unwrap();
     assert_eq!(untracked.fallback(), Some(Fallback::TableFullUntracked));
     assert_eq!(untracked.delay(), Duration::ZERO);
     assert_eq!(untracked.cancel(), 0);
@@ -185,12 +189,12 @@ fn algorithms_without_units_ahead_of_time_reserve_only_what_is_there() {
     fn check<W: WordAlgorithm>(quota: Quota) {
         let clock = ManualClock::new();
         let table = Keyed::<u64, W, _>::with_clock(quota, clock.clone()).unwrap();
-        let all = table.reserve_key_n(&1, quota.limit()).unwrap();
+        let all = table.reserve_n(&1, quota.limit()).unwrap();
         assert_eq!(all.delay(), Duration::ZERO);
         let before = table.peek(&1);
         let retry_after = table.check(&1).retry_after();
         assert_eq!(
-            table.reserve_key_n(&1, 1).unwrap_err(),
+            table.reserve_n(&1, 1).unwrap_err(),
             ReserveError::NotAvailableNow { algorithm: W::NAME, retry_after },
             "{}",
             W::NAME
@@ -277,7 +281,7 @@ proptest! {
                 Step::Reserve { key, cost, max_delay } => {
                     let k = key as usize;
                     let before = table.peek(&key);
-                    match table.reserve_key_n_within(&key, cost, Duration::from_millis(max_delay)) {
+                    match table.reserve_n_within(&key, cost, Duration::from_millis(max_delay)) {
                         Ok(reservation) => held.push((reservation, current[k])),
                         Err(_) => prop_assert_eq!(table.peek(&key), before),
                     }

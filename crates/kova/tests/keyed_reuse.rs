@@ -10,10 +10,12 @@
 //!
 //! The table has no doorkeeper (`doorkeeper(0)`), so that each cycle's check inserts its key.
 
-use kova::{Algorithm, AnyAlgorithm, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
+use kova::keyed::TableFullPolicy;
+use kova::{Algorithm, AnyAlgorithm, Gcra, Keyed, ManualClock, Quota};
 
 fn cycles<A: Algorithm>() {
-    let keyed = KeyedBuilder::<u64, A, _>::new(Quota::per_second(10).unwrap(), ManualClock::new())
+    let keyed = Keyed::<u64, A>::builder(Quota::per_second(10).unwrap())
+        .clock(ManualClock::new())
         .shards(1)
         .max_keys(1_000)
         .table_full(TableFullPolicy::DenyNew)

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::reservation::ReserveError;
 use kova::sketch::{SketchError, DEFAULT_MEMORY_BYTES};
 use kova::{
-    AlgorithmKind, AnyAlgorithm, Clock, Fallback, Gcra, Keyed, KeyedBuilder, KeyedError, ManualClock, Quota,
-    ReserveError, TableFullPolicy, TokenBucket, WordAlgorithm,
+    AlgorithmKind, AnyAlgorithm, Clock, Fallback, Gcra, Keyed, ManualClock, Quota, TokenBucket, WordAlgorithm,
 };
 use proptest::prelude::*;
 
@@ -27,7 +28,8 @@ fn table(
     bytes: usize,
     clock: &ManualClock,
 ) -> Keyed<u16, Gcra, ManualClock> {
-    KeyedBuilder::<u16, Gcra, _>::new(default, clock.clone())
+    Keyed::<u16, Gcra>::builder(default)
+        .clock(clock.clone())
         .shards(1)
         .max_keys(max_keys)
         .table_full(TableFullPolicy::Sketch)
@@ -195,11 +197,11 @@ fn a_reservation_on_a_full_table_is_checked_by_the_sketch() {
     let clock = ManualClock::new();
     let limiter = table(quota(3, 1_000_000_000, 3), quota(3, 1_000_000_000, 3), 1, 4096, &clock);
     assert!(limiter.check(&1).is_allowed());
-    let granted = limiter.reserve_key_n(&2, 2).unwrap();
+    let granted = limiter.reserve_n(&2, 2).unwrap();
     assert_eq!(granted.fallback(), Some(Fallback::Sketch));
     assert_eq!(granted.delay(), Duration::ZERO);
     assert_eq!(granted.cancel(), 0);
-    assert!(matches!(limiter.reserve_key_n(&2, 2), Err(ReserveError::TableFull { .. })));
+    assert!(matches!(limiter.reserve_n(&2, 2), Err(ReserveError::TableFull { .. })));
     // The denial took nothing: one unit is still there.
     assert!(limiter.check(&2).is_allowed());
     assert!(!limiter.check(&2).is_allowed());
@@ -209,7 +211,7 @@ fn a_reservation_on_a_full_table_is_checked_by_the_sketch() {
 fn a_configuration_the_sketch_cannot_serve_is_a_typed_error() {
     let q = Quota::per_second(10).unwrap();
     let sketch = |b: KeyedBuilder<u64, Gcra, ManualClock>| b.table_full(TableFullPolicy::Sketch);
-    let gcra = || KeyedBuilder::<u64, Gcra, _>::new(q, ManualClock::new());
+    let gcra = || Keyed::<u64, Gcra>::builder(q).clock(ManualClock::new());
     for bytes in [0, 32, 1000, usize::MAX] {
         assert_eq!(
             sketch(gcra()).sketch_memory_bytes(bytes).build().unwrap_err(),
@@ -221,13 +223,14 @@ fn a_configuration_the_sketch_cannot_serve_is_a_typed_error() {
         KeyedError::SketchDoorkeeper { words: 64 }
     );
     let bucket =
-        KeyedBuilder::<u64, TokenBucket, _>::new(q, ManualClock::new()).table_full(TableFullPolicy::Sketch);
+        Keyed::<u64, TokenBucket>::builder(q).clock(ManualClock::new()).table_full(TableFullPolicy::Sketch);
     let error = bucket.build().unwrap_err();
     assert_eq!(error, KeyedError::SketchAlgorithm { algorithm: "token_bucket" });
     assert!(error.to_string().contains("token_bucket"), "{error}");
     let window = AnyAlgorithm::new(AlgorithmKind::FixedWindow, q).unwrap();
     assert_eq!(
-        KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(window, ManualClock::new())
+        Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(window)
+            .clock(ManualClock::new())
             .table_full(TableFullPolicy::Sketch)
             .build()
             .unwrap_err(),
@@ -236,7 +239,8 @@ fn a_configuration_the_sketch_cannot_serve_is_a_typed_error() {
     // What it can serve: GCRA, directly or as an `AnyAlgorithm`; the sketch counted in memory;
     // doorkeeper(0) is no doorkeeper; the memory option unused under another policy.
     let any = AnyAlgorithm::new(AlgorithmKind::Gcra, q).unwrap();
-    let table = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(any, ManualClock::new())
+    let table = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(any)
+        .clock(ManualClock::new())
         .max_keys(1)
         .shards(1)
         .table_full(TableFullPolicy::Sketch)

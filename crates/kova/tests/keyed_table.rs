@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::keyed::{KeyedError, TableFullPolicy};
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, KeyedBuilder,
-    KeyedError, ManualClock, Quota, QuotaError, TableFullPolicy, TokenBucket, WordAlgorithm,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, ManualClock, Quota,
+    QuotaError, TokenBucket, WordAlgorithm,
 };
 
 /// A table of `u64` keys on a manual clock.
@@ -23,7 +24,8 @@ fn table<A: Algorithm>(
     policy: TableFullPolicy,
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    let keyed = KeyedBuilder::new(quota, clock.clone())
+    let keyed = Keyed::builder(quota)
+        .clock(clock.clone())
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
@@ -144,7 +146,8 @@ impl Clock for LateClock {
 #[test]
 fn keys_idle_by_the_precise_time_make_room_while_the_cached_one_runs_late() {
     let clock = LateClock::default();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock.clone())
+    let keyed = Keyed::<u64, Gcra>::builder(per_second(2))
+        .clock(clock.clone())
         .shards(1)
         .max_keys(8)
         .table_full(TableFullPolicy::DenyNew)
@@ -212,7 +215,8 @@ fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
 #[test]
 fn quota_fn_gives_keys_their_own_quota() {
     let clock = ManualClock::new();
-    let keyed = KeyedBuilder::<u64, Gcra, _>::new(per_second(2), clock)
+    let keyed = Keyed::<u64, Gcra>::builder(per_second(2))
+        .clock(clock)
         .shards(2)
         .quota_fn(|key: &u64| (key % 2 == 0).then(|| per_second(10)))
         .doorkeeper(0)
@@ -230,7 +234,8 @@ fn quota_fn_gives_keys_their_own_quota() {
 #[test]
 fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
     let algorithm = AnyAlgorithm::new(AlgorithmKind::FixedWindow, per_second(3)).unwrap();
-    let keyed = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::new())
+    let keyed = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(algorithm)
+        .clock(ManualClock::new())
         .quota_fn(|_| Some(Quota::per_second(3).unwrap().with_burst(9).unwrap()))
         .doorkeeper(0)
         .build()
@@ -247,12 +252,12 @@ fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
 fn changing_a_quota_keeps_what_was_consumed_for_every_algorithm() {
     for kind in AlgorithmKind::ALL {
         let algorithm = AnyAlgorithm::new(kind, per_second(10)).unwrap();
-        let keyed =
-            KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(algorithm, ManualClock::starting_at(5))
-                .shards(1)
-                .doorkeeper(0)
-                .build()
-                .unwrap();
+        let keyed = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(algorithm)
+            .clock(ManualClock::starting_at(5))
+            .shards(1)
+            .doorkeeper(0)
+            .build()
+            .unwrap();
         keyed.check_n(&1, 4).unwrap();
         assert!(keyed.set_quota(&1, per_second(20)).unwrap(), "{kind}");
         assert_eq!(keyed.peek(&1).remaining(), 16, "{kind}: 4 used of 20");

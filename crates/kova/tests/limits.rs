@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kova::limits::{Limits, LimitsError, MAX_LIMITS};
 use kova::model::BucketModel;
-use kova::{CheckError, Clock, Decision, Gcra, Limits, LimitsError, ManualClock, Quota, MAX_LIMITS};
+use kova::{CheckError, Clock, Decision, Gcra, ManualClock, Quota};
 use proptest::prelude::*;
 
 /// The composite, sequentially: every decision, the deciding index as documented.
@@ -166,7 +167,7 @@ proptest! {
             bursts.iter().enumerate().map(|(i, &b)| Quota::per_second(1 + i as u64).unwrap().with_burst(b).unwrap()).collect();
         let clock = ManualClock::new();
         let direct = Limits::<Gcra, _>::with_clock(quotas.clone(), clock.clone()).unwrap();
-        let keyed = kova::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, clock.clone()).unwrap();
+        let keyed = kova::limits::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, clock.clone()).unwrap();
         for (advance, cost, refund) in steps {
             clock.advance(Duration::from_millis(advance));
             let expected = direct.check_n(cost);
@@ -185,7 +186,8 @@ proptest! {
 fn threads_on_one_key_never_exceed_any_limit() {
     let quotas: Vec<Quota> =
         (0..3u64).map(|i| Quota::per_hour(1_000).unwrap().with_burst(30 + 5 * i).unwrap()).collect();
-    let limits = Arc::new(kova::KeyedLimits::<u8, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap());
+    let limits =
+        Arc::new(kova::limits::KeyedLimits::<u8, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap());
     let admitted: u64 = (0..4u64)
         .map(|t| {
             let limits = Arc::clone(&limits);
@@ -210,10 +212,11 @@ fn threads_on_one_key_never_exceed_any_limit() {
 fn keyed_limits_keep_their_table_bounds_and_mark_a_full_table() {
     let quotas = [Quota::per_second(2).unwrap(), Quota::per_minute(10).unwrap()];
     let clock = ManualClock::new();
-    let limits = kova::KeyedLimits::<u32, Gcra, _>::builder(quotas, clock.clone())
+    let limits = kova::limits::KeyedLimits::<u32, Gcra>::builder(quotas)
+        .clock(clock.clone())
         .max_keys(1)
         .shards(1)
-        .table_full(kova::TableFullPolicy::DenyNew)
+        .table_full(kova::keyed::TableFullPolicy::DenyNew)
         .build()
         .unwrap();
     assert!(limits.check(&1).is_allowed());
@@ -237,17 +240,17 @@ fn keyed_limits_keep_their_table_bounds_and_mark_a_full_table() {
 #[test]
 fn keyed_limits_settle_each_limit_into_its_own_room() {
     let quotas = [Quota::per_minute(10).unwrap(), Quota::per_hour(100).unwrap().with_overdraft(50)];
-    let limits = kova::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap();
+    let limits = kova::limits::KeyedLimits::<u32, Gcra, _>::with_clock(quotas, ManualClock::new()).unwrap();
     assert!(limits.check_n(&1, 4).unwrap().is_allowed());
     // A lower cost gives the difference back to both.
     let back = limits.settle(&1, 4, 1);
-    assert_eq!(back, vec![kova::Settlement { refunded: 3, ..Default::default() }; 2]);
+    assert_eq!(back, vec![kova::reservation::Settlement { refunded: 3, ..Default::default() }; 2]);
     let left: Vec<u64> = limits.peek(&1).limit_decisions().iter().map(|d| d.remaining()).collect();
     assert_eq!(left, [9, 99]);
     // A higher one charges each limit as far as it holds: the minute limit has no overdraft.
     let more = limits.settle(&1, 1, 30);
-    assert_eq!(more[0], kova::Settlement { refunded: 0, charged: 9, uncharged: 20 });
-    assert_eq!(more[1], kova::Settlement { refunded: 0, charged: 29, uncharged: 0 });
+    assert_eq!(more[0], kova::reservation::Settlement { refunded: 0, charged: 9, uncharged: 20 });
+    assert_eq!(more[1], kova::reservation::Settlement { refunded: 0, charged: 29, uncharged: 0 });
     // A key not held is inserted and charged in the same step.
     assert_eq!(limits.settle(&2, 0, 3)[1].charged, 3);
     assert_eq!(limits.peek(&2).limit_decisions()[0].remaining(), 7);

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kova::{Clock, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota};
+use kova::{Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota};
 
 /// A clock that moves one nanosecond on every read, so that a call reading it twice sees two
 /// times.
@@ -30,7 +30,8 @@ fn a_door_admission_is_decided_at_its_entry_time() {
     for start in period - 8..period {
         let clock = Ticking(Arc::new(AtomicU64::new(start)));
         let limit = 3;
-        let table = KeyedBuilder::<u64, FixedWindow, _>::new(Quota::per_second(limit).unwrap(), clock)
+        let table = Keyed::<u64, FixedWindow>::builder(Quota::per_second(limit).unwrap())
+            .clock(clock)
             .shards(1)
             .build()
             .unwrap();
@@ -57,7 +58,7 @@ fn a_door_admission_is_decided_at_its_entry_time() {
 fn charge_of_a_key_the_door_admitted_runs_into_the_overdraft() {
     let quota = Quota::per_second(2).unwrap().with_burst(1).unwrap().with_overdraft(2);
     let charged = |door: bool| {
-        let builder = KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::starting_at(2_427_276)).shards(2);
+        let builder = Keyed::<u64, Gcra>::builder(quota).clock(ManualClock::starting_at(2_427_276)).shards(2);
         let table = if door { builder } else { builder.doorkeeper(0) }.build().unwrap();
         assert!(table.check(&0).is_allowed());
         table.charge(&0, 2)
@@ -101,7 +102,8 @@ fn a_door_admission_whose_entry_a_reset_forgot_goes_to_the_lock() {
     let rounds = std::env::var("KOVA_LINCHECK_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     for round in 0..rounds {
         let clock = ManualClock::starting_at(479_447_160 + round);
-        let table = KeyedBuilder::<u64, SlidingWindowCounter, _>::new(quota, clock.clone())
+        let table = Keyed::<u64, SlidingWindowCounter>::builder(quota)
+            .clock(clock.clone())
             .shards(2)
             .build()
             .unwrap();

@@ -12,11 +12,13 @@
 
 use std::time::Instant;
 
+use kova::keyed::KeyedReservation;
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
+use kova::reservation::{Reservation, Settlement};
 use kova::{
-    FixedWindow, Gcra, Keyed, KeyedBuilder, KeyedReservation, ManualClock, Quota, RateLimiter, Reservation,
-    Settlement, SlidingWindowCounter, TokenBucket, WordAlgorithm,
+    FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 
 #[path = "support/lincheck_harness.rs"]
@@ -136,7 +138,7 @@ impl<W: WordAlgorithm> Subject for Keyed<u64, W, ManualClock> {
                 }
                 Output::Done
             }
-            Op::Reserve { id, cost } => Output::Reserved(self.reserve_key_n(&key, cost).map(|r| {
+            Op::Reserve { id, cost } => Output::Reserved(self.reserve_n(&key, cost).map(|r| {
                 assert_eq!(r.fallback(), None, "the table is far from full");
                 let made = (r.delay().as_nanos() as u64, r.ready_at_nanos());
                 held.push((id, r));
@@ -274,7 +276,7 @@ fn keyed<W: WordAlgorithm + Clone>(salt: u64, door: bool) {
 }
 
 fn table<W: WordAlgorithm>(quota: Quota, clock: ManualClock, door: bool) -> Keyed<u64, W, ManualClock> {
-    let builder = KeyedBuilder::<u64, W, _>::new(quota, clock).shards(2);
+    let builder = Keyed::<u64, W>::builder(quota).clock(clock).shards(2);
     let builder = if door { builder } else { builder.doorkeeper(0) };
     builder.build().expect("quota checked")
 }

@@ -28,11 +28,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use kova::keyed::TableFullPolicy;
 use kova::model::lincheck::word_api::{Op, Output, WordApi, WordState};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
+use kova::reservation::Settlement;
 use kova::{
-    AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, RateLimiter,
-    Settlement, SlidingWindowCounter, TableFullPolicy, TokenBucket, WordAlgorithm,
+    AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter,
+    SlidingWindowCounter, TokenBucket, WordAlgorithm,
 };
 
 #[path = "support/lincheck_harness.rs"]
@@ -283,7 +285,7 @@ fn table(
     mix: Mix,
     door: bool,
 ) -> Keyed<u64, AnyAlgorithm, ManualClock> {
-    let builder = KeyedBuilder::<u64, AnyAlgorithm, _>::from_algorithm(any, clock);
+    let builder = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(any).clock(clock);
     let builder = if mix.churn {
         // Two keys' room for four keys: an insert reclaims an idle key, or finds none.
         builder.shards(1).max_keys(2).table_full(TableFullPolicy::DenyNew)
@@ -329,7 +331,7 @@ fn keyed<W: WordAlgorithm>(salt: u64) {
 
 fn direct<W: WordAlgorithm>(salt: u64) {
     let what = format!("RateLimiter<AnyAlgorithm({})>", W::NAME);
-    run::<W, _>(&what, salt, DIRECT, false, RateLimiter::from_algorithm_with_clock, call_direct);
+    run::<W, _>(&what, salt, DIRECT, false, RateLimiter::from_algorithm, call_direct);
 }
 
 #[test]
@@ -435,7 +437,6 @@ fn a_direct_limiter_that_drops_resets_is_rejected() {
         Call::On(_, Op::Reset) => Got::Api(Output::Done),
         call => call_direct(limiter, call),
     };
-    let rejected =
-        rejected::<FixedWindow, _>(60, DIRECT, false, RateLimiter::from_algorithm_with_clock, dropped);
+    let rejected = rejected::<FixedWindow, _>(60, DIRECT, false, RateLimiter::from_algorithm, dropped);
     assert!(rejected >= 5, "only {rejected} of 60 histories rejected");
 }

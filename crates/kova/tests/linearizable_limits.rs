@@ -13,13 +13,11 @@
 
 use std::time::Instant;
 
+use kova::limits::{KeyedLimits, Limits};
 use kova::model::lincheck::composite::{Composite, LimitStep, LimitsOp, LimitsOutput, OneLimit};
 use kova::model::lincheck::word_api::{Op, Output, WordApi};
 use kova::model::lincheck::{check, minimal_violation, Call, History, Lane, Spec, Verdict};
-use kova::{
-    FixedWindow, Gcra, KeyedLimits, Limits, ManualClock, Quota, SlidingWindowCounter, TokenBucket,
-    WordAlgorithm,
-};
+use kova::{FixedWindow, Gcra, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm};
 
 #[path = "support/lincheck_harness.rs"]
 mod harness;
@@ -232,7 +230,8 @@ fn keyed<W: WordAlgorithm + Clone>(salt: u64, limits: usize) {
         limits,
         keys,
         |quotas, clock| {
-            KeyedLimits::<u64, W, _>::builder(quotas.iter().copied(), clock)
+            KeyedLimits::<u64, W>::builder(quotas.iter().copied())
+                .clock(clock)
                 .shards(2)
                 .build()
                 .expect("valid limits")

@@ -10,10 +10,8 @@ use std::time::Instant;
 
 use kova::model::lincheck::word_api::{Op, Output, WordApi, WordState};
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
-use kova::{
-    FixedWindow, Gcra, Keyed, KeyedBuilder, ManualClock, Quota, Settlement, SlidingWindowCounter,
-    TokenBucket, WordAlgorithm,
-};
+use kova::reservation::Settlement;
+use kova::{FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter, TokenBucket, WordAlgorithm};
 
 #[path = "support/lincheck_harness.rs"]
 mod harness;
@@ -116,7 +114,7 @@ fn run<W: WordAlgorithm + Clone>(salt: u64, door: bool) {
         let period = quotas[0].period_nanos();
         let plans: Vec<_> = (0..rng.u32(2..=4)).map(|_| plan(&mut rng, period, limit)).collect();
         let clock = ManualClock::starting_at(rng.u64(0..period));
-        let builder = KeyedBuilder::<u64, W, _>::new(quotas[0], clock.clone()).shards(2);
+        let builder = Keyed::<u64, W>::builder(quotas[0]).clock(clock.clone()).shards(2);
         let table = if door { builder } else { builder.doorkeeper(0) }.build().expect("a valid quota");
         let finals: Vec<_> = (0..2).map(|key| (key, QuotaOp::Api(Op::Peek))).collect();
         let history: History<(u64, QuotaOp), Output> =

@@ -98,7 +98,7 @@ fn token_bucket_wrap_never_over_grants() {
     idles.extend([wrap, 3 * wrap, wrap + 1, wrap - 1]);
     for idle in idles {
         let clock = ManualClock::new();
-        let limiter = RateLimiter::from_algorithm_with_clock(bucket, clock.clone());
+        let limiter = RateLimiter::from_algorithm(bucket, clock.clone());
         let mut model = BucketModel::with_quantum(bucket.interval_nanos(), 10, 1 << bucket.shift());
         assert_eq!(limiter.check_n(10).unwrap(), model.decide(0, 10));
         clock.set(idle);

@@ -13,7 +13,7 @@ fn every_algorithm_keeps_what_it_consumed() {
     for kind in AlgorithmKind::ALL {
         let clock = ManualClock::new();
         let algorithm = AnyAlgorithm::new(kind, Quota::per_second(10).unwrap()).unwrap();
-        let mut limiter = RateLimiter::from_algorithm_with_clock(algorithm, clock.clone());
+        let mut limiter = RateLimiter::from_algorithm(algorithm, clock.clone());
         assert!(limiter.check_n(6).unwrap().is_allowed());
         limiter.set_quota(Quota::per_second(20).unwrap()).unwrap();
         assert_eq!(limiter.algorithm().kind(), kind, "the kind is kept");

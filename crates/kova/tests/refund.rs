@@ -48,7 +48,7 @@ proptest! {
     #[test]
     fn refund_equals_never_charged((kind, quota, steps) in case()) {
         let clock = ManualClock::new();
-        let build = || RateLimiter::from_algorithm_with_clock(AnyAlgorithm::new(kind, quota).unwrap(), clock.clone());
+        let build = || RateLimiter::from_algorithm(AnyAlgorithm::new(kind, quota).unwrap(), clock.clone());
         let (with_refund, twin) = (build(), build());
         for step in steps {
             match step {
@@ -73,7 +73,7 @@ fn the_sliding_log_declines_refunds_and_changes_nothing() {
     let clock = ManualClock::new();
     let algorithm =
         AnyAlgorithm::new(AlgorithmKind::SlidingWindowLog, Quota::per_second(3).unwrap()).unwrap();
-    let limiter = RateLimiter::from_algorithm_with_clock(algorithm, clock);
+    let limiter = RateLimiter::from_algorithm(algorithm, clock);
     limiter.check_n(2).unwrap();
     let before = limiter.peek();
     assert!(!limiter.refund(2));

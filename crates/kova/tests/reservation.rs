@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use kova::reservation::ReserveError;
 use kova::{
-    Clock, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, ReserveError, SlidingWindowCounter,
-    TokenBucket, WordAlgorithm,
+    Clock, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
+    WordAlgorithm,
 };
 use proptest::prelude::*;
 
@@ -235,7 +236,7 @@ proptest! {
 #[test]
 fn an_owned_reservation_outlives_the_borrow_and_follows_the_rule() {
     struct Pending {
-        units: kova::OwnedReservation<Gcra, ManualClock>,
+        units: kova::reservation::OwnedReservation<Gcra, ManualClock>,
     }
     let clock = ManualClock::new();
     let limiter = std::sync::Arc::new(gcra(10, 1, &clock));

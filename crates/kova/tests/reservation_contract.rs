@@ -118,9 +118,9 @@ fn direct<W: WordAlgorithm>() -> (u64, u64) {
         let calls = Calls {
             check: |cost| limiter.check_n(cost).is_ok_and(|d| d.is_allowed()),
             reserve: |cost, max_delay| limiter.reserve_n_within(cost, max_delay).ok(),
-            ready_at: kova::Reservation::ready_at_nanos,
-            cost: kova::Reservation::cost,
-            cancel: kova::Reservation::cancel,
+            ready_at: kova::reservation::Reservation::ready_at_nanos,
+            cost: kova::reservation::Reservation::cost,
+            cancel: kova::reservation::Reservation::cancel,
         };
         let (c, g) = walk(W::NAME, seed * 0x9e37_79b9, &clock, calls);
         (cancels, given) = (cancels + c, given + g);
@@ -135,10 +135,10 @@ fn keyed<W: WordAlgorithm>() -> (u64, u64) {
         let table = Keyed::<u64, W, _>::with_clock(quota_for(W::NAME), clock.clone()).unwrap();
         let calls = Calls {
             check: |cost| table.check_n(&7, cost).is_ok_and(|d| d.is_allowed()),
-            reserve: |cost, max_delay| table.reserve_key_n_within(&7, cost, max_delay).ok(),
-            ready_at: kova::KeyedReservation::ready_at_nanos,
-            cost: kova::KeyedReservation::cost,
-            cancel: kova::KeyedReservation::cancel,
+            reserve: |cost, max_delay| table.reserve_n_within(&7, cost, max_delay).ok(),
+            ready_at: kova::keyed::KeyedReservation::ready_at_nanos,
+            cost: kova::keyed::KeyedReservation::cost,
+            cancel: kova::keyed::KeyedReservation::cancel,
         };
         let (c, g) = walk(W::NAME, seed * 0x85eb_ca6b, &clock, calls);
         (cancels, given) = (cancels + c, given + g);

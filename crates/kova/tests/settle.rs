@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use kova::{Clock, FixedWindow, Gcra, ManualClock, Quota, QuotaError, RateLimiter, Settlement, TokenBucket};
+use kova::reservation::Settlement;
+use kova::{Clock, FixedWindow, Gcra, ManualClock, Quota, QuotaError, RateLimiter, TokenBucket};
 use proptest::prelude::*;
 
 /// The model: credit in nanoseconds, at most `burst * T`, at least `-overdraft * T`; a check

@@ -15,11 +15,8 @@ use proptest::prelude::*;
 /// admissions of keys the sketch denied).
 fn run(quota: Quota, bytes: usize, cells: u32, ops: &[(u16, u64, u64)]) -> (usize, usize, usize) {
     let clock = ManualClock::new();
-    let sketch = Sketch::builder(quota)
-        .memory_bytes(bytes)
-        .cells_per_key(cells)
-        .build_with_clock(clock.clone())
-        .unwrap();
+    let sketch =
+        Sketch::builder(quota).memory_bytes(bytes).cells_per_key(cells).clock(clock.clone()).build().unwrap();
     let gcra = <Gcra as WordAlgorithm>::from_quota(quota).unwrap();
     let mut exact: HashMap<u16, u64> = HashMap::new();
     let (mut over, mut admitted, mut denied_but_exact_admits) = (0, 0, 0);
@@ -97,7 +94,8 @@ fn collisions_deny_more_but_never_grant_more() {
 fn a_key_alone_is_exact() {
     let clock = ManualClock::new();
     let sketch = Sketch::builder(Quota::per_second(10).unwrap().with_burst(3).unwrap())
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     for left in (0..3).rev() {
         let allowed = sketch.check("k");
@@ -123,7 +121,8 @@ fn a_key_is_decided_on_its_least_consumed_cell() {
     let clock = ManualClock::new();
     let sketch = Sketch::builder(Quota::per_second(10).unwrap().with_burst(4).unwrap())
         .memory_bytes(64)
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     let cells: Vec<Vec<usize>> = (0..100u32).map(|k| sketch.cells_of(&k)).collect();
     let (a, b) = (0..100)
@@ -190,7 +189,8 @@ fn threads_on_one_key_and_its_neighbours_never_exceed_the_burst() {
         let sketch = Arc::new(
             Sketch::builder(Quota::per_hour(4).unwrap())
                 .memory_bytes(64)
-                .build_with_clock(ManualClock::new())
+                .clock(ManualClock::new())
+                .build()
                 .unwrap(),
         );
         let workers: Vec<_> = (0..4u32)

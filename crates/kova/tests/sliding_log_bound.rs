@@ -20,9 +20,10 @@ use std::time::Instant;
 
 use kova::model::lincheck::{check, minimal_violation, History, Spec, Verdict};
 use kova::model::SlidingLogModel;
+use kova::reservation::Settlement;
 use kova::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, KeyedBuilder, ManualClock, Quota,
-    RateLimiter, Settlement, SlidingWindowLog,
+    Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Decision, Keyed, ManualClock, Quota, RateLimiter,
+    SlidingWindowLog,
 };
 
 #[path = "support/lincheck_harness.rs"]
@@ -362,11 +363,11 @@ fn exactly_checked<S: Subject>(
 }
 
 fn direct(log: SlidingWindowLog, clock: ManualClock) -> RateLimiter<SlidingWindowLog, ManualClock> {
-    RateLimiter::from_algorithm_with_clock(log, clock)
+    RateLimiter::from_algorithm(log, clock)
 }
 
 fn table<A: Algorithm>(algorithm: A, clock: ManualClock, door: bool) -> Keyed<u64, A, ManualClock> {
-    let builder = KeyedBuilder::<u64, A, _>::from_algorithm(algorithm, clock).shards(2);
+    let builder = Keyed::<u64, A>::builder_from_algorithm(algorithm).clock(clock).shards(2);
     if door { builder } else { builder.doorkeeper(0) }.build().expect("a valid quota")
 }
 

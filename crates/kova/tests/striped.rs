@@ -5,9 +5,10 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use kova::striped::StripedLimiter;
 use kova::{
-    Clock, Decision, Fallback, FixedWindow, Gcra, ManualClock, PreciseClock, Quota, StripedLimiter,
-    TokenBucket, WordAlgorithm,
+    Clock, Decision, Fallback, FixedWindow, Gcra, ManualClock, PreciseClock, Quota, TokenBucket,
+    WordAlgorithm,
 };
 use proptest::prelude::*;
 
@@ -139,7 +140,8 @@ fn agrees<W: WordAlgorithm>(quota: Quota, stripes: usize, batch: u64, lease_step
         .stripes(stripes)
         .batch(batch)
         .lease(lease)
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     let algorithm = W::from_quota(quota).unwrap();
     let central = algorithm.fresh_word();
@@ -207,7 +209,8 @@ fn hammer<W: WordAlgorithm>(stripes: usize, batch: u64) {
         StripedLimiter::<W>::builder(quota)
             .stripes(stripes)
             .batch(batch)
-            .build_with_clock(PreciseClock::new())
+            .clock(PreciseClock::new())
+            .build()
             .unwrap(),
     );
     let barrier = Arc::new(Barrier::new(threads));

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use kova::{Gcra, HotKeys, Keyed, KeyedBuilder, ManualClock, Quota, StripedLimiter};
+use kova::keyed::HotKeys;
+use kova::striped::StripedLimiter;
+use kova::{Gcra, Keyed, ManualClock, Quota};
 
 #[path = "support/bucket_bound.rs"]
 #[allow(dead_code, reason = "the reservation tests' helpers are not used here")]
@@ -168,7 +170,8 @@ fn a_striped_limiter_stays_within_its_documented_bound() {
             .stripes(2)
             .batch(batch)
             .lease(LEASE)
-            .build_with_clock(clock)
+            .clock(clock)
+            .build()
             .unwrap()
     });
 }
@@ -180,7 +183,7 @@ fn a_table_with_hot_keys_stays_within_its_documented_bound() {
         let what = format!("Keyed<gcra> with hot keys, door {}", if door { "on" } else { "off" });
         let (beyond, of) = within_the_bound(&what, 22 ^ u64::from(door) << 40, |quota, batch, clock| {
             let hot = HotKeys::new(2).stripes(2).batch(batch).lease(LEASE).promote_after(1);
-            let builder = KeyedBuilder::<u64, Gcra, _>::new(quota, clock).shards(2).hot_keys(hot).unwrap();
+            let builder = Keyed::<u64, Gcra>::builder(quota).clock(clock).shards(2).hot_keys(hot).unwrap();
             if door { builder } else { builder.doorkeeper(0) }.build().unwrap()
         });
         pooled = (pooled.0 + beyond, pooled.1 + of);

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, ManualTimer, Pacer, Quota, RateLimiter};
+use kova::wait::{ManualTimer, Pacer};
+use kova::{CheckError, Clock, Decision, Gcra, Keyed, ManualClock, Quota, RateLimiter};
 
 type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Decision, CheckError>> + 'a>>;
 
@@ -219,8 +220,8 @@ async fn the_default_timer_runs_on_tokio() {
     // Three units, the first at once: at least two intervals of 5 ms.
     assert!(start.elapsed() >= Duration::from_millis(9), "{:?}", start.elapsed());
     let table = Keyed::<u64, Gcra>::new(Quota::per_second(10).unwrap()).unwrap();
-    assert!(table.until_key_n_ready(&1, 10).await.unwrap().is_allowed());
-    assert!(table.until_key_n_ready(&1, 11).await.is_err());
+    assert!(table.until_n_ready(&1, 10).await.unwrap().is_allowed());
+    assert!(table.until_n_ready(&1, 11).await.is_err());
 }
 
 /// A wait does nothing until polled: created and dropped unpolled, it took nothing; polled, an
@@ -235,8 +236,8 @@ fn a_wait_takes_nothing_before_its_first_poll() {
     drop(limiter.until_ready());
     drop(limiter.until_n_ready(3));
     drop(limiter.until_n_ready_within(3, Duration::ZERO));
-    drop(table.until_key_n_ready(&1, 3));
-    drop(table.until_key_n_ready_within(&1, 3, Duration::ZERO));
+    drop(table.until_n_ready(&1, 3));
+    drop(table.until_n_ready_within(&1, 3, Duration::ZERO));
     assert_eq!((limiter.peek(), table.peek(&1)), before);
     let waker = Waker::noop();
     let mut ready: Waiting<'_> = Box::pin(limiter.until_n_ready(3));

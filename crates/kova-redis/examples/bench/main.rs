@@ -28,7 +28,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use kova::{AlgorithmKind, Fallback, Gcra, Keyed, Quota};
-use kova_redis::{Leasing, Limit, RedisLimiter};
+use kova_redis::{Leasing, RedisLimit, RedisLimiter};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 
@@ -133,13 +133,13 @@ async fn redis_cpu_micros(conn: &redis::aio::MultiplexedConnection) -> f64 {
     (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
 }
 
-fn limit_for(kind: AlgorithmKind) -> Limit {
+fn limit_for(kind: AlgorithmKind) -> RedisLimit {
     // Generous limits, so the scripts take their writing (admitting) path.
     let quota = match kind {
         AlgorithmKind::SlidingWindowLog => Quota::per_second(kova_redis::MAX_LOG_LIMIT),
         _ => Quota::per_second(1_000_000),
     };
-    Limit::new(kind, quota.expect("quota")).expect("limit")
+    RedisLimit::new(kind, quota.expect("quota")).expect("limit")
 }
 
 /// The floors `write_floors` measures, in its order.
@@ -255,7 +255,7 @@ fn run_threads(threads: usize, secs: f64, block: impl Fn(usize, usize) + Sync) -
 fn local_layer(leased: &RedisLimiter, secs: f64) -> ([f64; LOCAL_ROWS], f64) {
     // Far more units than the runs spend, so that every lease is granted in full.
     let quota = Quota::per_second(1_000_000).and_then(|q| q.with_burst(1 << 32)).expect("quota");
-    let limit = Limit::gcra(quota).expect("limit");
+    let limit = RedisLimit::gcra(quota).expect("limit");
     let keys = |shape: usize, threads: usize| -> Vec<Vec<Vec<u8>>> {
         (0..threads)
             .map(|t| match shape {

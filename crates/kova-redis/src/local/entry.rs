@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 
 use super::denial::CachedDenial;
 use crate::clock::LocalClock;
-use crate::limit::Limit;
+use crate::limit::RedisLimit;
 
 /// One key's local state. The lease is spent with no lock: `lease_units` is published last by a
 /// refill (Release) and read first by a spend (Acquire), so a spend that sees a lease's units
@@ -25,7 +25,7 @@ pub(crate) struct Entry {
     pub(crate) lease_until: AtomicU64,
     pub(crate) lease_reset_until: AtomicU64,
     pub(crate) last_seen: AtomicU64,
-    /// The entry's limit as its script sees it ([`Limit::script_args`]; the algorithm is the
+    /// The entry's limit as its script sees it ([`RedisLimit::script_args`]; the algorithm is the
     /// key's): what a local answer compares, beside the lease, instead of the whole limit.
     script: [u64; 2],
     /// The limit's capacity, which its script arguments fix.
@@ -74,7 +74,7 @@ impl<'a> Now<'a> {
 }
 
 impl Entry {
-    pub(crate) fn new(limit: Limit, now: u64) -> Self {
+    pub(crate) fn new(limit: RedisLimit, now: u64) -> Self {
         Entry {
             script: limit.script_args(),
             capacity: limit.capacity(),
@@ -91,7 +91,7 @@ impl Entry {
     /// algorithm): Redis decided them with the same script arguments, and a limit's capacity
     /// follows from those, so two limits that pass them alike share what Redis granted.
     #[inline]
-    pub(crate) fn holds_for(&self, limit: &Limit) -> bool {
+    pub(crate) fn holds_for(&self, limit: &RedisLimit) -> bool {
         self.script == limit.script_args()
     }
 
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn a_lease_in_its_last_lag_is_not_spent_past_its_end() {
         let (_, clock) = clock();
-        let limit = Limit::gcra(kova::Quota::per_second(10).unwrap()).unwrap();
+        let limit = RedisLimit::gcra(kova::Quota::per_second(10).unwrap()).unwrap();
         let entry = Entry::new(limit, 0);
         entry.lease_until.store(1_040, Ordering::Relaxed);
         entry.lease_units.store(3, Ordering::Release);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kova::model::BucketModel;
 use kova::{AlgorithmKind, CheckError, Decision, Gcra, ManualClock, Quota, QuotaError, WordAlgorithm};
 use kova_redis::{
-    Error, Limit, LimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
+    Error, RedisLimit, RedisLimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
 };
 
 use crate::server::RedisServer;
@@ -42,7 +42,7 @@ pub fn hostile_keys() -> Vec<Vec<u8>> {
 /// Each hostile key has its own state (one unit each, then denied), none touches another's, and
 /// every Redis key holds exactly one hash tag.
 pub async fn hostile_keys_are_isolated(limiter: &RedisLimiter) {
-    let limit = Limit::gcra(Quota::per_hour(1).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_hour(1).unwrap()).unwrap();
     let keys = hostile_keys();
     for key in &keys {
         limiter.reset(key, &limit).await.unwrap();
@@ -87,22 +87,31 @@ fn zero_and_huge_quotas_are_typed_errors() {
     // 1 ns periods: below the scripts' microsecond.
     let one_ns = Quota::from_nanos(1, 1).unwrap();
     for kind in AlgorithmKind::ALL {
-        assert!(matches!(Limit::new(kind, one_ns), Err(LimitError::TooFine { nanos: 1, .. })), "{kind}");
+        assert!(
+            matches!(RedisLimit::new(kind, one_ns), Err(RedisLimitError::TooFine { nanos: 1, .. })),
+            "{kind}"
+        );
     }
     let huge_burst = Quota::per_second(1).unwrap().with_burst(u64::MAX).unwrap();
     for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
-        assert!(matches!(Limit::new(kind, huge_burst), Err(LimitError::OutOfRange { .. })), "{kind}");
+        assert!(
+            matches!(RedisLimit::new(kind, huge_burst), Err(RedisLimitError::OutOfRange { .. })),
+            "{kind}"
+        );
     }
     let huge_limit = Quota::from_nanos(u64::MAX / 1000, u64::MAX).unwrap();
     for kind in
         [AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindowCounter, AlgorithmKind::SlidingWindowLog]
     {
-        assert!(matches!(Limit::new(kind, huge_limit), Err(LimitError::OutOfRange { .. })), "{kind}");
+        assert!(
+            matches!(RedisLimit::new(kind, huge_limit), Err(RedisLimitError::OutOfRange { .. })),
+            "{kind}"
+        );
     }
     let windowed_burst = Quota::per_second(5).unwrap().with_burst(6).unwrap();
     assert!(matches!(
-        Limit::fixed_window(windowed_burst),
-        Err(LimitError::Quota(QuotaError::BurstUnsupported { .. }))
+        RedisLimit::fixed_window(windowed_burst),
+        Err(RedisLimitError::Quota(QuotaError::BurstUnsupported { .. }))
     ));
 }
 
@@ -112,7 +121,7 @@ async fn costs_above_capacity_and_times_out_of_range_are_typed_errors() {
     let clock = ManualClock::starting_at(1_000_000_000);
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
     for kind in AlgorithmKind::ALL {
-        let limit = Limit::new(kind, Quota::per_second(10).unwrap()).unwrap();
+        let limit = RedisLimit::new(kind, Quota::per_second(10).unwrap()).unwrap();
         for cost in [11, 1 << 53, u64::MAX] {
             match limiter.check_n("k", &limit, cost).await {
                 Err(Error::Cost(CheckError::CostExceedsCapacity { cost: c, capacity: 10 })) => {
@@ -124,7 +133,7 @@ async fn costs_above_capacity_and_times_out_of_range_are_typed_errors() {
         // Exactly the capacity is fine.
         assert!(limiter.check_n("k", &limit, 10).await.unwrap().is_allowed());
     }
-    let limit = Limit::gcra(Quota::per_second(10).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap()).unwrap();
     clock.set(MAX_TIME_MICROS * MICROS);
     assert!(matches!(
         limiter.check("k", &limit).await,
@@ -157,7 +166,7 @@ async fn decisions_at_the_edges_of_the_ranges() {
     let ops: [(u64, u64); 6] =
         [(0, MAX_SPAN_MICROS - 1), (0, 2), (0, 1), (1, 1), (5, 0), (1 << 40, MAX_SPAN_MICROS)];
     for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
-        let limit = Limit::new(kind, quota).unwrap();
+        let limit = RedisLimit::new(kind, quota).unwrap();
         limiter.reset("edge", &limit).await.unwrap();
         let (mut word, mut model) =
             (gcra.fresh_word(), BucketModel::with_quantum(MICROS, MAX_SPAN_MICROS, MICROS));
@@ -174,8 +183,8 @@ async fn decisions_at_the_edges_of_the_ranges() {
     }
     // Fixed window with the largest limit, counter at limit * period = 2^52, log at 2^16.
     // One window of 2^52 µs (142 years) holding 2^52 units.
-    let fw =
-        Limit::fixed_window(Quota::from_nanos(MAX_SPAN_MICROS, MAX_SPAN_MICROS * MICROS).unwrap()).unwrap();
+    let fw = RedisLimit::fixed_window(Quota::from_nanos(MAX_SPAN_MICROS, MAX_SPAN_MICROS * MICROS).unwrap())
+        .unwrap();
     clock.set(t0 * MICROS);
     limiter.reset("edge", &fw).await.unwrap();
     let d = limiter.check_n("edge", &fw, MAX_SPAN_MICROS - 1).await.unwrap();
@@ -186,7 +195,8 @@ async fn decisions_at_the_edges_of_the_ranges() {
     assert_eq!(denied.retry_after_nanos(), (MAX_SPAN_MICROS - t0) * MICROS);
 
     let period_us = 1u64 << 26;
-    let swc = Limit::sliding_window_counter(Quota::from_nanos(1 << 26, period_us * MICROS).unwrap()).unwrap();
+    let swc =
+        RedisLimit::sliding_window_counter(Quota::from_nanos(1 << 26, period_us * MICROS).unwrap()).unwrap();
     let algo = <kova::SlidingWindowCounter as WordAlgorithm>::from_quota(swc.effective_quota());
     // The in-memory counter holds at most 2^20 - 1 per window: compare with the model instead.
     assert!(algo.is_err());
@@ -208,7 +218,7 @@ async fn decisions_at_the_edges_of_the_ranges() {
         assert_eq!(actual, expected, "counter at +{} µs cost {cost}", t - base);
     }
 
-    let log = Limit::sliding_window_log(Quota::per_second(MAX_LOG_LIMIT).unwrap()).unwrap();
+    let log = RedisLimit::sliding_window_log(Quota::per_second(MAX_LOG_LIMIT).unwrap()).unwrap();
     let mut model = kova::model::SlidingLogModel::new(MAX_LOG_LIMIT, 1_000_000 * MICROS);
     limiter.reset("edge", &log).await.unwrap();
     let mut t = t0;

@@ -35,7 +35,7 @@ async fn conformance_through_a_three_master_cluster() {
     crate::bad_input::hostile_keys_are_isolated(&plain).await;
     // A composite of hostile keys: its keys share the key's slot (no CROSSSLOT), and its state
     // is the key's own.
-    let per_hour = |kind| kova_redis::Limit::new(kind, kova::Quota::per_hour(1).unwrap()).unwrap();
+    let per_hour = |kind| kova_redis::RedisLimit::new(kind, kova::Quota::per_hour(1).unwrap()).unwrap();
     let limits = kova_redis::Limits::new([
         per_hour(kova::AlgorithmKind::Gcra),
         per_hour(kova::AlgorithmKind::FixedWindow),
@@ -55,7 +55,7 @@ async fn conformance_through_a_three_master_cluster() {
     for node in &cluster.nodes {
         node.cli(&["SCRIPT", "FLUSH"]);
     }
-    let limit = kova_redis::Limit::gcra(kova::Quota::per_second(5).unwrap()).unwrap();
+    let limit = kova_redis::RedisLimit::gcra(kova::Quota::per_second(5).unwrap()).unwrap();
     let d = plain.check("after-flush", &limit).await.unwrap();
     assert_eq!((d.fallback(), d.remaining()), (None, 4));
 }

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
+use kova::limits::{LimitsDecision, LimitsError, MAX_LIMITS};
 use kova::{
-    AlgorithmKind, CheckError, Decision, FixedWindow, Gcra, LimitsDecision, LimitsError, ManualClock, Quota,
-    RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket, MAX_LIMITS,
+    AlgorithmKind, CheckError, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
-use kova_redis::{Error, Limit, Limits, RedisLimiter, MICROS};
+use kova_redis::{Error, Limits, RedisLimit, RedisLimiter, MICROS};
 
 use crate::conformance::{quantise_counter_retry, Rng};
 use crate::server::RedisServer;
@@ -16,7 +17,7 @@ use crate::server::RedisServer;
 /// One in-memory limiter, whatever its algorithm: check (cost 0 = peek).
 type Check = Box<dyn Fn(u64) -> Decision + Send + Sync>;
 
-fn in_memory(limit: &Limit, clock: &ManualClock) -> Check {
+fn in_memory(limit: &RedisLimit, clock: &ManualClock) -> Check {
     fn boxed<A: kova::Algorithm + Send + Sync + 'static>(q: Quota, clock: &ManualClock) -> Check
     where
         A::Cell: Send + Sync,
@@ -67,13 +68,13 @@ fn q(limit: u64, period: Duration) -> Quota {
 }
 
 /// Composites of one algorithm (compared with kova's `Limits`) and mixed ones.
-fn same_kind_cases() -> Vec<Vec<Limit>> {
+fn same_kind_cases() -> Vec<Vec<RedisLimit>> {
     let (s, m, h) = (Duration::from_secs(1), Duration::from_secs(60), Duration::from_secs(3600));
-    let gcra = |quota| Limit::gcra(quota).unwrap();
-    let fixed = |quota| Limit::fixed_window(quota).unwrap();
-    let counter = |quota| Limit::sliding_window_counter(quota).unwrap();
+    let gcra = |quota| RedisLimit::gcra(quota).unwrap();
+    let fixed = |quota| RedisLimit::fixed_window(quota).unwrap();
+    let counter = |quota| RedisLimit::sliding_window_counter(quota).unwrap();
     let per = |nanos, burst| Quota::from_nanos(1, nanos).unwrap().with_burst(burst).unwrap();
-    let bucket = |quota| Limit::token_bucket(quota).unwrap();
+    let bucket = |quota| RedisLimit::token_bucket(quota).unwrap();
     vec![
         vec![gcra(q(10, s).with_burst(5).unwrap())],
         vec![gcra(q(10, s).with_burst(5).unwrap()), gcra(q(30, m))],
@@ -85,18 +86,18 @@ fn same_kind_cases() -> Vec<Vec<Limit>> {
     ]
 }
 
-fn mixed_cases() -> Vec<Vec<Limit>> {
+fn mixed_cases() -> Vec<Vec<RedisLimit>> {
     let s = Duration::from_secs(1);
     vec![
         vec![
-            Limit::gcra(q(10, s).with_burst(6).unwrap()).unwrap(),
-            Limit::sliding_window_log(q(15, Duration::from_secs(5))).unwrap(),
+            RedisLimit::gcra(q(10, s).with_burst(6).unwrap()).unwrap(),
+            RedisLimit::sliding_window_log(q(15, Duration::from_secs(5))).unwrap(),
         ],
         vec![
-            Limit::token_bucket(Quota::from_nanos(1, 2_000).unwrap().with_burst(9).unwrap()).unwrap(),
-            Limit::fixed_window(q(40, Duration::from_millis(100))).unwrap(),
-            Limit::sliding_window_counter(q(25, Duration::from_millis(50))).unwrap(),
-            Limit::gcra(q(100, s)).unwrap(),
+            RedisLimit::token_bucket(Quota::from_nanos(1, 2_000).unwrap().with_burst(9).unwrap()).unwrap(),
+            RedisLimit::fixed_window(q(40, Duration::from_millis(100))).unwrap(),
+            RedisLimit::sliding_window_counter(q(25, Duration::from_millis(50))).unwrap(),
+            RedisLimit::gcra(q(100, s)).unwrap(),
         ],
     ]
 }
@@ -105,7 +106,7 @@ async fn run(
     limiter: &RedisLimiter,
     clock: &ManualClock,
     key: &str,
-    limits: &[Limit],
+    limits: &[RedisLimit],
     seed: u64,
     n: usize,
 ) -> usize {
@@ -114,10 +115,10 @@ async fn run(
     let kind = limits[0].kind();
     let same_kind = limits.iter().all(|l| l.kind() == kind);
     let reference: Option<Box<dyn Fn(u64) -> LimitsDecision + Send + Sync>> = if same_kind {
-        let quotas: Vec<Quota> = limits.iter().map(Limit::effective_quota).collect();
+        let quotas: Vec<Quota> = limits.iter().map(RedisLimit::effective_quota).collect();
         macro_rules! of {
             ($w:ty) => {{
-                let l = kova::Limits::<$w, _>::with_clock(quotas, clock.clone()).unwrap();
+                let l = kova::limits::Limits::<$w, _>::with_clock(quotas, clock.clone()).unwrap();
                 Some(Box::new(move |cost| l.check_n(cost).unwrap())
                     as Box<dyn Fn(u64) -> LimitsDecision + Send + Sync>)
             }};
@@ -155,7 +156,7 @@ async fn run(
         let what = format!("{limits:?}, seed {seed}, op #{i} cost {cost} at {t} µs");
         assert_eq!(quantised(actual), quantised(expected), "against the sequential composite: {what}");
         if let Some(reference) = &reference {
-            assert_eq!(quantised(actual), quantised(reference(cost)), "against kova::Limits: {what}");
+            assert_eq!(quantised(actual), quantised(reference(cost)), "against kova::limits::Limits: {what}");
         }
         assert!(actual.limit_decisions().iter().all(|d| d.fallback().is_none()));
     }
@@ -203,8 +204,8 @@ async fn a_denial_takes_nothing_from_any_limit() {
     let clock = ManualClock::new();
     clock.set(10_000_000 * MICROS);
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
-    let per_second = Limit::gcra(q(10, Duration::from_secs(1))).unwrap();
-    let per_hour = Limit::fixed_window(q(3, Duration::from_secs(3600))).unwrap();
+    let per_second = RedisLimit::gcra(q(10, Duration::from_secs(1))).unwrap();
+    let per_hour = RedisLimit::fixed_window(q(3, Duration::from_secs(3600))).unwrap();
     let limits = Limits::new([per_second, per_hour]).unwrap();
     let d = limiter.check_limits_n("user:1", &limits, 3).await.unwrap();
     assert!(d.is_allowed());
@@ -241,9 +242,9 @@ async fn concurrent_checks_charge_every_limit_together() {
     clock.set(10_000_000 * MICROS);
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
     let limits = Limits::new([
-        Limit::gcra(q(10, Duration::from_secs(1)).with_burst(25).unwrap()).unwrap(),
-        Limit::fixed_window(q(100, Duration::from_secs(3600))).unwrap(),
-        Limit::sliding_window_log(q(40, Duration::from_secs(60))).unwrap(),
+        RedisLimit::gcra(q(10, Duration::from_secs(1)).with_burst(25).unwrap()).unwrap(),
+        RedisLimit::fixed_window(q(100, Duration::from_secs(3600))).unwrap(),
+        RedisLimit::sliding_window_log(q(40, Duration::from_secs(60))).unwrap(),
     ])
     .unwrap();
     let tasks: Vec<_> = (0..64)

@@ -9,7 +9,7 @@ use kova::{
     AlgorithmKind, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, SlidingWindowCounter,
     SlidingWindowLog, TokenBucket, WordAlgorithm,
 };
-use kova_redis::{Limit, RedisLimiter, MICROS};
+use kova_redis::{RedisLimit, RedisLimiter, MICROS};
 
 /// A deterministic generator (xorshift64*), so a failure names its seed.
 pub struct Rng(u64);
@@ -62,7 +62,7 @@ fn word<W: WordAlgorithm>(algorithm: W) -> Reference {
 impl Reference {
     /// The in-memory algorithm for `limit`, and whether it handles a clock running backwards
     /// the way the script does (the exact bucket model assumes monotonic time).
-    fn new(limit: &Limit) -> (Self, bool) {
+    fn new(limit: &RedisLimit) -> (Self, bool) {
         let quota = limit.effective_quota();
         match limit.kind() {
             AlgorithmKind::Gcra => (word(<Gcra as WordAlgorithm>::from_quota(quota).unwrap()), true),
@@ -129,7 +129,7 @@ impl Reference {
 
 /// The limits the suite runs: every algorithm at ordinary quotas, inexact steps (rounded up to
 /// whole microseconds), 1 µs steps, and large bursts.
-pub fn cases() -> Vec<Limit> {
+pub fn cases() -> Vec<RedisLimit> {
     let q = |limit, period: Duration| Quota::new(limit, period).unwrap();
     let mut out = Vec::new();
     for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
@@ -143,7 +143,7 @@ pub fn cases() -> Vec<Limit> {
             q(100, Duration::from_secs(60)).with_burst(5000).unwrap(), // in-memory bucket shift > 0
             q(1, Duration::from_secs(3600)).with_burst(2).unwrap(),
         ] {
-            out.push(Limit::new(kind, quota).unwrap());
+            out.push(RedisLimit::new(kind, quota).unwrap());
         }
     }
     for kind in
@@ -158,14 +158,14 @@ pub fn cases() -> Vec<Limit> {
             q(60, Duration::from_secs(60)),
             q(1000, Duration::from_secs(3600)),
         ] {
-            out.push(Limit::new(kind, quota).unwrap());
+            out.push(RedisLimit::new(kind, quota).unwrap());
         }
     }
     out
 }
 
 /// Generates `n` (time in µs, op) pairs for `limit`.
-pub fn sequence(limit: &Limit, seed: u64, n: usize, backwards: bool) -> Vec<(u64, Op)> {
+pub fn sequence(limit: &RedisLimit, seed: u64, n: usize, backwards: bool) -> Vec<(u64, Op)> {
     let mut rng = Rng::new(seed);
     let capacity = limit.capacity();
     let step = limit.step_nanos() / MICROS;
@@ -274,7 +274,7 @@ pub async fn run_case(
     limiter: &RedisLimiter,
     set_now: &(dyn Fn(u64) + Sync),
     key: &str,
-    limit: &Limit,
+    limit: &RedisLimit,
     seed: u64,
     n: usize,
 ) -> usize {

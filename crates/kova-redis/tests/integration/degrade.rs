@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kova::{Fallback, ManualClock, Quota};
-use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
 
 use crate::server::RedisServer;
 
-fn degrade(servers: u32) -> FailurePolicy {
-    FailurePolicy::Degrade { servers: NonZeroU32::new(servers).unwrap() }
+fn degrade(servers: u32) -> StoreFailurePolicy {
+    StoreFailurePolicy::Degrade { servers: NonZeroU32::new(servers).unwrap() }
 }
 
 /// On simulated time: the share is the quota over the server count (or the limit's local
@@ -25,13 +25,13 @@ async fn local_share_while_down_then_charged_to_redis() {
     let limiter = crate::deterministic(&clock)
         .timeout(Duration::from_millis(200))
         .reconnect_interval(Duration::from_millis(10))
-        .failure_policy(degrade(4))
+        .store_failure(degrade(4))
         .connect(&server.url())
         .await
         .unwrap();
     // 100 per second, burst 100: a share of 25 per second, burst 25, per server.
-    let limit = Limit::gcra(Quota::per_second(100).unwrap()).unwrap();
-    let window = Limit::fixed_window(Quota::per_minute(40).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(100).unwrap()).unwrap();
+    let window = RedisLimit::fixed_window(Quota::per_minute(40).unwrap()).unwrap();
     let given = window.with_local_quota(Quota::per_minute(3).unwrap()).unwrap();
     assert_eq!(limiter.check("k", &limit).await.unwrap().remaining(), 99);
     server.kill9();
@@ -88,7 +88,7 @@ async fn local_share_while_down_then_charged_to_redis() {
     assert!(window.with_local_quota(Quota::per_minute(4).unwrap().with_burst(2).unwrap()).is_err());
 }
 
-async fn futures_count(limiter: &RedisLimiter, key: &str, limit: &Limit, n: usize) -> Vec<bool> {
+async fn futures_count(limiter: &RedisLimiter, key: &str, limit: &RedisLimit, n: usize) -> Vec<bool> {
     let mut out = Vec::new();
     for _ in 0..n {
         let d = limiter.check(key, limit).await.unwrap();
@@ -109,13 +109,13 @@ async fn kill_9_under_load_degrades_to_shares() {
     const SERVERS: u64 = 4;
     // 400 per hour, burst 400: under a second of test, at most one unit refills.
     let (quota, share) = (400u64, 100u64);
-    let limit = Limit::gcra(Quota::per_hour(quota).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_hour(quota).unwrap()).unwrap();
     let mut limiters = Vec::new();
     for _ in 0..SERVERS {
         let limiter = RedisLimiter::builder()
             .timeout(Duration::from_millis(50))
             .reconnect_interval(Duration::from_millis(20))
-            .failure_policy(degrade(SERVERS as u32))
+            .store_failure(degrade(SERVERS as u32))
             .connect(&server.url())
             .await
             .unwrap();

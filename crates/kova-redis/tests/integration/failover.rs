@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kova::{Fallback, Quota};
-use kova_redis::{FailurePolicy, Limit, RedisLimiter};
+use kova_redis::{RedisLimit, RedisLimiter, StoreFailurePolicy};
 
 use crate::server::{RedisCluster, RedisServer};
 
@@ -43,17 +43,17 @@ async fn a_master_killed_under_load_fails_over_to_its_replica() {
     let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
     let limiter = RedisLimiter::builder()
         .timeout(Duration::from_millis(100))
-        .failure_policy(FailurePolicy::Degrade { servers: NonZeroU32::new(1).unwrap() })
+        .store_failure(StoreFailurePolicy::Degrade { servers: NonZeroU32::new(1).unwrap() })
         .connect_cluster(&nodes)
         .await
         .unwrap();
-    let generous = Limit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap();
-    let strict = Limit::gcra(Quota::per_hour(10).unwrap()).unwrap();
+    let generous = RedisLimit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap();
+    let strict = RedisLimit::gcra(Quota::per_hour(10).unwrap()).unwrap();
 
     // The master to kill: the one serving key "load:0"; the keys it serves are the ones whose
     // service has a gap.
     let any = &cluster.nodes[0];
-    let slot_of = |key: &str, limit: &Limit| -> u64 {
+    let slot_of = |key: &str, limit: &RedisLimit| -> u64 {
         let name = String::from_utf8(limiter.redis_key(key, limit)).unwrap();
         any.cli(&["CLUSTER", "KEYSLOT", &name]).trim().parse().unwrap()
     };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kova::{Fallback, Quota};
-use kova_redis::{Error, FailurePolicy, Limit, RedisLimiter, StoreError};
+use kova_redis::{Error, RedisLimit, RedisLimiter, StoreError, StoreFailurePolicy};
 
 use crate::server::RedisServer;
 
@@ -13,16 +13,16 @@ const TIMEOUT: Duration = Duration::from_millis(50);
 /// Scheduling slack allowed on top of the timeout on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(250);
 
-fn limit() -> Limit {
-    Limit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap()
+fn limit() -> RedisLimit {
+    RedisLimit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap()
 }
 
 /// kill -9 under load: every call ends within the timeout, answered by the policy and marked so;
 /// after a restart on the same port, real decisions come back within a second.
-async fn kill_and_restart(policy: FailurePolicy, fallback: Fallback) {
+async fn kill_and_restart(policy: StoreFailurePolicy, fallback: Fallback) {
     let Some(mut server) = RedisServer::start() else { return };
     let limiter =
-        RedisLimiter::builder().timeout(TIMEOUT).failure_policy(policy).connect(&server.url()).await.unwrap();
+        RedisLimiter::builder().timeout(TIMEOUT).store_failure(policy).connect(&server.url()).await.unwrap();
     let limit = limit();
     let stop = Arc::new(AtomicBool::new(false));
     let fallbacks = Arc::new(AtomicU64::new(0));
@@ -84,12 +84,12 @@ async fn kill_and_restart(policy: FailurePolicy, fallback: Fallback) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_fail_open() {
-    kill_and_restart(FailurePolicy::FailOpen, Fallback::StoreUnavailableAllowed).await;
+    kill_and_restart(StoreFailurePolicy::FailOpen, Fallback::StoreUnavailableAllowed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_fail_closed() {
-    kill_and_restart(FailurePolicy::FailClosed, Fallback::StoreUnavailableDenied).await;
+    kill_and_restart(StoreFailurePolicy::FailClosed, Fallback::StoreUnavailableDenied).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +100,7 @@ async fn script_flush_reloads_scripts() {
     for kind in kova::AlgorithmKind::ALL {
         // Per hour: a fixed window's edge falling between the two checks (which reset its count)
         // is then a chance of about 1 in 100,000, not of a few percent.
-        let limit = Limit::new(kind, Quota::per_hour(10).unwrap()).unwrap();
+        let limit = RedisLimit::new(kind, Quota::per_hour(10).unwrap()).unwrap();
         let first = limiter.check("flush", &limit).await.unwrap();
         assert_eq!((first.fallback(), first.remaining()), (None, 9), "{kind}");
         assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
@@ -129,7 +129,7 @@ async fn unreachable_then_up() {
         .unwrap();
     let strict = RedisLimiter::builder()
         .timeout(TIMEOUT)
-        .failure_policy(FailurePolicy::ReturnError)
+        .store_failure(StoreFailurePolicy::ReturnError)
         .open(&server.url())
         .unwrap();
     let start = Instant::now();
@@ -158,14 +158,14 @@ async fn a_frozen_server_times_out() {
     let Some(server) = RedisServer::start() else { return };
     let limiter = RedisLimiter::builder()
         .timeout(TIMEOUT)
-        .failure_policy(FailurePolicy::FailClosed)
+        .store_failure(StoreFailurePolicy::FailClosed)
         .unavailable_retry_after(Duration::from_secs(2))
         .connect(&server.url())
         .await
         .unwrap();
     let strict = RedisLimiter::builder()
         .timeout(TIMEOUT)
-        .failure_policy(FailurePolicy::ReturnError)
+        .store_failure(StoreFailurePolicy::ReturnError)
         .connect(&server.url())
         .await
         .unwrap();
@@ -209,7 +209,7 @@ async fn batches_survive_timeouts_and_cancellation() {
     let Some(server) = RedisServer::start() else { return };
     let limiter = RedisLimiter::builder()
         .timeout(TIMEOUT)
-        .failure_policy(FailurePolicy::ReturnError)
+        .store_failure(StoreFailurePolicy::ReturnError)
         .connect(&server.url())
         .await
         .unwrap();

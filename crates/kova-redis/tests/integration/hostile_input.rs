@@ -12,10 +12,11 @@ use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::time::Duration;
 
-use kova::{CheckError, Fallback, ManualClock, Quota, ReserveError, Settlement};
+use kova::reservation::{ReserveError, Settlement};
+use kova::{CheckError, Fallback, ManualClock, Quota};
 use kova_redis::{
-    Builder, Error, FailurePolicy, Leasing, Limit, LimitError, Limits, PrefixError, MAX_LOCAL_KEYS,
-    MAX_LOG_LIMIT, MAX_PREFIX,
+    Builder, Error, Leasing, Limits, PrefixError, RedisLimit, RedisLimitError, StoreFailurePolicy,
+    MAX_LOCAL_KEYS, MAX_LOG_LIMIT, MAX_PREFIX,
 };
 
 use crate::server::RedisServer;
@@ -53,8 +54,8 @@ async fn run(url: &str, cases: &[Case]) {
     assert!(failed.is_empty(), "{} of {} cases failed:\n{}", failed.len(), cases.len(), failed.join("\n"));
 }
 
-fn gcra(limit: u64) -> Limit {
-    Limit::gcra(Quota::per_second(limit).unwrap()).unwrap()
+fn gcra(limit: u64) -> RedisLimit {
+    RedisLimit::gcra(Quota::per_second(limit).unwrap()).unwrap()
 }
 
 const MIB: usize = 1 << 20;
@@ -62,8 +63,8 @@ const MIB: usize = 1 << 20;
 const BUILDER: &[Case] = &[
     ("local_max_keys 0 with Degrade: a typed error", |ctx| {
         Box::pin(async move {
-            let degrade = FailurePolicy::Degrade { servers: NonZeroU32::MIN };
-            let built = ctx.builder().failure_policy(degrade).local_max_keys(0).open(&ctx.url);
+            let degrade = StoreFailurePolicy::Degrade { servers: NonZeroU32::MIN };
+            let built = ctx.builder().store_failure(degrade).local_max_keys(0).open(&ctx.url);
             assert!(
                 matches!(built, Err(Error::LocalMaxKeys { max_keys: 0, max: MAX_LOCAL_KEYS })),
                 "{built:?}"
@@ -83,8 +84,8 @@ const BUILDER: &[Case] = &[
     }),
     ("local_max_keys 1 with Degrade: a table of one key", |ctx| {
         Box::pin(async move {
-            let degrade = FailurePolicy::Degrade { servers: NonZeroU32::MIN };
-            let limiter = ctx.builder().failure_policy(degrade).local_max_keys(1).open(&ctx.url).unwrap();
+            let degrade = StoreFailurePolicy::Degrade { servers: NonZeroU32::MIN };
+            let limiter = ctx.builder().store_failure(degrade).local_max_keys(1).open(&ctx.url).unwrap();
             assert!(limiter.check("one-key", &gcra(5)).await.unwrap().is_allowed());
         })
     }),
@@ -102,7 +103,7 @@ const BUILDER: &[Case] = &[
     }),
     ("timeout ZERO: a call not answered at once is the failure policy's, marked", |ctx| {
         Box::pin(async move {
-            let limiter = ctx.builder().timeout(Duration::ZERO).failure_policy(FailurePolicy::FailClosed);
+            let limiter = ctx.builder().timeout(Duration::ZERO).store_failure(StoreFailurePolicy::FailClosed);
             let limiter = limiter.open(&ctx.url).unwrap();
             for _ in 0..20 {
                 let decision = limiter.check("timeout-zero", &gcra(100)).await.unwrap();
@@ -162,33 +163,44 @@ const BUILDER: &[Case] = &[
 ];
 
 const LIMITS: &[Case] = &[
-    ("Limit: the sliding log at MAX_LOG_LIMIT and MAX_LOG_LIMIT + 1", |_| {
+    ("RedisLimit: the sliding log at MAX_LOG_LIMIT and MAX_LOG_LIMIT + 1", |_| {
         Box::pin(async move {
-            assert!(Limit::sliding_window_log(Quota::per_hour(MAX_LOG_LIMIT).unwrap()).is_ok());
+            assert!(RedisLimit::sliding_window_log(Quota::per_hour(MAX_LOG_LIMIT).unwrap()).is_ok());
             assert!(matches!(
-                Limit::sliding_window_log(Quota::per_hour(MAX_LOG_LIMIT + 1).unwrap()),
-                Err(LimitError::OutOfRange { value, max: MAX_LOG_LIMIT, .. }) if value == MAX_LOG_LIMIT + 1
+                RedisLimit::sliding_window_log(Quota::per_hour(MAX_LOG_LIMIT + 1).unwrap()),
+                Err(RedisLimitError::OutOfRange { value, max: MAX_LOG_LIMIT, .. }) if value == MAX_LOG_LIMIT + 1
             ));
         })
     }),
     ("with_local_quota: burst 1, the capacity, the capacity + 1", |_| {
         Box::pin(async move {
-            let limit = Limit::gcra(Quota::per_second(10).unwrap()).unwrap();
+            let limit = RedisLimit::gcra(Quota::per_second(10).unwrap()).unwrap();
             assert!(limit.with_local_quota(Quota::per_second(1).unwrap()).is_ok());
             assert!(limit.with_local_quota(Quota::per_second(10).unwrap()).is_ok());
             assert_eq!(
                 limit.with_local_quota(Quota::per_second(11).unwrap()).unwrap_err(),
-                LimitError::OutOfRange { algorithm: "gcra", field: "local quota burst", value: 11, max: 10 }
+                RedisLimitError::OutOfRange {
+                    algorithm: "gcra",
+                    field: "local quota burst",
+                    value: 11,
+                    max: 10
+                }
             );
         })
     }),
     ("Limits of none, of MAX_LIMITS, of MAX_LIMITS + 1", |_| {
         Box::pin(async move {
-            assert_eq!(Limits::new([]).unwrap_err(), kova::LimitsError::Empty);
-            assert_eq!(Limits::new(vec![gcra(1); kova::MAX_LIMITS]).unwrap().len(), kova::MAX_LIMITS);
+            assert_eq!(Limits::new([]).unwrap_err(), kova::limits::LimitsError::Empty);
             assert_eq!(
-                Limits::new(vec![gcra(1); kova::MAX_LIMITS + 1]).unwrap_err(),
-                kova::LimitsError::TooMany { count: kova::MAX_LIMITS + 1, max: kova::MAX_LIMITS }
+                Limits::new(vec![gcra(1); kova::limits::MAX_LIMITS]).unwrap().len(),
+                kova::limits::MAX_LIMITS
+            );
+            assert_eq!(
+                Limits::new(vec![gcra(1); kova::limits::MAX_LIMITS + 1]).unwrap_err(),
+                kova::limits::LimitsError::TooMany {
+                    count: kova::limits::MAX_LIMITS + 1,
+                    max: kova::limits::MAX_LIMITS
+                }
             );
         })
     }),

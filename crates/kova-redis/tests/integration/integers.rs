@@ -8,7 +8,7 @@ use std::time::Duration;
 use kova::model::{BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel};
 use kova::{AlgorithmKind, Decision, ManualClock, Quota};
 use kova_redis::{
-    Error, Limit, LimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
+    Error, RedisLimit, RedisLimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
 };
 
 use crate::conformance::{quantise_counter_retry, Rng, TaskClock, TASK_NOW};
@@ -110,7 +110,7 @@ async fn run_edge_case(
     (i, j, back): Run,
     (kind, a, b, quota): Case,
 ) -> usize {
-    let limit = Limit::new(kind, quota).unwrap();
+    let limit = RedisLimit::new(kind, quota).unwrap();
     let (capacity, span_us) = edge_span(kind, a, b);
     assert_eq!(limit.capacity(), capacity, "{kind} case {i}");
     // The log adds one sorted-set member per unit: keep its big costs rare.
@@ -213,31 +213,31 @@ async fn scripts_stay_exact_at_the_largest_quotas_and_times() {
 
     // One past each edge is a typed error, never a rounded decision.
     let last = MAX_TIME_MICROS - 1;
-    let over = |kind, quota| Limit::new(kind, quota);
+    let over = |kind, quota| RedisLimit::new(kind, quota);
     let m = MAX_SPAN_MICROS;
     for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
         let q = Quota::from_nanos(1, MICROS).unwrap().with_burst(m + 1).unwrap();
-        assert!(matches!(over(kind, q), Err(LimitError::OutOfRange { value, .. }) if value == m + 1));
+        assert!(matches!(over(kind, q), Err(RedisLimitError::OutOfRange { value, .. }) if value == m + 1));
     }
     let q = Quota::from_nanos(m + 1, m * MICROS).unwrap();
     assert!(matches!(
         over(AlgorithmKind::FixedWindow, q),
-        Err(LimitError::OutOfRange { field: "limit", .. })
+        Err(RedisLimitError::OutOfRange { field: "limit", .. })
     ));
     let q = Quota::from_nanos(1 << 26, ((1 << 26) + 1) * MICROS).unwrap();
     assert!(matches!(
         over(AlgorithmKind::SlidingWindowCounter, q),
-        Err(LimitError::OutOfRange { field: "limit * period (µs)", .. })
+        Err(RedisLimitError::OutOfRange { field: "limit * period (µs)", .. })
     ));
     let q = Quota::from_nanos(MAX_LOG_LIMIT + 1, 66 * MICROS).unwrap();
-    assert!(matches!(over(AlgorithmKind::SlidingWindowLog, q), Err(LimitError::OutOfRange { .. })));
+    assert!(matches!(over(AlgorithmKind::SlidingWindowLog, q), Err(RedisLimitError::OutOfRange { .. })));
     let q = Quota::from_nanos(1, (m + 1) * MICROS).unwrap();
     for kind in
         [AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindowCounter, AlgorithmKind::SlidingWindowLog]
     {
-        assert!(matches!(over(kind, q), Err(LimitError::OutOfRange { .. })), "{kind}");
+        assert!(matches!(over(kind, q), Err(RedisLimitError::OutOfRange { .. })), "{kind}");
     }
-    let limit = Limit::gcra(Quota::per_second(1).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1).unwrap()).unwrap();
     clock.set((last + 1) * MICROS);
     assert!(matches!(
         limiter.check("integers:late", &limit).await,

@@ -6,9 +6,13 @@
 
 use std::time::Duration;
 
+use kova::limits::LimitsDecision;
 use kova::model::{BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel};
-use kova::{AlgorithmKind, Decision, Gcra, LimitsDecision, ManualClock, Quota, RateLimiter, ReserveError};
-use kova_redis::{Error, Limit, LimitError, Limits, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS};
+use kova::reservation::ReserveError;
+use kova::{AlgorithmKind, Decision, Gcra, ManualClock, Quota, RateLimiter};
+use kova_redis::{
+    Error, Limits, RedisLimit, RedisLimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
+};
 
 use crate::conformance::{quantise_counter_retry, Rng};
 use crate::server::RedisServer;
@@ -41,7 +45,7 @@ async fn settle_and_reservations_stay_exact_at_the_largest_debts_and_times() {
             .into_iter()
             .enumerate()
     {
-        let limit = Limit::gcra(bucket(interval, burst).with_overdraft(overdraft)).unwrap();
+        let limit = RedisLimit::gcra(bucket(interval, burst).with_overdraft(overdraft)).unwrap();
         let memory = RateLimiter::<Gcra, _>::with_clock(limit.effective_quota(), clock.clone()).unwrap();
         let key = format!("integers-settle:{i}");
         limiter.reset(&key, &limit).await.unwrap();
@@ -138,8 +142,8 @@ async fn settle_and_reservations_stay_exact_at_the_largest_debts_and_times() {
     assert_eq!(compared, 5 * 80);
     // One past the debt edge is a typed error.
     assert!(matches!(
-        Limit::gcra(bucket(1, M / 2).with_overdraft(M / 2 + 1)),
-        Err(LimitError::OutOfRange { field: "(burst + overdraft) * interval (µs)", .. })
+        RedisLimit::gcra(bucket(1, M / 2).with_overdraft(M / 2 + 1)),
+        Err(RedisLimitError::OutOfRange { field: "(burst + overdraft) * interval (µs)", .. })
     ));
 }
 
@@ -152,11 +156,11 @@ async fn refunds_and_charges_stay_exact_at_the_largest_quotas() {
     let limiter = limiter(&server, &clock).await;
     let window = |limit: u64, period_us: u64| Quota::from_nanos(limit, period_us * MICROS).unwrap();
     let cases = [
-        Limit::token_bucket(bucket(1, M)).unwrap(),
-        Limit::token_bucket(bucket(3, M / 3)).unwrap(),
-        Limit::fixed_window(window(M, M)).unwrap(),
-        Limit::sliding_window_counter(window(1 << 26, 1 << 26)).unwrap(),
-        Limit::sliding_window_counter(window(1 << 30, 1 << 22)).unwrap(),
+        RedisLimit::token_bucket(bucket(1, M)).unwrap(),
+        RedisLimit::token_bucket(bucket(3, M / 3)).unwrap(),
+        RedisLimit::fixed_window(window(M, M)).unwrap(),
+        RedisLimit::sliding_window_counter(window(1 << 26, 1 << 26)).unwrap(),
+        RedisLimit::sliding_window_counter(window(1 << 30, 1 << 22)).unwrap(),
     ];
     for (i, limit) in cases.iter().enumerate() {
         let key = format!("integers-refund:{i}");
@@ -206,10 +210,10 @@ async fn composites_stay_exact_at_the_largest_quotas_and_times() {
     let limiter = limiter(&server, &clock).await;
     let window = |limit: u64, period_us: u64| Quota::from_nanos(limit, period_us * MICROS).unwrap();
     let limits = Limits::new([
-        Limit::gcra(bucket(1, M)).unwrap(),
-        Limit::fixed_window(window(M, M)).unwrap(),
-        Limit::sliding_window_counter(window(1 << 26, 1 << 26)).unwrap(),
-        Limit::sliding_window_log(window(MAX_LOG_LIMIT, 1 << 20)).unwrap(),
+        RedisLimit::gcra(bucket(1, M)).unwrap(),
+        RedisLimit::fixed_window(window(M, M)).unwrap(),
+        RedisLimit::sliding_window_counter(window(1 << 26, 1 << 26)).unwrap(),
+        RedisLimit::sliding_window_log(window(MAX_LOG_LIMIT, 1 << 20)).unwrap(),
     ])
     .unwrap();
     let mut models: (BucketModel, FixedWindowModel, SlidingCounterModel, SlidingLogModel) = (

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use kova::{Fallback, ManualClock, Quota};
-use kova_redis::{Leasing, Limit, RedisLimiter};
+use kova_redis::{Leasing, RedisLimit, RedisLimiter};
 
 use crate::server::RedisServer;
 
@@ -13,7 +13,7 @@ async fn denials_are_answered_locally_until_their_retry_time() {
     let Some(server) = RedisServer::start() else { return };
     let clock = ManualClock::starting_at(5_000_000_000);
     let limiter = crate::deterministic(&clock).cache_denials(true).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(10).unwrap().with_burst(2).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap().with_burst(2).unwrap()).unwrap();
     assert!(limiter.check("k", &limit).await.unwrap().is_allowed());
     assert!(limiter.check("k", &limit).await.unwrap().is_allowed());
     let denied = limiter.check("k", &limit).await.unwrap();
@@ -60,7 +60,7 @@ async fn leasing_overshoot_is_bounded() {
     }
     // 1000 per second (1 ms per unit), burst 100.
     let (interval_ns, burst) = (1_000_000u64, 100u64);
-    let limit = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(burst).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(burst).unwrap()).unwrap();
     let mut admitted_at: Vec<u64> = Vec::new();
     let mut decisions = 0u64;
     let mut local = 0u64;
@@ -150,7 +150,7 @@ async fn leasing_cuts_round_trips_on_a_hot_key() {
         .connect(&server.url())
         .await
         .unwrap();
-    let limit = Limit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1_000_000).unwrap()).unwrap();
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let (limiter, limit) = (limiter.clone(), limit);
@@ -187,7 +187,7 @@ async fn local_keys_stay_bounded() {
         .connect(&server.url())
         .await
         .unwrap();
-    let limit = Limit::gcra(Quota::per_second(1000).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap()).unwrap();
     for round in 0..3u64 {
         for k in 0..500u64 {
             // Twice each: the second check finds the key hot and leases.

@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use kova::{Decision, Fallback, ManualClock, Quota};
-use kova_redis::{Leasing, Limit, RedisLimiter};
+use kova_redis::{Leasing, RedisLimit, RedisLimiter};
 
 use crate::server::RedisServer;
 
@@ -51,7 +51,7 @@ fn poll_once<F: Future>(future: F) -> Option<F::Output> {
     }
 }
 
-async fn check(limiter: &RedisLimiter, limit: &Limit, cost: u64) -> (Decision, u64) {
+async fn check(limiter: &RedisLimiter, limit: &RedisLimit, cost: u64) -> (Decision, u64) {
     let d = limiter.check_n("k", limit, cost).await.unwrap();
     (d, limiter.stats().round_trips)
 }
@@ -68,7 +68,7 @@ async fn a_lease_is_spent_unit_by_unit_then_refilled() {
         .connect(&server.url())
         .await
         .unwrap();
-    let limit = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(100).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(100).unwrap()).unwrap();
     // The first check finds the key cold; the second finds it hot and leases 5 more units.
     assert_eq!(check(&limiter, &limit, 1).await.0.fallback(), None);
     let (leased, trips) = check(&limiter, &limit, 1).await;
@@ -101,10 +101,10 @@ async fn a_lease_is_spent_only_under_a_limit_that_redis_sees_alike() {
         .await
         .unwrap();
     let quota = Quota::per_second(1000).unwrap().with_burst(100).unwrap();
-    let limit = Limit::gcra(quota).unwrap();
+    let limit = RedisLimit::gcra(quota).unwrap();
     let alike = limit.with_local_quota(Quota::per_second(10).unwrap()).unwrap();
     assert_ne!(limit, alike);
-    let other = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(99).unwrap()).unwrap();
+    let other = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(99).unwrap()).unwrap();
     check(&limiter, &limit, 1).await;
     assert_eq!(check(&limiter, &limit, 1).await.1, 2, "leased");
     let (d, trips) = check(&limiter, &alike, 1).await;
@@ -125,7 +125,7 @@ async fn a_lease_ends_at_its_ttl() {
     let ttl = Duration::from_millis(200);
     let limiter =
         crate::deterministic(&clock).leasing(Leasing::new(50, ttl)).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(100).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(100).unwrap()).unwrap();
     check(&limiter, &limit, 1).await;
     // Leased now: the lease lasts until now + ttl.
     assert_eq!(check(&limiter, &limit, 1).await.1, 2);
@@ -144,7 +144,7 @@ async fn a_cached_denial_holds_until_its_end_and_for_its_cost_or_more() {
     let Some(server) = RedisServer::start() else { return };
     let clock = ManualClock::starting_at(3_000_000_000);
     let limiter = crate::deterministic(&clock).cache_denials(true).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(10).unwrap().with_burst(4).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap().with_burst(4).unwrap()).unwrap();
     assert!(check(&limiter, &limit, 4).await.0.is_allowed());
     let (denied, trips) = check(&limiter, &limit, 2).await;
     assert_eq!((denied.is_allowed(), denied.fallback()), (false, None));
@@ -185,8 +185,8 @@ async fn a_local_answer_is_ready_on_the_first_poll_and_allocates_nothing() {
         .connect(&server.url())
         .await
         .unwrap();
-    let leased = Limit::gcra(Quota::per_second(1000).unwrap().with_burst(1000).unwrap()).unwrap();
-    let scarce = Limit::gcra(Quota::per_minute(1).unwrap()).unwrap();
+    let leased = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(1000).unwrap()).unwrap();
+    let scarce = RedisLimit::gcra(Quota::per_minute(1).unwrap()).unwrap();
     for _ in 0..3 {
         limiter.check("hot", &leased).await.unwrap();
         limiter.check("denied", &scarce).await.unwrap();

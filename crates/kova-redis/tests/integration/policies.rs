@@ -5,13 +5,13 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use kova::{Fallback, ManualClock, Quota};
-use kova_redis::{Error, FailurePolicy, Limit, Limits, RedisLimiter};
+use kova_redis::{Error, Limits, RedisLimit, RedisLimiter, StoreFailurePolicy};
 
 /// A limiter whose Redis never answers (port 1 refuses at once).
-fn down(policy: FailurePolicy, clock: &ManualClock) -> RedisLimiter {
+fn down(policy: StoreFailurePolicy, clock: &ManualClock) -> RedisLimiter {
     RedisLimiter::builder()
         .client_clock(clock.clone())
-        .failure_policy(policy)
+        .store_failure(policy)
         .timeout(Duration::from_millis(200))
         .reconnect_interval(Duration::ZERO)
         .unavailable_retry_after(Duration::from_secs(2))
@@ -21,20 +21,20 @@ fn down(policy: FailurePolicy, clock: &ManualClock) -> RedisLimiter {
 
 fn limits() -> Limits {
     Limits::new([
-        Limit::gcra(Quota::per_minute(40).unwrap()).unwrap(),
-        Limit::fixed_window(Quota::per_hour(8).unwrap()).unwrap(),
+        RedisLimit::gcra(Quota::per_minute(40).unwrap()).unwrap(),
+        RedisLimit::fixed_window(Quota::per_hour(8).unwrap()).unwrap(),
     ])
     .unwrap()
 }
 
-fn gcra() -> Limit {
-    Limit::gcra(Quota::per_second(10).unwrap().with_overdraft(5)).unwrap()
+fn gcra() -> RedisLimit {
+    RedisLimit::gcra(Quota::per_second(10).unwrap().with_overdraft(5)).unwrap()
 }
 
 #[tokio::test]
 async fn fail_open_marks_what_it_allows_and_records_no_settlement() {
     let clock = ManualClock::new();
-    let limiter = down(FailurePolicy::FailOpen, &clock);
+    let limiter = down(StoreFailurePolicy::FailOpen, &clock);
     let d = limiter.check_limits_n("k", &limits(), 3).await.unwrap();
     assert!(d.is_allowed());
     assert!(d.limit_decisions().iter().all(|d| d.fallback() == Some(Fallback::StoreUnavailableAllowed)));
@@ -54,14 +54,14 @@ async fn fail_open_marks_what_it_allows_and_records_no_settlement() {
 #[tokio::test]
 async fn fail_closed_denies_and_refuses() {
     let clock = ManualClock::new();
-    let limiter = down(FailurePolicy::FailClosed, &clock);
+    let limiter = down(StoreFailurePolicy::FailClosed, &clock);
     let d = limiter.check_limits("k", &limits()).await.unwrap();
     assert!(!d.is_allowed());
     assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
     assert!(d.limit_decisions().iter().all(|d| d.fallback() == Some(Fallback::StoreUnavailableDenied)));
     assert!(matches!(limiter.reserve_n("k", &gcra(), 1).await, Err(Error::Store(_))));
     assert!(matches!(limiter.settle("k", &gcra(), 1, 2).await, Err(Error::Store(_))));
-    let returning = down(FailurePolicy::ReturnError, &clock);
+    let returning = down(StoreFailurePolicy::ReturnError, &clock);
     assert!(matches!(returning.check_limits("k", &limits()).await, Err(Error::Store(_))));
     assert!(matches!(returning.reserve_n("k", &gcra(), 1).await, Err(Error::Store(_))));
 }
@@ -70,7 +70,7 @@ async fn fail_closed_denies_and_refuses() {
 async fn degrade_decides_composites_all_or_nothing_on_the_local_shares() {
     let clock = ManualClock::new();
     clock.set(1_000_000_000);
-    let limiter = down(FailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() }, &clock);
+    let limiter = down(StoreFailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() }, &clock);
     let limits = limits();
     // Shares: 10 a minute, and 2 an hour.
     let d = limiter.check_limits_n("k", &limits, 2).await.unwrap();
@@ -103,12 +103,12 @@ async fn degrade_charges_local_units_to_every_limit_on_the_way_back() {
     let limiter = crate::deterministic(&clock)
         .timeout(Duration::from_millis(200))
         .reconnect_interval(Duration::from_millis(10))
-        .failure_policy(FailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
+        .store_failure(StoreFailurePolicy::Degrade { servers: NonZeroU32::new(4).unwrap() })
         .connect(&server.url())
         .await
         .unwrap();
     let limits = limits(); // shares: 10 a minute, 2 an hour
-    let single = Limit::gcra(Quota::per_second(100).unwrap()).unwrap(); // share: 25
+    let single = RedisLimit::gcra(Quota::per_second(100).unwrap()).unwrap(); // share: 25
     assert!(limiter.check_limits("k", &limits).await.unwrap().is_allowed());
     server.kill9();
     let d = limiter.check_limits_n("k", &limits, 2).await.unwrap();

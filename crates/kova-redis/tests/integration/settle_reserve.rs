@@ -4,18 +4,19 @@
 
 use std::time::Duration;
 
+use kova::reservation::{ReserveError, Settlement};
 use kova::{
-    AlgorithmKind, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, ReserveError, Settlement,
-    SlidingWindowCounter, TokenBucket, WordAlgorithm,
+    AlgorithmKind, Decision, FixedWindow, Gcra, ManualClock, Quota, RateLimiter, SlidingWindowCounter,
+    TokenBucket, WordAlgorithm,
 };
-use kova_redis::{Error, Limit, RedisLimiter, Reservation, MICROS};
+use kova_redis::{Error, RedisLimit, RedisLimiter, Reservation, MICROS};
 
 use crate::conformance::{quantise_counter_retry, Rng};
 use crate::server::RedisServer;
 
 /// The limits compared: GCRA with and without an overdraft, and the other word algorithms
 /// (the token bucket at quotas where the in-memory bucket reads time unshifted).
-pub fn cases() -> Vec<Limit> {
+pub fn cases() -> Vec<RedisLimit> {
     let q = |limit, period: Duration| Quota::new(limit, period).unwrap();
     let mut out = Vec::new();
     for quota in [
@@ -25,19 +26,19 @@ pub fn cases() -> Vec<Limit> {
         q(1000, Duration::from_millis(1)).with_overdraft(1000),                // 1 µs per unit
         q(60, Duration::from_secs(60)).with_burst(1).unwrap().with_overdraft(1),
     ] {
-        out.push(Limit::gcra(quota).unwrap());
+        out.push(RedisLimit::gcra(quota).unwrap());
     }
     // Intervals of 1 and 2 µs: the in-memory bucket samples longer ones in 2^shift ns units.
     let per = |nanos| Quota::from_nanos(1, nanos).unwrap();
     for quota in [per(1_000).with_burst(20).unwrap(), per(2_000).with_burst(7).unwrap()] {
-        let limit = Limit::token_bucket(quota).unwrap();
+        let limit = RedisLimit::token_bucket(quota).unwrap();
         let bucket = <TokenBucket as WordAlgorithm>::from_quota(limit.effective_quota()).unwrap();
         assert_eq!(bucket.shift(), 0, "{quota:?}: compared only where the in-memory bucket is exact");
         out.push(limit);
     }
     for quota in [q(5, Duration::from_secs(1)), q(100, Duration::from_millis(10))] {
-        out.push(Limit::fixed_window(quota).unwrap());
-        out.push(Limit::sliding_window_counter(quota).unwrap());
+        out.push(RedisLimit::fixed_window(quota).unwrap());
+        out.push(RedisLimit::sliding_window_counter(quota).unwrap());
     }
     out
 }
@@ -46,7 +47,7 @@ async fn run<W: WordAlgorithm + Send + Sync + 'static>(
     limiter: &RedisLimiter,
     clock: &ManualClock,
     key: &str,
-    limit: &Limit,
+    limit: &RedisLimit,
     seed: u64,
     n: usize,
 ) -> usize {
@@ -71,7 +72,7 @@ async fn run<W: WordAlgorithm + Send + Sync + 'static>(
         _ => (step / capacity).max(1),
     };
     let mut t = 1_000_000 + rng.upto(1_000_000);
-    let mut held: Vec<(kova::Reservation<'static, W, ManualClock>, Reservation)> = Vec::new();
+    let mut held: Vec<(kova::reservation::Reservation<'static, W, ManualClock>, Reservation)> = Vec::new();
     let mut compared = 0;
     for i in 0..n {
         t += match rng.upto(9) {
@@ -154,7 +155,7 @@ pub async fn run_case(
     limiter: &RedisLimiter,
     clock: &ManualClock,
     key: &str,
-    limit: &Limit,
+    limit: &RedisLimit,
     seed: u64,
     n: usize,
 ) -> usize {
@@ -205,7 +206,7 @@ async fn cancel_keeps_the_units_charged_after_the_reservation() {
     let Some(server) = RedisServer::start() else { return };
     let clock = ManualClock::new();
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(10).unwrap().with_overdraft(15)).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap().with_overdraft(15)).unwrap();
     let memory = RateLimiter::<Gcra, _>::with_clock(limit.effective_quota(), clock.clone()).unwrap();
     let key = "cancel-after";
     clock.set(5_000_000 * MICROS);
@@ -229,7 +230,7 @@ async fn cancel_keeps_the_units_charged_after_the_reservation() {
 #[tokio::test]
 async fn bad_input_is_a_typed_error() {
     let limiter = RedisLimiter::builder().open("redis://127.0.0.1:1/").unwrap();
-    let log = Limit::sliding_window_log(Quota::per_second(5).unwrap()).unwrap();
+    let log = RedisLimit::sliding_window_log(Quota::per_second(5).unwrap()).unwrap();
     for result in [
         limiter.settle("k", &log, 1, 2).await.map(|_| ()),
         limiter.charge("k", &log, 1).await.map(|_| ()),
@@ -241,15 +242,15 @@ async fn bad_input_is_a_typed_error() {
             "{result:?}"
         );
     }
-    let gcra = Limit::gcra(Quota::per_second(5).unwrap()).unwrap();
+    let gcra = RedisLimit::gcra(Quota::per_second(5).unwrap()).unwrap();
     assert!(matches!(
         limiter.reserve_n("k", &gcra, 6).await,
         Err(Error::Reserve(ReserveError::CostExceedsCapacity { cost: 6, capacity: 5 }))
     ));
     let overdraft = Quota::per_second(5).unwrap().with_overdraft(3);
     assert!(matches!(
-        Limit::token_bucket(overdraft),
-        Err(kova_redis::LimitError::Quota(kova::QuotaError::OverdraftUnsupported { .. }))
+        RedisLimit::token_bucket(overdraft),
+        Err(kova_redis::RedisLimitError::Quota(kova::QuotaError::OverdraftUnsupported { .. }))
     ));
     let message = Error::Unsupported { operation: "settle", algorithm: "sliding_window_log" }.to_string();
     assert!(message.contains("settle") && message.contains("sliding_window_log"), "{message}");
@@ -261,7 +262,7 @@ async fn reservations_on_redis_time() {
     let Some(server) = RedisServer::start() else { return };
     let limiter =
         RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(10).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap()).unwrap();
     let all = limiter.reserve_n("server-time", &limit, 10).await.unwrap();
     let later = limiter.reserve_n("server-time", &limit, 5).await.unwrap();
     assert_eq!(all.delay(), Duration::ZERO);
@@ -290,8 +291,8 @@ async fn racing_reservations_and_charges_lose_no_update() {
     let clock = ManualClock::new();
     clock.set(3_000_000 * MICROS);
     let limiter = crate::deterministic(&clock).connect(&server.url()).await.unwrap();
-    let limit = Limit::gcra(Quota::per_second(10).unwrap().with_overdraft(7)).unwrap();
-    let spawn_all = |task: fn(RedisLimiter, Limit) -> tokio::task::JoinHandle<u64>| {
+    let limit = RedisLimit::gcra(Quota::per_second(10).unwrap().with_overdraft(7)).unwrap();
+    let spawn_all = |task: fn(RedisLimiter, RedisLimit) -> tokio::task::JoinHandle<u64>| {
         (0..32).map(|_| task(limiter.clone(), limit)).collect::<Vec<_>>()
     };
     let reservations = spawn_all(|limiter, limit| {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kova::{AlgorithmKind, ManualClock, Quota};
-use kova_redis::{Limit, RedisLimiter};
+use kova_redis::{RedisLimit, RedisLimiter};
 
 use crate::server::RedisServer;
 
@@ -54,13 +54,13 @@ async fn conformance_single_node_batched() {
 async fn a_key_of_another_type_fails_only_its_own_check_in_a_batch() {
     let Some(server) = RedisServer::start() else { return };
     let limiter = RedisLimiter::builder()
-        .failure_policy(kova_redis::FailurePolicy::ReturnError)
+        .store_failure(kova_redis::StoreFailurePolicy::ReturnError)
         .timeout(Duration::from_secs(5))
         .max_in_flight(1)
         .connect(&server.url())
         .await
         .unwrap();
-    let limit = Limit::gcra(Quota::per_second(1000).unwrap()).unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap()).unwrap();
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     for wrong in ["wrong:check", "wrong:peek"] {
@@ -127,7 +127,7 @@ async fn two_clients_share_one_limit() {
         // 100 per hour: within a sub-second test at most one more unit can refill (buckets), and
         // unless the test straddles an aligned hour the windows admit exactly 100.
         let quota = Quota::per_hour(100).unwrap();
-        let limit = Limit::new(kind, quota).unwrap();
+        let limit = RedisLimit::new(kind, quota).unwrap();
         let key = format!("shared:{kind}");
         a.reset(&key, &limit).await.unwrap();
         let admitted = Arc::new(AtomicU64::new(0));
@@ -191,7 +191,7 @@ async fn denials_and_peeks_write_nothing_and_ttls_are_reset_times() {
     let limiter =
         RedisLimiter::builder().timeout(Duration::from_secs(5)).connect(&server.url()).await.unwrap();
     for kind in AlgorithmKind::ALL {
-        let limit = Limit::new(kind, Quota::per_minute(3).unwrap()).unwrap();
+        let limit = RedisLimit::new(kind, Quota::per_minute(3).unwrap()).unwrap();
         let key = format!("quiet:{kind}");
         let mut last = None;
         for _ in 0..3 {

@@ -92,9 +92,9 @@ impl FromStr for AlgorithmKind {
 /// Any of the five algorithms, chosen at run time.
 ///
 /// ```
-/// use kova::{AlgorithmKind, AnyAlgorithm, Quota, RateLimiter};
+/// use kova::{AlgorithmKind, AnyAlgorithm, CoarseClock, Quota, RateLimiter};
 /// let algorithm = AnyAlgorithm::new("sliding_window_counter".parse()?, Quota::per_minute(100)?)?;
-/// let limiter = RateLimiter::from_algorithm(algorithm);
+/// let limiter = RateLimiter::from_algorithm(algorithm, CoarseClock::new());
 /// assert!(limiter.check().is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -7,18 +7,23 @@ use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line::MAX_KEYS;
 use super::policy::{FullSketch, TableFullPolicy};
 use super::{Keyed, KeyedError};
+use crate::clock::BuilderClock;
 use crate::striped::StripeShape;
-use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, StripedError, WordAlgorithm};
+use crate::striped::StripedError;
+use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// A per-key quota function: `None` for the default quota.
 pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 
-/// Options of a [`Keyed`] table. Start from [`Keyed::builder`] (coarse clock) or
-/// [`KeyedBuilder::new`] (any clock).
+/// Options of a [`Keyed`] table: from [`Keyed::builder`] (or
+/// [`Keyed::builder_from_algorithm`]), on the coarse clock unless [`clock`](Self::clock) sets
+/// another.
 ///
 /// ```
-/// use kova::{Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
-/// let limiter = KeyedBuilder::<String, Gcra, _>::new(Quota::per_minute(60)?, ManualClock::new())
+/// use kova::keyed::TableFullPolicy;
+/// use kova::{Gcra, Keyed, ManualClock, Quota};
+/// let limiter = Keyed::<String, Gcra>::builder(Quota::per_minute(60)?)
+///     .clock(ManualClock::new())
 ///     .max_keys(50_000)
 ///     .shards(16)
 ///     .table_full(TableFullPolicy::DenyNew)
@@ -33,7 +38,7 @@ pub(super) type QuotaFn<K> = Box<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 /// ```
 pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     algorithm: Result<A, QuotaError>,
-    clock: C,
+    clock: BuilderClock<C>,
     shards: Option<usize>,
     max_keys: usize,
     policy: TableFullPolicy,
@@ -87,15 +92,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub const MAX_DEFAULT_DOOR_WORDS: usize = 1 << 16;
 
     /// A builder for a table whose default quota is `quota`, reading `clock`.
-    ///
-    /// ```
-    /// use kova::{KeyedBuilder, ManualClock, Quota, SlidingWindowLog};
-    /// let limiter = KeyedBuilder::<u64, SlidingWindowLog, _>::new(Quota::per_second(3)?, ManualClock::new())
-    ///     .build()?;
-    /// assert_eq!(limiter.check(&1).remaining(), 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn new(quota: Quota, clock: C) -> Self {
+    pub(crate) fn new(quota: Quota, clock: BuilderClock<C>) -> Self {
         Self::from_result(A::from_quota(quota), clock)
     }
 
@@ -104,23 +101,12 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         max_keys.next_power_of_two().clamp(Self::MIN_DEFAULT_DOOR_WORDS, Self::MAX_DEFAULT_DOOR_WORDS)
     }
 
-    /// A builder for a table whose default quota is `algorithm`'s (for an algorithm built
-    /// beforehand, such as an [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind).
-    /// Per-key quotas get algorithms of the same kind.
-    ///
-    /// ```
-    /// use kova::{AnyAlgorithm, Keyed, KeyedBuilder, ManualClock, Quota};
-    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
-    /// let limiter: Keyed<u64, AnyAlgorithm, ManualClock> =
-    ///     KeyedBuilder::from_algorithm(algorithm, ManualClock::new()).build()?;
-    /// assert_eq!(limiter.check(&1).remaining(), 99);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_algorithm(algorithm: A, clock: C) -> Self {
+    /// A builder for a table whose default quota is `algorithm`'s, reading `clock`.
+    pub(crate) fn from_algorithm(algorithm: A, clock: BuilderClock<C>) -> Self {
         Self::from_result(Ok(algorithm), clock)
     }
 
-    fn from_result(algorithm: Result<A, QuotaError>, clock: C) -> Self {
+    fn from_result(algorithm: Result<A, QuotaError>, clock: BuilderClock<C>) -> Self {
         KeyedBuilder {
             algorithm,
             clock,
@@ -139,7 +125,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2> {
         KeyedBuilder {
             algorithm: self.algorithm,
-            clock,
+            clock: BuilderClock::Given(clock),
             shards: self.shards,
             max_keys: self.max_keys,
             policy: self.policy,
@@ -188,13 +174,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     ///
     /// ```
     /// use kova::sketch::SketchError;
-    /// use kova::{Gcra, KeyedBuilder, KeyedError, ManualClock, Quota, TableFullPolicy, TokenBucket};
-    /// let odd = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// use kova::keyed::{KeyedError, TableFullPolicy};
+    /// use kova::{Gcra, Keyed, ManualClock, Quota, TokenBucket};
+    /// let odd = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .table_full(TableFullPolicy::Sketch)
     ///     .sketch_memory_bytes(1000)
     ///     .build();
     /// assert_eq!(odd.unwrap_err(), KeyedError::Sketch(SketchError::Memory { bytes: 1000 }));
-    /// let bucket = KeyedBuilder::<u64, TokenBucket, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// let bucket = Keyed::<u64, TokenBucket>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .table_full(TableFullPolicy::Sketch)
     ///     .build();
     /// assert_eq!(bucket.unwrap_err(), KeyedError::SketchAlgorithm { algorithm: "token_bucket" });
@@ -244,14 +231,14 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// second check.
     ///
     /// ```
-    /// use kova::{Gcra, KeyedBuilder, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new()).build()?;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new()).build()?;
     /// assert!(limiter.check(&7).is_allowed()); // admitted at the door
     /// assert_eq!(limiter.len(), 0);
     /// assert!(!limiter.check(&7).is_allowed()); // inserted, charged the first check's unit
     /// assert_eq!(limiter.len(), 1);
     ///
-    /// let no_door = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+    /// let no_door = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
     ///     .doorkeeper(0)
     ///     .build()?;
     /// assert!(no_door.check(&7).is_allowed());
@@ -279,7 +266,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// ([`KeyedError::Quota`]) or an option is out of its range (the error names it).
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, KeyedError, Quota};
+    /// use kova::keyed::KeyedError;
+    /// use kova::{Gcra, Keyed, Quota};
     /// let no_keys = Keyed::<u64, Gcra>::builder(Quota::per_second(1)?).max_keys(0).build();
     /// assert_eq!(no_keys.unwrap_err(), KeyedError::MaxKeys { max_keys: 0, max: 1 << 40 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -337,29 +325,37 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             Some(words) => words,
             None => Self::default_door_words(max_keys),
         };
-        Ok(Keyed::from_parts(algorithm, self.clock, shards, max_keys, self.policy, self.scan, self.quota_fn)
-            .with_door(door_words)
-            .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
-            .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))
+        Ok(Keyed::from_parts(
+            algorithm,
+            self.clock.into_clock(),
+            shards,
+            max_keys,
+            self.policy,
+            self.scan,
+            self.quota_fn,
+        )
+        .with_door(door_words)
+        .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
+        .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))
     }
 }
 
 impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// Stripes contended keys ([`HotKeys`]): a key can move into one of `max_hot` hot slots,
     /// where its checks spend from per-thread stripes (each on its own cache line) that lease
-    /// batches from the key's state, as a [`StripedLimiter`](crate::StripedLimiter) does, and
+    /// batches from the key's state, as a [`StripedLimiter`](crate::striped::StripedLimiter) does, and
     /// back into its line when it is demoted. Only for word algorithms (whose state is one word
     /// inline in the table): the method does not exist for others.
     ///
     /// A key is promoted when checks of it see [`HotKeys::promote_after`] compare-exchanges of
-    /// its word fail within [`CONTENTION_WINDOW`](crate::CONTENTION_WINDOW) (counted on the CAS
+    /// its word fail within [`CONTENTION_WINDOW`](crate::keyed::CONTENTION_WINDOW) (counted on the CAS
     /// loop's failure branch only), or by [`Keyed::promote`]. It is demoted by
     /// [`sweep_idle`](Keyed::sweep_idle) once no stripe leased from it between two sweeps, by
     /// [`Keyed::demote`], and by itself before anything under the lock reads or writes its
     /// state (a peek under the lock, reset, refund, removal, a quota change, a reservation, a
     /// settled cost). Striped keys are never reclaimed or evicted. So hot keys suit keys that
     /// are checked: a contended key that is also reserved, settled or limited by
-    /// [`KeyedLimits`](crate::KeyedLimits) is demoted by each of those calls and promoted again by
+    /// [`KeyedLimits`](crate::limits::KeyedLimits) is demoted by each of those calls and promoted again by
     /// the contention that follows, paying a lock-holder move each time.
     ///
     /// **The bound**, per striped key, is the striped limiter's: over any interval of length
@@ -382,11 +378,12 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedBuilder<K, W, C> {
     /// its own 128-byte line, the key's hash and the stripes' pointer, and 128 bytes per stripe.
     ///
     /// Errors: a stripe count, batch or lease out of range (as for the striped limiter), or
-    /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::MAX_HOT_KEYS).
+    /// `max_hot` 0 or above [`MAX_HOT_KEYS`](crate::keyed::MAX_HOT_KEYS).
     ///
     /// ```
-    /// use kova::{Fallback, Gcra, HotKeys, KeyedBuilder, ManualClock, Quota};
-    /// let limiter = KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(100)?, ManualClock::new())
+    /// use kova::keyed::HotKeys;
+    /// use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(100)?).clock(ManualClock::new())
     ///     .hot_keys(HotKeys::new(4).stripes(2).batch(10))?
     ///     .build()?;
     /// limiter.check(&7); // admitted at the doorkeeper

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::sketch::SketchError;
 use crate::{CheckError, QuotaError};
 
-/// Why a [`KeyedBuilder`](crate::KeyedBuilder) built no table, or
+/// Why a [`KeyedBuilder`](crate::keyed::KeyedBuilder) built no table, or
 /// [`Keyed::check_n_with_quota`](crate::Keyed::check_n_with_quota) gave no decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -15,47 +15,47 @@ pub enum KeyedError {
     Quota(QuotaError),
     /// The cost exceeds what the key's quota can ever admit at once.
     Check(CheckError),
-    /// [`max_keys`](crate::KeyedBuilder::max_keys) is 0 or above `max`.
+    /// [`max_keys`](crate::keyed::KeyedBuilder::max_keys) is 0 or above `max`.
     MaxKeys {
         /// The keys asked for.
         max_keys: usize,
-        /// The most accepted ([`KeyedBuilder::MAX_KEYS`](crate::KeyedBuilder::MAX_KEYS)).
+        /// The most accepted ([`KeyedBuilder::MAX_KEYS`](crate::keyed::KeyedBuilder::MAX_KEYS)).
         max: usize,
     },
-    /// [`shards`](crate::KeyedBuilder::shards) is 0 or above `max`.
+    /// [`shards`](crate::keyed::KeyedBuilder::shards) is 0 or above `max`.
     Shards {
         /// The shards asked for.
         shards: usize,
-        /// The most accepted ([`KeyedBuilder::MAX_SHARDS`](crate::KeyedBuilder::MAX_SHARDS)).
+        /// The most accepted ([`KeyedBuilder::MAX_SHARDS`](crate::keyed::KeyedBuilder::MAX_SHARDS)).
         max: usize,
     },
-    /// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) is 0 or above `max`.
+    /// [`reclaim_scan`](crate::keyed::KeyedBuilder::reclaim_scan) is 0 or above `max`.
     ReclaimScan {
         /// The entries asked for.
         entries: usize,
         /// The most accepted
-        /// ([`KeyedBuilder::MAX_RECLAIM_SCAN`](crate::KeyedBuilder::MAX_RECLAIM_SCAN)).
+        /// ([`KeyedBuilder::MAX_RECLAIM_SCAN`](crate::keyed::KeyedBuilder::MAX_RECLAIM_SCAN)).
         max: usize,
     },
-    /// [`doorkeeper`](crate::KeyedBuilder::doorkeeper) asks for more than `max` words.
+    /// [`doorkeeper`](crate::keyed::KeyedBuilder::doorkeeper) asks for more than `max` words.
     Doorkeeper {
         /// The words asked for.
         words: usize,
         /// The most accepted
-        /// ([`KeyedBuilder::MAX_DOOR_WORDS`](crate::KeyedBuilder::MAX_DOOR_WORDS)).
+        /// ([`KeyedBuilder::MAX_DOOR_WORDS`](crate::keyed::KeyedBuilder::MAX_DOOR_WORDS)).
         max: usize,
     },
-    /// The sketch of [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) cannot be built:
-    /// its [`sketch_memory_bytes`](crate::KeyedBuilder::sketch_memory_bytes).
+    /// The sketch of [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) cannot be built:
+    /// its [`sketch_memory_bytes`](crate::keyed::KeyedBuilder::sketch_memory_bytes).
     Sketch(SketchError),
-    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) asked of a table whose
+    /// [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) asked of a table whose
     /// algorithm is not GCRA: the sketch's bound needs GCRA's state.
     SketchAlgorithm {
         /// The table's algorithm ([`Algorithm::name`](crate::Algorithm::name)).
         algorithm: &'static str,
     },
-    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) asked of a table with a
-    /// [`doorkeeper`](crate::KeyedBuilder::doorkeeper): the door would admit a key limited by
+    /// [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) asked of a table with a
+    /// [`doorkeeper`](crate::keyed::KeyedBuilder::doorkeeper): the door would admit a key limited by
     /// the sketch as if it were fresh.
     SketchDoorkeeper {
         /// The doorkeeper's words asked for.

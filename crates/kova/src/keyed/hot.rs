@@ -1,7 +1,7 @@
 //! Hot keys ([`KeyedBuilder::hot_keys`](super::KeyedBuilder::hot_keys)): a key whose word is
 //! contended moves into one of a fixed number of *hot slots*, whose central word its checks
 //! lease batches from through stripes on their own cache lines (`striped/lease.rs`, the
-//! protocol of [`StripedLimiter`](crate::StripedLimiter)).
+//! protocol of [`StripedLimiter`](crate::striped::StripedLimiter)).
 //!
 //! # Protocol
 //! A hot key's line word holds a *hot marker*, [`marker`]`(slot)`: one of the values just below
@@ -31,11 +31,13 @@ use crossbeam_utils::CachePadded;
 
 use super::epoch::{self, Guard};
 use super::word::{self, HOT_BASE, MARKERS, MAX_HOT_KEYS, VACANT};
+use crate::cell::CellStorage;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::Mutex;
 use crate::striped::lease::{Central, Stripes};
+use crate::striped::StripedError;
 use crate::striped::{StripeShape, DEFAULT_LEASE};
-use crate::{Algorithm, CellStorage, Clock, Decision, StripedError};
+use crate::{Algorithm, Clock, Decision};
 
 /// The marker of slot `slot`.
 pub(super) fn marker(slot: usize) -> u64 {
@@ -52,7 +54,7 @@ pub(super) fn slot_of(word: u64) -> Option<usize> {
 /// How a keyed table stripes its hot keys: see [`KeyedBuilder::hot_keys`](super::KeyedBuilder::hot_keys).
 ///
 /// ```
-/// use kova::HotKeys;
+/// use kova::keyed::HotKeys;
 /// let hot = HotKeys::new(8).stripes(4).batch(16).lease(std::time::Duration::from_millis(5));
 /// assert_eq!(hot.max_hot(), 8);
 /// ```
@@ -88,7 +90,7 @@ impl HotKeys {
         }
     }
 
-    /// Stripes per hot key: a power of two, at most [`MAX_STRIPES`](crate::MAX_STRIPES).
+    /// Stripes per hot key: a power of two, at most [`MAX_STRIPES`](crate::striped::MAX_STRIPES).
     pub fn stripes(self, stripes: usize) -> Self {
         HotKeys { stripes: Some(stripes), ..self }
     }

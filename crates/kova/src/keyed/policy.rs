@@ -3,9 +3,10 @@
 use std::any::Any;
 
 use super::KeyedError;
+use crate::cell::CellStorage;
 use crate::loom::atomic::Ordering;
 use crate::sketch::{Cells, SketchBuilder, DEFAULT_CELLS_PER_KEY};
-use crate::{Algorithm, AnyAlgorithm, CellStorage, Clock, Decision, Fallback, Gcra};
+use crate::{Algorithm, AnyAlgorithm, Clock, Decision, Fallback, Gcra};
 
 /// What a keyed table does with a key it does not hold when the key's shard is full and the
 /// insert found no idle key to reclaim (nor any line free of a pending grace period).
@@ -19,8 +20,9 @@ use crate::{Algorithm, AnyAlgorithm, CellStorage, Clock, Decision, Fallback, Gcr
 /// to provoke.
 ///
 /// ```
-/// use kova::{Decision, Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
-/// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(1)?, ManualClock::new())
+/// use kova::keyed::TableFullPolicy;
+/// use kova::{Decision, Fallback, Gcra, Keyed, ManualClock, Quota};
+/// let limiter = Keyed::<u32, Gcra>::builder(Quota::per_second(1)?).clock(ManualClock::new())
 ///     .shards(1)
 ///     .max_keys(2)
 ///     .table_full(TableFullPolicy::DenyNew)
@@ -47,7 +49,7 @@ pub enum TableFullPolicy {
     AllowUntracked,
     /// The default: evict the key closest to idle (the least time until its state is fresh
     /// again) among the entries the insert sampled (the next
-    /// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) entries of the shard's sweep
+    /// [`reclaim_scan`](crate::keyed::KeyedBuilder::reclaim_scan) entries of the shard's sweep
     /// cursor), and insert the new key in its place; its decision is a normal one (no fallback).
     /// Actively limited keys are never chosen: when every sampled key is actively limited, the
     /// new key is denied as under [`DenyNew`](Self::DenyNew), with
@@ -60,11 +62,11 @@ pub enum TableFullPolicy {
     EvictClosestToIdle,
     /// Limit the new key in a sketch ([`Fallback::Sketch`](crate::Fallback::Sketch)): a fixed
     /// array of GCRA cells built with the table
-    /// ([`sketch_memory_bytes`](crate::KeyedBuilder::sketch_memory_bytes), 64 KiB by default),
+    /// ([`sketch_memory_bytes`](crate::keyed::KeyedBuilder::sketch_memory_bytes), 64 KiB by default),
     /// each key not held hashed to a few of them, as a [`Sketch`](crate::sketch::Sketch) does.
     /// Nothing is evicted and nothing inserted: a flood of new keys finds the table's keys in
     /// place and memory at its bound, and each new key still gets no more than its quota (under
-    /// its own quota: the [quota function](crate::KeyedBuilder::quota_fn)'s, or one passed with
+    /// its own quota: the [quota function](crate::keyed::KeyedBuilder::quota_fn)'s, or one passed with
     /// the check). A collision in the sketch can only over-charge a key, never over-grant it (the
     /// [`sketch`](crate::sketch) module's bound), so a new key may be denied early, never
     /// admitted beyond its quota; the sketch module gives the rule for sizing it against the
@@ -78,17 +80,18 @@ pub enum TableFullPolicy {
     ///
     /// Only for GCRA ([`Gcra`](crate::Gcra), or an [`AnyAlgorithm`](crate::AnyAlgorithm) of kind
     /// gcra): the sketch's bound needs a state that only moves forward, the same at every
-    /// instant ([`KeyedError::SketchAlgorithm`](crate::KeyedError::SketchAlgorithm) otherwise).
+    /// instant ([`KeyedError::SketchAlgorithm`](crate::keyed::KeyedError::SketchAlgorithm) otherwise).
     /// And without a doorkeeper: a door admits a key's first check as if the key were fresh,
     /// which a key limited by the sketch is not
-    /// ([`KeyedError::SketchDoorkeeper`](crate::KeyedError::SketchDoorkeeper); the default door
+    /// ([`KeyedError::SketchDoorkeeper`](crate::keyed::KeyedError::SketchDoorkeeper); the default door
     /// is off under this policy). [`Keyed::reset`](crate::Keyed::reset) and
     /// [`remove`](crate::Keyed::remove) do not reach the sketch (its cells are shared), and a
     /// [`peek`](crate::Keyed::peek) of a key not held reports it fresh.
     ///
     /// ```
-    /// use kova::{Fallback, Gcra, KeyedBuilder, ManualClock, Quota, TableFullPolicy};
-    /// let limiter = KeyedBuilder::<u32, Gcra, _>::new(Quota::per_second(2)?, ManualClock::new())
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
+    /// let limiter = Keyed::<u32, Gcra>::builder(Quota::per_second(2)?).clock(ManualClock::new())
     ///     .shards(1)
     ///     .max_keys(1)
     ///     .table_full(TableFullPolicy::Sketch)

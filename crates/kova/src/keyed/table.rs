@@ -11,6 +11,7 @@ use super::line::{self, LineShard};
 use super::policy::{FullSketch, TableFullPolicy};
 use super::quotas::{Quotas, MAX_QUOTAS};
 use super::KeyedError;
+use crate::clock::BuilderClock;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
 
 /// Limits each key separately: one limiter state per client key (IP, user, API key), in a
@@ -113,7 +114,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// A builder for a keyed limiter for `quota` (the default quota) on the coarse clock.
     ///
     /// ```
-    /// use kova::{Gcra, Keyed, Quota, TableFullPolicy};
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::{Gcra, Keyed, Quota};
     /// let limiter = Keyed::<u64, Gcra>::builder(Quota::per_second(10)?)
     ///     .max_keys(100_000)
     ///     .table_full(TableFullPolicy::AllowUntracked)
@@ -122,7 +124,23 @@ impl<K: Hash + Eq + Clone, A: Algorithm> Keyed<K, A, CoarseClock> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn builder(quota: Quota) -> KeyedBuilder<K, A, CoarseClock> {
-        KeyedBuilder::new(quota, CoarseClock::new())
+        KeyedBuilder::new(quota, BuilderClock::coarse())
+    }
+
+    /// A builder for a keyed limiter whose default quota is `algorithm`'s, built beforehand (an
+    /// [`AnyAlgorithm`](crate::AnyAlgorithm) of a configured kind): per-key quotas get
+    /// algorithms of the same kind. The coarse clock unless [`clock`](KeyedBuilder::clock) sets
+    /// another.
+    ///
+    /// ```
+    /// use kova::{AnyAlgorithm, Keyed, ManualClock, Quota};
+    /// let algorithm = AnyAlgorithm::new("fixed_window".parse()?, Quota::per_minute(100)?)?;
+    /// let limiter = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(algorithm).clock(ManualClock::new()).build()?;
+    /// assert_eq!(limiter.check(&1).remaining(), 99);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder_from_algorithm(algorithm: A) -> KeyedBuilder<K, A, CoarseClock> {
+        KeyedBuilder::from_algorithm(algorithm, BuilderClock::coarse())
     }
 }
 
@@ -140,7 +158,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, KeyedError> {
-        KeyedBuilder::new(quota, clock).build()
+        KeyedBuilder::new(quota, BuilderClock::Given(clock)).build()
     }
 
     pub(super) fn from_parts(

@@ -10,9 +10,10 @@
 //! its CAS: no fence and no second look at its line. Other cells (the sliding log's) are hidden
 //! by their line instead, and their checks look again (`line/cell.rs`).
 
+use crate::cell::CellStorage;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults::{self, Look};
-use crate::{Algorithm, CellStorage, Clock, Decision};
+use crate::{Algorithm, Clock, Decision};
 
 /// What a word cell holds while the lock holder looks at it. A real state can equal it too: such
 /// a key is then checked under the lock every time (where nothing is frozen), which is slower

@@ -8,7 +8,8 @@ use crossbeam_utils::CachePadded;
 
 use super::cells::Cells;
 use super::{LimitsDecision, LimitsError, MAX_LIMITS};
-use crate::{Algorithm, BoxedCell, Clock, Decision, Quota, QuotaError, WordAlgorithm};
+use crate::cell::BoxedCell;
+use crate::{Algorithm, Clock, Decision, Quota, QuotaError, WordAlgorithm};
 
 /// The limits of every key of a [`KeyedLimits`](super::KeyedLimits), in order.
 pub(crate) struct Composite<W> {

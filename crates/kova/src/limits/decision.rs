@@ -5,7 +5,7 @@ use crate::Decision;
 use super::link::NONE;
 use super::MAX_LIMITS;
 
-/// The answer of a [`Limits`](crate::Limits) check: the decision of the limit that decided it
+/// The answer of a [`Limits`](crate::limits::Limits) check: the decision of the limit that decided it
 /// ([`decision`](Self::decision), [`decided_by`](Self::decided_by)) and every limit's own
 /// ([`limit_decisions`](Self::limit_decisions)), for headers per limit.
 ///
@@ -74,7 +74,8 @@ impl LimitsDecision {
     /// decisions or more than [`MAX_LIMITS`].
     ///
     /// ```
-    /// use kova::{Decision, LimitsDecision};
+    /// use kova::limits::LimitsDecision;
+    /// use kova::Decision;
     /// let each = [Decision::allowed(10, 4, 600), Decision::denied(100, 0, 9_000, 9_000)];
     /// let answer = LimitsDecision::from_decisions(&each, false).unwrap();
     /// assert_eq!((answer.is_allowed(), answer.decided_by()), (false, 1));

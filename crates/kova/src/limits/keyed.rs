@@ -5,7 +5,9 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimitsBuilder, LimitsDecision, LimitsError, MAX_LIMITS};
-use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm};
+use crate::clock::BuilderClock;
+use crate::reservation::Settlement;
+use crate::{CheckError, Clock, CoarseClock, Decision, Gcra, Keyed, Quota, WordAlgorithm};
 
 /// [`Limits`](super::Limits) per key: up to [`MAX_LIMITS`] quotas for every key, decided all or
 /// nothing, with the key's limits kept together in one cell of one [`Keyed`]-style table. A
@@ -20,7 +22,8 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm
 /// threads never contend on a line they happen to share.
 ///
 /// ```
-/// use kova::{Gcra, KeyedLimits, ManualClock, Quota};
+/// use kova::limits::KeyedLimits;
+/// use kova::{Gcra, ManualClock, Quota};
 /// let limits = KeyedLimits::<u64, Gcra, _>::with_clock(
 ///     [Quota::per_second(10)?, Quota::per_hour(100)?],
 ///     ManualClock::new(),
@@ -32,7 +35,7 @@ use crate::{CheckError, Clock, Decision, Keyed, Quota, Settlement, WordAlgorithm
 /// assert!(limits.check(&8).is_allowed()); // another key
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct KeyedLimits<K, W: WordAlgorithm, C: Clock> {
+pub struct KeyedLimits<K, W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
     table: Keyed<K, Composite<W>, C>,
     /// The least of the limits' capacities.
     capacity: u64,
@@ -46,28 +49,44 @@ impl<K, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedLimits<K, W, C> {
     }
 }
 
-impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
-    /// Limits for `quotas` (in order) on `clock`, with a [`Keyed`] table's default bounds.
-    pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
-        Self::builder(quotas, clock).build()
-    }
-
-    /// A builder for limits for `quotas` (in order) on `clock`, to set the table's bounds.
+impl<K: Hash + Eq + Clone, W: WordAlgorithm> KeyedLimits<K, W, CoarseClock> {
+    /// Limits for `quotas` (in order) on the coarse clock, with a [`Keyed`] table's default
+    /// bounds.
     ///
     /// ```
-    /// use kova::{CoarseClock, Gcra, KeyedLimits, Quota, TableFullPolicy};
-    /// let limits = KeyedLimits::<u64, Gcra, _>::builder(
-    ///     [Quota::per_second(5)?, Quota::per_day(1_000)?],
-    ///     CoarseClock::new(),
-    /// )
-    /// .max_keys(10_000)
-    /// .table_full(TableFullPolicy::DenyNew)
-    /// .build()?;
+    /// use kova::limits::KeyedLimits;
+    /// use kova::{Gcra, Quota};
+    /// let limits = KeyedLimits::<u64, Gcra>::new([Quota::per_second(5)?, Quota::per_day(1_000)?])?;
+    /// assert_eq!(limits.check(&7).limit_decisions()[1].remaining(), 999);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quotas: impl IntoIterator<Item = Quota>) -> Result<Self, LimitsError> {
+        Self::builder(quotas).build()
+    }
+
+    /// A builder for limits for `quotas` (in order), to set the table's bounds and the clock.
+    ///
+    /// ```
+    /// use kova::keyed::TableFullPolicy;
+    /// use kova::limits::KeyedLimits;
+    /// use kova::{Gcra, ManualClock, Quota};
+    /// let limits = KeyedLimits::<u64, Gcra>::builder([Quota::per_second(5)?, Quota::per_day(1_000)?])
+    ///     .max_keys(10_000)
+    ///     .table_full(TableFullPolicy::DenyNew)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
     /// assert_eq!(limits.len(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn builder(quotas: impl IntoIterator<Item = Quota>, clock: C) -> KeyedLimitsBuilder<K, W, C> {
-        KeyedLimitsBuilder::new(Composite::new(quotas), clock)
+    pub fn builder(quotas: impl IntoIterator<Item = Quota>) -> KeyedLimitsBuilder<K, W, CoarseClock> {
+        KeyedLimitsBuilder::new(Composite::new(quotas), BuilderClock::coarse())
+    }
+}
+
+impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
+    /// Limits for `quotas` (in order) on `clock`, with a [`Keyed`] table's default bounds.
+    pub fn with_clock(quotas: impl IntoIterator<Item = Quota>, clock: C) -> Result<Self, LimitsError> {
+        KeyedLimitsBuilder::new(Composite::new(quotas), BuilderClock::Given(clock)).build()
     }
 
     /// The limits over a table built for their composite.
@@ -116,9 +135,11 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
         )
     }
 
-    /// Gives `cost` units of `key` back to every limit.
-    pub fn refund(&self, key: &K, cost: u64) {
-        self.table.refund(key, cost);
+    /// Gives `cost` units of `key` back to every limit. Returns whether units were given back,
+    /// as [`Keyed::refund`] does: `false`, changing nothing, when the key is not held (its state
+    /// is fresh, nothing to give back).
+    pub fn refund(&self, key: &K, cost: u64) -> bool {
+        self.table.refund(key, cost)
     }
 
     /// [`Keyed::settle`] for every limit of `key`: a check of `estimated` units whose real cost
@@ -128,7 +149,9 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// held is inserted first; a full table charges nothing (reported uncharged).
     ///
     /// ```
-    /// use kova::{Gcra, KeyedLimits, ManualClock, Quota, Settlement};
+    /// use kova::limits::KeyedLimits;
+    /// use kova::reservation::Settlement;
+    /// use kova::{Gcra, ManualClock, Quota};
     /// let quotas = [Quota::per_minute(10)?, Quota::per_hour(100)?.with_overdraft(50)];
     /// let limits = KeyedLimits::<&str, Gcra, _>::with_clock(quotas, ManualClock::new())?;
     /// assert!(limits.check_n(&"job", 4)?.is_allowed());

@@ -5,7 +5,9 @@ use std::hash::Hash;
 
 use super::composite::Composite;
 use super::{KeyedLimits, LimitsError};
-use crate::{Clock, KeyedBuilder, TableFullPolicy, WordAlgorithm};
+use crate::clock::BuilderClock;
+use crate::keyed::{KeyedBuilder, TableFullPolicy};
+use crate::{Clock, CoarseClock, Gcra, WordAlgorithm};
 
 /// The builder of the table a [`KeyedLimits`] keeps its keys' limits in.
 type TableBuilder<K, W, C> = KeyedBuilder<K, Composite<W>, C>;
@@ -15,7 +17,7 @@ type TableBuilder<K, W, C> = KeyedBuilder<K, Composite<W>, C>;
 /// doorkeeper (a first check admitted at the door would answer for one limit, not all).
 ///
 /// [`Keyed`]: crate::Keyed
-pub struct KeyedLimitsBuilder<K, W: WordAlgorithm, C: Clock> {
+pub struct KeyedLimitsBuilder<K, W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
     /// How many limits and the table's builder, or why the quotas make no composite.
     table: Result<(usize, TableBuilder<K, W, C>), LimitsError>,
 }
@@ -30,7 +32,7 @@ impl<K, W: WordAlgorithm, C: Clock> fmt::Debug for KeyedLimitsBuilder<K, W, C> {
 }
 
 impl<K, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, C> {
-    pub(super) fn new(composite: Result<Composite<W>, LimitsError>, clock: C) -> Self {
+    pub(super) fn new(composite: Result<Composite<W>, LimitsError>, clock: BuilderClock<C>) -> Self {
         let table = composite
             .map(|composite| (composite.len(), KeyedBuilder::from_algorithm(composite, clock).doorkeeper(0)));
         KeyedLimitsBuilder { table }
@@ -42,6 +44,12 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, C> {
         set: impl FnOnce(KeyedBuilder<K, Composite<W>, C>) -> KeyedBuilder<K, Composite<W>, C>,
     ) -> Self {
         KeyedLimitsBuilder { table: self.table.map(|(len, table)| (len, set(table))) }
+    }
+
+    /// The clock the limits read (the coarse clock by default): a
+    /// [`ManualClock`](crate::ManualClock) for simulated time.
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedLimitsBuilder<K, W, C2> {
+        KeyedLimitsBuilder { table: self.table.map(|(len, table)| (len, table.clock(clock))) }
     }
 
     /// The most keys held ([`KeyedBuilder::max_keys`]).
@@ -71,10 +79,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, 
     /// range ([`LimitsError::Table`]).
     ///
     /// ```
-    /// use kova::{CoarseClock, Gcra, KeyedError, KeyedLimits, LimitsError, Quota};
-    /// let none = KeyedLimits::<u64, Gcra, _>::builder([Quota::per_second(1)?], CoarseClock::new())
-    ///     .max_keys(0)
-    ///     .build();
+    /// use kova::keyed::KeyedError;
+    /// use kova::limits::{KeyedLimits, LimitsError};
+    /// use kova::{Gcra, Quota};
+    /// let none = KeyedLimits::<u64, Gcra>::builder([Quota::per_second(1)?]).max_keys(0).build();
     /// assert!(matches!(none, Err(LimitsError::Table(KeyedError::MaxKeys { max_keys: 0, .. }))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -121,7 +121,7 @@ pub fn run(kind: AlgorithmKind, quota: Quota, ops: &[Op]) -> Result<(), Box<Mism
     let mut now = 0u64;
     let mut model = Model::for_algorithm(&algorithm);
     let capacity = algorithm.capacity();
-    let limiter = RateLimiter::from_algorithm_with_clock(algorithm, clock.clone());
+    let limiter = RateLimiter::from_algorithm(algorithm, clock.clone());
     for (step, &op) in ops.iter().enumerate() {
         let (real, expected) = match op {
             Op::Advance(nanos) => {

@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::layout::{LINE_BYTES, WORDS_PER_LINE};
 use super::{Cells, Sketch};
+use crate::clock::BuilderClock;
 use crate::{Clock, CoarseClock, Gcra, Quota, QuotaError, WordAlgorithm};
 
 /// The default memory of a sketch's cells: 64 KiB, 8,192 cells in 1,024 lines.
@@ -81,15 +82,42 @@ impl From<QuotaError> for SketchError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
-pub struct SketchBuilder {
+pub struct SketchBuilder<C = CoarseClock> {
     quota: Quota,
+    clock: BuilderClock<C>,
     memory_bytes: usize,
     cells_per_key: u32,
 }
 
 impl SketchBuilder {
     pub(super) fn new(quota: Quota) -> Self {
-        SketchBuilder { quota, memory_bytes: DEFAULT_MEMORY_BYTES, cells_per_key: DEFAULT_CELLS_PER_KEY }
+        SketchBuilder {
+            quota,
+            clock: BuilderClock::coarse(),
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            cells_per_key: DEFAULT_CELLS_PER_KEY,
+        }
+    }
+
+    /// The configuration checked, the quota aside: a keyed table's sketch policy decides under
+    /// each key's own quota.
+    pub(crate) fn check_layout(bytes: usize, cells: u32) -> Result<(), SketchError> {
+        if !bytes.is_power_of_two() || !(LINE_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
+            return Err(SketchError::Memory { bytes });
+        }
+        if !(1..=MAX_CELLS_PER_KEY).contains(&cells) {
+            return Err(SketchError::CellsPerKey { cells });
+        }
+        Ok(())
+    }
+}
+
+impl<C: Clock> SketchBuilder<C> {
+    /// The clock the sketch reads (the coarse clock by default): a
+    /// [`ManualClock`](crate::ManualClock) in tests.
+    pub fn clock<C2: Clock>(self, clock: C2) -> SketchBuilder<C2> {
+        let SketchBuilder { quota, clock: _, memory_bytes, cells_per_key } = self;
+        SketchBuilder { quota, clock: BuilderClock::Given(clock), memory_bytes, cells_per_key }
     }
 
     /// Bytes of cells (default [`DEFAULT_MEMORY_BYTES`]): a power of two from 64 (one line) to
@@ -105,33 +133,16 @@ impl SketchBuilder {
         self
     }
 
-    /// The sketch on the default clock ([`CoarseClock`]).
-    pub fn build(self) -> Result<Sketch<CoarseClock>, SketchError> {
-        self.build_with_clock(CoarseClock::new())
-    }
-
-    /// The sketch on `clock` (a [`ManualClock`](crate::ManualClock) in tests).
-    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<Sketch<C>, SketchError> {
+    /// The sketch: an error for a quota GCRA rejects, or a layout out of its range.
+    pub fn build(self) -> Result<Sketch<C>, SketchError> {
         let gcra = <Gcra as WordAlgorithm>::from_quota(self.quota)?;
         let bytes = self.memory_bytes;
-        Self::check_layout(bytes, self.cells_per_key)?;
+        SketchBuilder::check_layout(bytes, self.cells_per_key)?;
         Ok(Sketch {
             gcra,
             cells: Cells::new(bytes, self.cells_per_key),
             hasher: crate::loom::new_hasher(),
-            clock,
+            clock: self.clock.into_clock(),
         })
-    }
-
-    /// The configuration checked, the quota aside: a keyed table's sketch policy decides under
-    /// each key's own quota.
-    pub(crate) fn check_layout(bytes: usize, cells: u32) -> Result<(), SketchError> {
-        if !bytes.is_power_of_two() || !(LINE_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
-            return Err(SketchError::Memory { bytes });
-        }
-        if !(1..=MAX_CELLS_PER_KEY).contains(&cells) {
-            return Err(SketchError::CellsPerKey { cells });
-        }
-        Ok(())
     }
 }

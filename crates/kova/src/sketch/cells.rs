@@ -1,6 +1,6 @@
 //! The sketch's array of cells and the check on it (steps 1-4 of the module docs), for any
 //! GCRA quota and any clock: the [`Sketch`](super::Sketch) and a keyed table's
-//! [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) both decide here.
+//! [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) both decide here.
 
 use super::layout::{Line, Place, Subsets, LINE_BYTES, WORDS_PER_LINE};
 use crate::loom::atomic::Ordering;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::stripe::{MAX_LEASE_UNITS, MAX_UNITS, STAMP_UNIT_SHIFT};
 use super::StripedLimiter;
+use crate::clock::BuilderClock;
 use crate::{Clock, CoarseClock, Quota, QuotaError, WordAlgorithm};
 
 /// The most stripes a limiter may have.
@@ -41,7 +42,7 @@ pub enum StripedError {
         /// The longest lease accepted.
         max: Duration,
     },
-    /// The keyed table's [`HotKeys`](crate::HotKeys) asks for no hot slots, or more than it
+    /// The keyed table's [`HotKeys`](crate::keyed::HotKeys) asks for no hot slots, or more than it
     /// can mark in a line's word.
     HotSlots {
         /// The slots asked for.
@@ -49,7 +50,7 @@ pub enum StripedError {
         /// The most slots accepted.
         max: usize,
     },
-    /// The keyed table's [`HotKeys::promote_after`](crate::HotKeys::promote_after) is 0: a key
+    /// The keyed table's [`HotKeys::promote_after`](crate::keyed::HotKeys::promote_after) is 0: a key
     /// would be promoted before any contention.
     PromoteAfter {
         /// The failures asked for.
@@ -101,8 +102,9 @@ impl From<QuotaError> for StripedError {
 /// Builds a [`StripedLimiter`]: see [`StripedLimiter::builder`].
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct StripedBuilder<W> {
+pub struct StripedBuilder<W, C = CoarseClock> {
     quota: Quota,
+    clock: BuilderClock<C>,
     stripes: Option<usize>,
     batch: Option<u64>,
     lease: Duration,
@@ -111,7 +113,23 @@ pub struct StripedBuilder<W> {
 
 impl<W: WordAlgorithm> StripedBuilder<W> {
     pub(super) fn new(quota: Quota) -> Self {
-        StripedBuilder { quota, stripes: None, batch: None, lease: DEFAULT_LEASE, algorithm: PhantomData }
+        StripedBuilder {
+            quota,
+            clock: BuilderClock::coarse(),
+            stripes: None,
+            batch: None,
+            lease: DEFAULT_LEASE,
+            algorithm: PhantomData,
+        }
+    }
+}
+
+impl<W: WordAlgorithm, C: Clock> StripedBuilder<W, C> {
+    /// The clock the limiter reads (the coarse clock by default): a
+    /// [`ManualClock`](crate::ManualClock) for simulated time.
+    pub fn clock<C2: Clock>(self, clock: C2) -> StripedBuilder<W, C2> {
+        let StripedBuilder { quota, clock: _, stripes, batch, lease, algorithm } = self;
+        StripedBuilder { quota, clock: BuilderClock::Given(clock), stripes, batch, lease, algorithm }
     }
 
     /// How many stripes (a power of two, at most [`MAX_STRIPES`]). By default the machine's
@@ -133,16 +151,17 @@ impl<W: WordAlgorithm> StripedBuilder<W> {
         StripedBuilder { lease, ..self }
     }
 
-    /// The limiter, on the coarse clock.
-    pub fn build(self) -> Result<StripedLimiter<W, CoarseClock>, StripedError> {
-        self.build_with_clock(CoarseClock::new())
-    }
-
-    /// The limiter, reading `clock`.
-    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<StripedLimiter<W, C>, StripedError> {
+    /// The limiter: an error for a quota the algorithm rejects, or an option out of its range.
+    pub fn build(self) -> Result<StripedLimiter<W, C>, StripedError> {
         let algorithm = W::from_quota(self.quota)?;
         let shape = StripeShape::checked(algorithm.capacity(), self.stripes, self.batch, self.lease)?;
-        Ok(StripedLimiter::from_parts(algorithm, shape.stripes, shape.batch, shape.lease_units, clock))
+        Ok(StripedLimiter::from_parts(
+            algorithm,
+            shape.stripes,
+            shape.batch,
+            shape.lease_units,
+            self.clock.into_clock(),
+        ))
     }
 }
 

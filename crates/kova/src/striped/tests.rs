@@ -18,7 +18,8 @@ fn limiter<W: WordAlgorithm>(
         .stripes(stripes)
         .batch(batch)
         .lease(Duration::from_millis(1))
-        .build_with_clock(clock.clone())
+        .clock(clock.clone())
+        .build()
         .unwrap();
     (limiter, clock)
 }
@@ -118,7 +119,7 @@ fn a_full_stripe_sends_a_second_lease_back() {
 #[test]
 fn bad_configurations_get_typed_errors() {
     let quota = Quota::per_second(8).unwrap();
-    let build = |b: StripedBuilder<Gcra>| b.build_with_clock(ManualClock::new()).map(|_| ());
+    let build = |b: StripedBuilder<Gcra>| b.clock(ManualClock::new()).build().map(|_| ());
     assert_eq!(build(StripedLimiter::builder(quota).stripes(0)), Err(StripedError::Stripes { stripes: 0 }));
     assert_eq!(
         build(StripedLimiter::builder(quota).stripes(512)),
@@ -134,7 +135,7 @@ fn bad_configurations_get_typed_errors() {
         Err(StripedError::Lease { .. })
     ));
     let overdraft =
-        StripedLimiter::<TokenBucket>::builder(quota.with_overdraft(1)).build_with_clock(ManualClock::new());
+        StripedLimiter::<TokenBucket>::builder(quota.with_overdraft(1)).clock(ManualClock::new()).build();
     assert!(matches!(overdraft, Err(StripedError::Quota(_))));
     let error = StripedError::Stripes { stripes: 3 };
     assert!(error.to_string().contains("power of two"), "{error}");

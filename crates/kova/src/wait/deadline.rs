@@ -150,11 +150,12 @@ impl<T: Timer> Pacer<T> {
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Completes once `cost` units are admitted, or fails at once, taking nothing, when a denial
     /// shows the admission would come more than `max_wait` after the call (Go's `Wait` with a
-    /// deadline), on the default [`ThreadTimer`](crate::ThreadTimer).
+    /// deadline), on the default [`ThreadTimer`](crate::wait::ThreadTimer).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, Quota, RateLimiter, WaitError};
+    /// use kova::wait::WaitError;
+    /// use kova::{Gcra, Quota, RateLimiter};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1)?)?;
@@ -191,7 +192,7 @@ where
     C: Clock,
 {
     /// [`RateLimiter::until_n_ready_within`] for `key`.
-    pub fn until_key_n_ready_within<'a>(
+    pub fn until_n_ready_within<'a>(
         &'a self,
         key: &'a K,
         cost: u64,
@@ -206,7 +207,7 @@ where
     }
 
     /// [`RateLimiter::wait_n_within`] for `key`.
-    pub fn wait_key_n_within(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Decision, WaitError> {
+    pub fn wait_n_within(&self, key: &K, cost: u64, max_wait: Duration) -> Result<Decision, WaitError> {
         Pacer::new().wait_key_n_within(self, key, cost, max_wait)
     }
 }

@@ -14,11 +14,12 @@ use crate::{Clock, ManualClock};
 /// moves the clock itself, so a blocking wait runs through simulated time at once. Every
 /// duration asked for is recorded ([`slept`](Self::slept)).
 ///
-/// Share the clock with the limiter under test, and hand the timer to a [`Pacer`](crate::Pacer):
+/// Share the clock with the limiter under test, and hand the timer to a [`Pacer`](crate::wait::Pacer):
 ///
 /// ```
 /// use std::time::Duration;
-/// use kova::{Gcra, ManualClock, ManualTimer, Pacer, Quota, RateLimiter};
+/// use kova::wait::{ManualTimer, Pacer};
+/// use kova::{Gcra, ManualClock, Quota, RateLimiter};
 /// let clock = ManualClock::new();
 /// let limiter = RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10)?.with_burst(1)?, clock.clone())?;
 /// let pacer = Pacer::with_timer(ManualTimer::new(clock.clone()));

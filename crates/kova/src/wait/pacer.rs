@@ -15,7 +15,8 @@ use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use kova::{Gcra, Pacer, Quota, RateLimiter};
+/// use kova::wait::Pacer;
+/// use kova::{Gcra, Quota, RateLimiter};
 /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1_000)?)?;
 /// let pacer = Pacer::new().fair().jitter(Duration::from_millis(1));
 /// let decision = pacer.wait_n(&limiter, 10)?;
@@ -49,7 +50,7 @@ impl<T: Timer> Pacer<T> {
     /// A pacer sleeping on `timer`.
     ///
     /// ```
-    /// use kova::{Pacer, ThreadTimer};
+    /// use kova::wait::{Pacer, ThreadTimer};
     /// let pacer = Pacer::with_timer(ThreadTimer::new());
     /// assert!(!pacer.is_fair());
     /// ```
@@ -278,14 +279,14 @@ where
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let table = Keyed::<&str, Gcra>::new(Quota::per_second(100)?.with_burst(1)?)?;
-    /// assert!(table.until_key_ready(&"a").await.is_allowed());
+    /// assert!(table.until_ready(&"a").await.is_allowed());
     /// let start = std::time::Instant::now();
-    /// assert!(table.until_key_ready(&"b").await.is_allowed()); // another key: at once
-    /// assert!(table.until_key_ready(&"a").await.is_allowed()); // about 10 ms later
+    /// assert!(table.until_ready(&"b").await.is_allowed()); // another key: at once
+    /// assert!(table.until_ready(&"a").await.is_allowed()); // about 10 ms later
     /// assert!(start.elapsed() >= Duration::from_millis(5));
     /// # Ok(()) }
     /// ```
-    pub fn until_key_ready<'a>(&'a self, key: &'a K) -> impl Future<Output = Decision> + 'a {
+    pub fn until_ready<'a>(&'a self, key: &'a K) -> impl Future<Output = Decision> + 'a {
         CheckFirst::new(
             // Inlined as in `RateLimiter::until_ready`.
             #[inline(always)]
@@ -303,7 +304,7 @@ where
 
     /// Completes once `cost` units of `key` are admitted, on the default [`ThreadTimer`]; an
     /// error at once when `cost` exceeds the key's capacity. Dropping it consumes nothing.
-    pub fn until_key_n_ready<'a>(
+    pub fn until_n_ready<'a>(
         &'a self,
         key: &'a K,
         cost: u64,
@@ -322,11 +323,11 @@ where
     /// ```
     /// use kova::{Gcra, Keyed, Quota};
     /// let table = Keyed::<u64, Gcra>::new(Quota::per_second(1_000)?)?;
-    /// assert!(table.wait_key_n(&7, 3)?.is_allowed());
-    /// assert!(table.wait_key_n(&7, 1_001).is_err());
+    /// assert!(table.wait_n(&7, 3)?.is_allowed());
+    /// assert!(table.wait_n(&7, 1_001).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn wait_key_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+    pub fn wait_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
         Pacer::new().wait_key_n(self, key, cost)
     }
 }

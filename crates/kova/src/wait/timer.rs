@@ -25,7 +25,7 @@ pub trait Timer: Send + Sync {
 /// a future sleeps) wakes sleeping futures, under any executor.
 ///
 /// ```
-/// use kova::{ThreadTimer, Timer};
+/// use kova::wait::{ThreadTimer, Timer};
 /// let timer = ThreadTimer::new();
 /// let _sleep = timer.sleep(std::time::Duration::from_millis(1));
 /// ```
@@ -54,7 +54,7 @@ impl Timer for ThreadTimer {
 ///
 /// ```
 /// # #[cfg(feature = "tokio")] {
-/// let _timer = kova::TokioTimer::new();
+/// let _timer = kova::wait::TokioTimer::new();
 /// # }
 /// ```
 #[cfg(feature = "tokio")]

@@ -1,7 +1,7 @@
 //! How a line's word holds its key's cell.
 //!
 //! - **Inline**: an algorithm whose cell is one word (its [`Algorithm::Storage`] is
-//!   [`InlineWord`](crate::InlineWord): every [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
+//!   [`InlineWord`](crate::cell::InlineWord): every [`WordAlgorithm`](crate::WordAlgorithm)'s) keeps the cell *as* the line's word, so a check
 //!   of a held key touches one cache line. The lock holder stops checks from writing it by
 //!   freezing the word itself (`word.rs`).
 //! - **Boxed**: any other cell ([`AnyAlgorithm`](crate::AnyAlgorithm)'s enum) lives on the
@@ -25,10 +25,11 @@
 //! the write over), or the check's load sees `FROZEN` or `TOMB` and the check is redone under
 //! the lock, unless the key still has the cell it wrote (its place is the cell's address).
 
+use crate::cell::CellStorage;
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::faults;
 use crate::loom::{AddressWord, AtomicAddressWord};
-use crate::{Algorithm, CellStorage};
+use crate::Algorithm;
 
 /// Whether a table of `A` keeps its cells boxed (module docs). Under loom,
 /// `loom_racy::boxed_cells` and
@@ -151,13 +152,13 @@ mod tests {
         // SAFETY: the allocation `into_word` kept begins with a pointer (`CellStorage::SELF_ADDRESSED`'s contract).
         let first = unsafe { value.as_ptr::<*mut u8>().read() };
         assert_eq!(AddressWord::from_ptr(first), value);
-        let handle = std::mem::size_of::<crate::LogCell>();
+        let handle = std::mem::size_of::<crate::cell::LogCell>();
         let heap = log.cell_bytes() - handle;
         assert_eq!(held_bytes::<SlidingWindowLog>(heap), heap);
         // A boxed cell is counted with its box.
         let any =
             AnyAlgorithm::new(crate::AlgorithmKind::SlidingWindowLog, Quota::per_second(3).unwrap()).unwrap();
-        let any_heap = any.cell_bytes() - std::mem::size_of::<crate::AnyCell>();
+        let any_heap = any.cell_bytes() - std::mem::size_of::<crate::cell::AnyCell>();
         assert_eq!(held_bytes::<AnyAlgorithm>(any_heap), any.cell_bytes());
         assert_eq!(held_bytes::<Gcra>(0), 0);
         // SAFETY: made just above, no reference to it remains.

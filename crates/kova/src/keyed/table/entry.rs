@@ -16,9 +16,10 @@ use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::word::WordFreezer;
 use super::{heap_of, Keyed};
 use crate::algorithm::carry_over;
+use crate::cell::CellStorage;
 use crate::clock::At;
 use crate::loom::atomic::Ordering;
-use crate::{Algorithm, CellStorage, Clock, Decision};
+use crate::{Algorithm, Clock, Decision};
 
 /// How often a new key waits, unpinned, for a place to leave its grace period before the
 /// table-full policy answers: `NO_SLOT_YIELDS` yields, then sleeps of `NO_SLOT_SLEEP` (about

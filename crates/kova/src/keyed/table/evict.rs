@@ -14,7 +14,7 @@ use crate::clock::At;
 use crate::{Algorithm, Clock, Decision, Fallback};
 
 /// The most idle keys one insert into a full shard reclaims: with the default
-/// [`reclaim_scan`](crate::KeyedBuilder::reclaim_scan) of 16, every idle key it examines. A
+/// [`reclaim_scan`](crate::keyed::KeyedBuilder::reclaim_scan) of 16, every idle key it examines. A
 /// locked section that unlinks anything pays for its grace period (an epoch stamp, and the
 /// advances that end it), and the next inserts use the places this one freed. Reclaiming an
 /// idle key early changes nothing a check can see, but each parks a place in its grace period,

@@ -9,9 +9,10 @@ use super::super::hot::{self, HotSlots};
 use super::super::line::{LineHit, LineLocked};
 use super::entry::Entry;
 use super::Keyed;
+use crate::cell::CellStorage;
 use crate::loom::atomic::Ordering;
 use crate::striped::lease::Central;
-use crate::{Algorithm, CellStorage, Clock, Decision};
+use crate::{Algorithm, Clock, Decision};
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// The hit path's cold branch, for a word the CAS loop stopped at: a hot marker of this key
@@ -41,7 +42,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// A check of the key of `hash` saw its word's compare-exchange fail at `now`: counted, and
-    /// past the threshold ([`HotKeys::promote_after`](crate::HotKeys::promote_after)) the key is
+    /// past the threshold ([`HotKeys::promote_after`](crate::keyed::HotKeys::promote_after)) the key is
     /// promoted, here, by this check taking the lock (its own CAS loop then finds the marker and
     /// goes to the slot).
     #[cold]

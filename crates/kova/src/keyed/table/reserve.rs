@@ -1,5 +1,5 @@
 //! Reservations per key: [`RateLimiter::reserve_n`](crate::RateLimiter::reserve_n) and
-//! [`Reservation::cancel`](crate::Reservation::cancel) on one key of the table, with the same
+//! [`Reservation::cancel`](crate::reservation::Reservation::cancel) on one key of the table, with the same
 //! pure steps (`reservation.rs`) run on the key's word under its shard lock.
 
 use std::fmt;
@@ -11,8 +11,9 @@ use super::entry::{Entry, HeldEntry, VacantEntry};
 use super::Keyed;
 use crate::cas::update_word;
 use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::reservation::ReserveError;
 use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
-use crate::{Clock, Decision, Fallback, Quota, ReserveError, WordAlgorithm};
+use crate::{Clock, Decision, Fallback, Quota, WordAlgorithm};
 
 /// Counts the table's resets, removals, reclamations, evictions and quota moves of any key: a
 /// reservation made before one cannot tell its key's state from a new one, so its cancel gives
@@ -36,8 +37,8 @@ impl Forgets {
     }
 }
 
-/// Units taken by [`Keyed::reserve_key_n`] on one key, usable after [`delay`](Self::delay):
-/// the keyed [`Reservation`](crate::Reservation).
+/// Units taken by [`Keyed::reserve_n`] on one key, usable after [`delay`](Self::delay):
+/// the keyed [`Reservation`](crate::reservation::Reservation).
 ///
 /// Dropping it keeps the units taken; [`cancel`](Self::cancel) gives back what it can, to the
 /// same key.
@@ -80,10 +81,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// no eviction or quota change can lose it. A key not held is inserted first, its state
     /// fresh (charged what the doorkeeper admitted of it), and reserved on in the same locked
     /// step. A full table answers by its policy: under
-    /// [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy::AllowUntracked) the
+    /// [`TableFullPolicy::AllowUntracked`](crate::keyed::TableFullPolicy::AllowUntracked) the
     /// reservation is granted at once, holds nothing and says so in
     /// [`fallback`](KeyedReservation::fallback); under
-    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy::Sketch) the sketch checks the units
+    /// [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) the sketch checks the units
     /// (it cannot reserve ahead), and an admission is a reservation usable at once, marked
     /// [`Fallback::Sketch`]; a denial is [`ReserveError::TableFull`].
     ///
@@ -91,8 +92,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// use std::time::Duration;
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<&str, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// assert_eq!(table.reserve_key_n(&"vendor-a", 10)?.delay(), Duration::ZERO);
-    /// let later = table.reserve_key_n(&"vendor-a", 5)?;
+    /// assert_eq!(table.reserve_n(&"vendor-a", 10)?.delay(), Duration::ZERO);
+    /// let later = table.reserve_n(&"vendor-a", 5)?;
     /// assert_eq!(later.delay(), Duration::from_millis(500));
     /// assert!(!table.check(&"vendor-a").is_allowed()); // queued behind the reservation
     /// assert!(table.check(&"vendor-b").is_allowed()); // another key
@@ -100,24 +101,25 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
     /// assert_eq!(table.check(&"vendor-a").retry_after(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_key_n(&self, key: &K, cost: u64) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
-        self.reserve_key_n_within(key, cost, Duration::MAX)
+    pub fn reserve_n(&self, key: &K, cost: u64) -> Result<KeyedReservation<'_, K, W, C>, ReserveError> {
+        self.reserve_n_within(key, cost, Duration::MAX)
     }
 
-    /// [`reserve_key_n`](Self::reserve_key_n), refused without taking anything when the units
+    /// [`reserve_n`](Self::reserve_n), refused without taking anything when the units
     /// would be usable only after more than `max_delay`.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, Keyed, ManualClock, Quota, ReserveError};
+    /// use kova::reservation::ReserveError;
+    /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// let _all = table.reserve_key_n(&7, 10)?;
-    /// let refused = table.reserve_key_n_within(&7, 2, Duration::from_millis(100));
+    /// let _all = table.reserve_n(&7, 10)?;
+    /// let refused = table.reserve_n_within(&7, 2, Duration::from_millis(100));
     /// assert!(matches!(refused, Err(ReserveError::DelayTooLong { .. })));
-    /// assert_eq!(table.reserve_key_n_within(&7, 1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
+    /// assert_eq!(table.reserve_n_within(&7, 1, Duration::from_millis(100))?.delay(), Duration::from_millis(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reserve_key_n_within(
+    pub fn reserve_n_within(
         &self,
         key: &K,
         cost: u64,
@@ -164,8 +166,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
         })
     }
 
-    /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::TableFullPolicy) or
-    /// [`TableFullPolicy::Sketch`](crate::TableFullPolicy) (`fallback` says which): at once,
+    /// A reservation granted by [`TableFullPolicy::AllowUntracked`](crate::keyed::TableFullPolicy) or
+    /// [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy) (`fallback` says which): at once,
     /// holding nothing in the table.
     fn untracked(
         &self,
@@ -223,7 +225,7 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
     }
 
     /// Says the reserved units will not be used and gives back what can be, to the same key:
-    /// [`Reservation::cancel`](crate::Reservation::cancel)'s rule (nothing once their time has
+    /// [`Reservation::cancel`](crate::reservation::Reservation::cancel)'s rule (nothing once their time has
     /// come; otherwise the whole cost when nothing granted on the key after it is still counted,
     /// and nothing when something is, as
     /// [`WordAlgorithm::cancel_reservation`](crate::WordAlgorithm::cancel_reservation) states it).
@@ -246,8 +248,8 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedReservation<'_, K, W
     /// ```
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
     /// let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-    /// let _now = table.reserve_key_n(&1, 10)?;
-    /// let later = table.reserve_key_n(&1, 10)?;
+    /// let _now = table.reserve_n(&1, 10)?;
+    /// let later = table.reserve_n(&1, 10)?;
     /// table.remove(&1); // the key starts fresh: full
     /// assert_eq!(table.check_n(&1, 10)?.remaining(), 0);
     /// assert_eq!(later.cancel(), 0); // nothing goes back into the new state

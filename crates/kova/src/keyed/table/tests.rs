@@ -21,7 +21,8 @@ fn table<A: Algorithm>(
     policy: TableFullPolicy,
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    let keyed = KeyedBuilder::new(quota, clock.clone())
+    let keyed = Keyed::builder(quota)
+        .clock(clock.clone())
         .shards(shards)
         .max_keys(max_keys)
         .table_full(policy)
@@ -245,7 +246,8 @@ fn keys_and_cells_are_dropped_exactly_once() {
         let token = Arc::new(());
         let n = scaled(500, 40) as u64;
         {
-            let keyed = KeyedBuilder::<Key, A, _>::new(per_second(3), ManualClock::new())
+            let keyed = Keyed::<Key, A>::builder(per_second(3))
+                .clock(ManualClock::new())
                 .shards(2)
                 .max_keys(n as usize / 2)
                 .table_full(TableFullPolicy::EvictClosestToIdle)

@@ -1,5 +1,5 @@
 //! A key's cell visited by a composite whose answer says more than one decision
-//! ([`KeyedLimits`](crate::KeyedLimits), whose cell holds every limit of its key): the
+//! ([`KeyedLimits`](crate::limits::KeyedLimits), whose cell holds every limit of its key): the
 //! lock-free hit path of a boxed cell, and the held-or-new step under the lock, as a check's.
 
 use std::cell::Cell;

@@ -1,17 +1,18 @@
 //! The sequential specification of a composite of limits ([`Composite`], what
-//! [`Limits`](crate::Limits) promises for one or two limits): each limit a plain word driven by
+//! [`Limits`](crate::limits::Limits) promises for one or two limits): each limit a plain word driven by
 //! the algorithm's pure `decide` and `refund`; a check is admitted only if every limit admits it,
 //! and then takes its cost from every limit; a denial takes nothing, and the limits that would
 //! admit report a peek.
 //!
 //! Three or four limits (check then refund over two words) and
-//! [`KeyedLimits`](crate::KeyedLimits) are not that object: limits 0 and 1 are charged by one
+//! [`KeyedLimits`](crate::limits::KeyedLimits) are not that object: limits 0 and 1 are charged by one
 //! compare-and-swap, then the rest by another, and a denial by the second gives the first its
 //! units back, so a concurrent call can see them held. They are checked
 //! limit by limit ([`OneLimit`]): each limit must be linearizable to its own word with the steps
 //! a composite call makes on it, the conjunction of the per-limit specifications.
 
-use crate::{CheckError, Decision, LimitsDecision, WordAlgorithm};
+use crate::limits::LimitsDecision;
+use crate::{CheckError, Decision, WordAlgorithm};
 
 use super::word_api::{self, WordApi, WordState};
 use super::Spec;

@@ -7,7 +7,8 @@
 use std::fmt;
 
 use crate::reservation::{cancel_step, max_delay_nanos, reserve_step};
-use crate::{CheckError, Decision, ReserveError, Settlement, WordAlgorithm};
+use crate::reservation::{ReserveError, Settlement};
+use crate::{CheckError, Decision, WordAlgorithm};
 
 use super::Spec;
 

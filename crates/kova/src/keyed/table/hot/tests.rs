@@ -7,8 +7,10 @@ use std::time::Duration;
 use super::super::super::hot::{slot_of, HotKeys};
 use super::super::super::{epoch, word};
 use super::*;
+use crate::cell::CellStorage;
 use crate::loom::atomic::Ordering;
-use crate::{CellStorage, Fallback, FixedWindow, Gcra, KeyedBuilder, ManualClock, Quota, StripedError};
+use crate::striped::StripedError;
+use crate::{Fallback, FixedWindow, Gcra, ManualClock, Quota};
 
 fn hot_table<A: crate::WordAlgorithm>(
     quota: Quota,
@@ -16,7 +18,8 @@ fn hot_table<A: crate::WordAlgorithm>(
 ) -> (Keyed<u64, A, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     // No doorkeeper: a key's first check inserts it, so that it can be promoted.
-    let keyed = KeyedBuilder::new(quota, clock.clone())
+    let keyed = Keyed::builder(quota)
+        .clock(clock.clone())
         .shards(1)
         .doorkeeper(0)
         .hot_keys(hot)
@@ -160,7 +163,7 @@ fn reservations_and_settled_costs_of_a_striped_key_use_its_real_state() {
     assert!(keyed.promote(&6));
     keyed.check(&6);
     // The stripe holds 3 of the 4 it leased: a reservation sees them given back first.
-    let reservation = keyed.reserve_key_n(&6, 10).unwrap();
+    let reservation = keyed.reserve_n(&6, 10).unwrap();
     assert_eq!(keyed.hot_len(), 0);
     assert_eq!(keyed.peek(&6).remaining(), 40 - 2 - 10);
     assert!(reservation.cancel() > 0);
@@ -207,7 +210,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
         let guard = epoch::pin();
         keyed.contended(hot, hash, &4, now, &guard);
     };
-    let window = crate::CONTENTION_WINDOW.as_nanos() as u64;
+    let window = crate::keyed::CONTENTION_WINDOW.as_nanos() as u64;
     // Two failures in one window, the third in the next: not enough.
     contend(clock.now_nanos());
     contend(clock.now_nanos());
@@ -225,7 +228,7 @@ fn a_key_is_promoted_once_its_failed_compare_exchanges_pass_the_threshold_within
     let hit = keyed.shards[0].find(hash, &4, &guard).unwrap();
     let algorithm = keyed.algorithm();
     let mut failures = 0;
-    let word = <crate::InlineWord as CellStorage<Gcra>>::inline_word(hit.cell()).unwrap();
+    let word = <crate::cell::InlineWord as CellStorage<Gcra>>::inline_word(hit.cell()).unwrap();
     // A check that loaded the word, then lost it to another write: the callback runs once.
     let decision = word::decide_noting(
         algorithm,
@@ -274,7 +277,7 @@ fn a_full_set_of_slots_refuses_promotion_and_a_slot_is_reused_after_its_grace_pe
 
 #[test]
 fn hot_keys_reject_shapes_out_of_range() {
-    let builder = || KeyedBuilder::<u64, Gcra, _>::new(Quota::per_second(10).unwrap(), ManualClock::new());
+    let builder = || Keyed::<u64, Gcra>::builder(Quota::per_second(10).unwrap()).clock(ManualClock::new());
     assert_eq!(
         builder().hot_keys(HotKeys::new(2).stripes(3)).err(),
         Some(StripedError::Stripes { stripes: 3 })
@@ -302,7 +305,7 @@ fn hot_keys_reject_shapes_out_of_range() {
 fn memory_counts_the_hot_slots() {
     let quota = Quota::per_second(10).unwrap();
     let plain =
-        KeyedBuilder::<u64, Gcra, _>::new(quota, ManualClock::new()).shards(1).doorkeeper(0).build().unwrap();
+        Keyed::<u64, Gcra>::builder(quota).clock(ManualClock::new()).shards(1).doorkeeper(0).build().unwrap();
     let (hot, _) = hot_table::<Gcra>(quota, HotKeys::new(16).stripes(4).batch(2));
     let slots = 16 * (128 + 4 * 128);
     assert!(hot.memory_bytes() >= plain.memory_bytes() + slots);
@@ -310,4 +313,4 @@ fn memory_counts_the_hot_slots() {
     assert!(hot.memory_bytes() <= hot.memory_bound_bytes());
 }
 
-use crate::MAX_HOT_KEYS;
+use crate::keyed::MAX_HOT_KEYS;
