@@ -3,8 +3,8 @@
 //! the table's quota and another) of a few keys, with the clock moving, on one `kova::Keyed` table with the doorkeeper on or off and hot keys on or off,
 //! compared after every step with the sequential specification the linearizability checker uses
 //! (`kova::model::lincheck::word_api`: per key, the algorithm's own pure functions on a word);
-//! and beside it, on the same clock, a `KeyedLimits` of two limits (the table's quota and a
-//! per-minute one, in one table whose cell holds both) checked, peeked and refunded, compared with the sequential
+//! and beside it, on the same clock, a `KeyedLimits` of two to four limits (the table's quota
+//! and longer ones, in one table whose cell holds them all) checked, peeked and refunded, compared with the sequential
 //! composite (`kova::model::lincheck::composite`: all or nothing, a denial takes nothing).
 //!
 //! Catches: any call whose answer or effect differs from one thread driving the key's word (the
@@ -57,6 +57,8 @@ struct Input {
     overdraft: u8,
     door: bool,
     hot: bool,
+    /// How many limits the `KeyedLimits` has: 2 + this % 3.
+    limits: u8,
     ops: Vec<Op>,
 }
 
@@ -76,14 +78,24 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
     let mut held: Vec<(u32, u8, KeyedReservation<'_, u8, W, ManualClock>)> = Vec::new();
     let mut next_id = 0u32;
     let period = quota.period_nanos();
-    let Ok(per_minute) = Quota::per_minute(quota.burst() * 3) else { return };
-    let Ok(second) = W::from_quota(per_minute) else { return };
-    let limits = KeyedLimits::<u8, W>::builder([quota, per_minute])
+    // The composite: the table's quota and one to three longer ones (two limits share one
+    // 128-bit word; three or four are checked then refunded over two words).
+    let count = 2 + usize::from(input.limits % 3);
+    let longer =
+        [Quota::per_minute(quota.burst() * 3), Quota::per_hour(quota.burst() * 50), Quota::per_day(quota.burst() * 500)];
+    let (mut limit_quotas, mut algorithms) = (vec![quota], vec![spec.algorithm.clone()]);
+    for longer in longer.into_iter().take(count - 1) {
+        let Ok(longer) = longer else { return };
+        let Ok(algorithm) = W::from_quota(longer) else { return };
+        limit_quotas.push(longer);
+        algorithms.push(algorithm);
+    }
+    let limits = KeyedLimits::<u8, W>::builder(limit_quotas)
         .clock(clock.clone())
         .shards(2)
         .build()
-        .expect("two limits");
-    let composite = Composite { algorithms: vec![spec.algorithm.clone(), second] };
+        .expect("two to four limits");
+    let composite = Composite { algorithms };
     let mut composite_model: BTreeMap<u8, Vec<u64>> = BTreeMap::new();
     for (step, &op) in input.ops.iter().take(256).enumerate() {
         let now = clock.now_nanos();
