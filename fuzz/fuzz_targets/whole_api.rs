@@ -81,8 +81,11 @@ fn run<W: WordAlgorithm + Clone>(input: &Input, quota: Quota, other: Quota) {
     // The composite: the table's quota and one to three longer ones (two limits share one
     // 128-bit word; three or four are checked then refunded over two words).
     let count = 2 + usize::from(input.limits % 3);
-    let longer =
-        [Quota::per_minute(quota.burst() * 3), Quota::per_hour(quota.burst() * 50), Quota::per_day(quota.burst() * 500)];
+    let longer = [
+        Quota::per_minute(quota.burst() * 3),
+        Quota::per_hour(quota.burst() * 50),
+        Quota::per_day(quota.burst() * 500),
+    ];
     let (mut limit_quotas, mut algorithms) = (vec![quota], vec![spec.algorithm.clone()]);
     for longer in longer.into_iter().take(count - 1) {
         let Ok(longer) = longer else { return };
