@@ -31,8 +31,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// its table so.
     ///
     /// The answer is returned by value, each path building its own: the hit path's never has
-    /// its address handed to a call the compiler cannot see into (the slow path gets a copy),
-    /// so that, inlined, a part of it the caller never reads is never built.
+    /// its address handed to a call the compiler cannot see into (the slow path gets a copy,
+    /// and hands its own answer back in a box), so that, inlined, a part of it the caller never
+    /// reads is never built.
     #[inline(always)]
     pub(crate) fn visit<R: Copy>(
         &self,
@@ -59,7 +60,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             }
             prior = Some((hit.place(), answer));
         }
-        self.visit_slow(hash, key, cost, prior, guard, &visit, full)
+        // Boxed: returned in place, the slow path's answer would be written through a pointer
+        // to the caller's own answer, which would then live in memory on the hit path too, every
+        // part of it stored there before the next pin's locked exchange. The slow path takes the
+        // shard's lock; the allocation is small beside it.
+        *self.visit_slow(hash, key, cost, prior, guard, &visit, full)
     }
 
     /// `visit`'s path under the lock (kept out of line: the hit path stays small).
@@ -75,7 +80,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         guard: Guard,
         visit: &impl Fn(&A, &A::Cell, &C) -> R,
         full: impl FnOnce(Decision) -> R,
-    ) -> R {
+    ) -> Box<R> {
         // Once unpinned (a retried insert), the place `prior` names may be reused: it no longer
         // identifies anything.
         let prior = Cell::new(prior);
@@ -91,9 +96,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             prior.set(None);
             (cost == 0).then(|| visit(algorithm, &entry.fresh_cell(algorithm), &self.clock))
         };
-        match self.held_or_new(key, hash, guard, None, on_held, on_new) {
+        Box::new(match self.held_or_new(key, hash, guard, None, on_held, on_new) {
             Ok(answer) => answer,
             Err(no_room) => full(self.table_full(no_room.algorithm, cost, no_room.retry)),
-        }
+        })
     }
 }
