@@ -76,9 +76,7 @@ local function refund_sliding_window_counter(key, now, cost, margin, limit, peri
   else
     return
   end
-  -- The reset time of decide_sliding_window_counter's until_fresh.
-  local reset = 0
-  if current > 0 then reset = 2 * period - elapsed elseif prev > 0 then reset = period - elapsed end
+  local reset = counter_until_fresh(current, period, prev, elapsed)
   if reset + lag == 0 then
     redis.call('DEL', key)
   else

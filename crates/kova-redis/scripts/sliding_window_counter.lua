@@ -1,27 +1,33 @@
 -- Sliding window counter: mirrors kova::SlidingWindowCounter::decide
--- (crates/kova/src/algorithm/sliding_window_counter.rs). Estimate = prev * (1 - elapsed/period)
--- + current, compared exactly in integers scaled by the period.
+-- (crates/kova/src/algorithm/sliding_window_counter.rs). Estimate = floor(prev * (1 -
+-- elapsed/period)) + current, in integers: the previous window's count weighted by the share of
+-- it still in the sliding window, rounded down.
 -- State: "window:prev:current". No key = both counts zero.
--- a = limit, b = period (microseconds); limit * period <= 2^52, checked by the caller.
+-- a = limit, b = period (microseconds); limit * period <= 2^52, checked by the caller, so every
+-- product below stays under 2^53 (exact in a double, and in idiv).
 
--- limit * period - prev * (period - elapsed) - c * period: the room left with `c` in the
--- current window, scaled by the period.
-local function counter_room_scaled(c, limit, period, prev, elapsed)
-  return limit * period - prev * (period - elapsed) - c * period
+-- floor(prev * (period - elapsed) / period).
+local function counter_weighted(prev, period, elapsed)
+  if prev == 0 then return 0 end
+  return idiv(prev * (period - elapsed), period)
+end
+
+-- The elapsed time (from a window's start) from which `prev`, weighted, is at most `room`:
+-- prev * (period - e) < (room + 1) * period.
+local function counter_weighted_at_most(prev, period, room)
+  if prev == 0 then return 0 end
+  return period - math.min(idiv((room + 1) * period - 1, prev), period)
 end
 
 local function counter_remaining(c, limit, period, prev, elapsed)
-  local room = counter_room_scaled(c, limit, period, prev, elapsed)
-  if room <= 0 then return 0 end
-  return idiv(room, period)
+  return math.max(limit - c - counter_weighted(prev, period, elapsed), 0)
 end
 
--- Microseconds (from the view's instant) until both counts have aged out.
+-- Microseconds (from the view's instant) until the limit is back to full: `c` and the previous
+-- window's weighted count both zero.
 local function counter_until_fresh(c, period, prev, elapsed)
-  local to_end = period - elapsed
-  if c > 0 then return to_end + period end
-  if prev > 0 then return to_end end
-  return 0
+  if c > 0 then return (period - elapsed) + counter_weighted_at_most(c, period, 0) end
+  return math.max(counter_weighted_at_most(prev, period, 0) - elapsed, 0)
 end
 
 -- The decision on the key's stored value `state` (false: no key), and what to write (see the
@@ -54,18 +60,16 @@ local function decide_sliding_window_counter_state(state, now, cost, extra, marg
   if cost == 0 then
     return 1, counter_remaining(current, limit, period, prev, elapsed), 0, reset, 0
   end
-  if counter_room_scaled(current + cost, limit, period, prev, elapsed) < 0 then
+  if current + cost + counter_weighted(prev, period, elapsed) > limit then
     -- until_fits: microseconds until cost fits, with no other traffic. A denial writes nothing.
     local retry
     local room_now = limit - current - cost
     if room_now >= 0 then
-      -- Fits this window once prev * (period - e) <= room_now * period (prev > 0 here).
-      local needed = period - math.min(idiv(room_now * period, prev), period)
-      retry = math.max(needed - elapsed, 0)
+      -- Fits this window once the previous count, weighted, is at most room_now.
+      retry = math.max(counter_weighted_at_most(prev, period, room_now) - elapsed, 0)
     else
-      -- Next window: prev' = current (> 0 here), and current * (period - e) <= (limit - cost) * period.
-      local needed = period - math.min(idiv((limit - cost) * period, current), period)
-      retry = (period - elapsed) + needed
+      -- Next window: prev' = current, weighted at most limit - cost.
+      retry = (period - elapsed) + counter_weighted_at_most(current, period, limit - cost)
     end
     return 0, counter_remaining(current, limit, period, prev, elapsed), retry + lag, reset, 0
   end

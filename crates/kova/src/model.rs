@@ -128,17 +128,19 @@ impl SlidingCounterModel {
         self.counts.get(&window).copied().unwrap_or(0)
     }
 
-    /// `estimate * period` at `t` (exact).
-    fn scaled_estimate(&self, t: u64, extra: u64) -> u128 {
+    /// The estimate at `t` with `extra` more in the current window: the previous window's
+    /// count weighted by the share of it still in the sliding window, rounded down, plus the
+    /// current window's.
+    fn estimate(&self, t: u64, extra: u64) -> u128 {
         let window = t / self.period;
         let elapsed = (t % self.period) as u128;
         let prev = if window == 0 { 0 } else { self.count(window - 1) } as u128;
-        let current = (self.count(window) + extra) as u128;
-        prev * (self.period as u128 - elapsed) + current * self.period as u128
+        let p = self.period as u128;
+        prev * (p - elapsed) / p + (self.count(window) + extra) as u128
     }
 
     fn fits(&self, t: u64, cost: u64) -> bool {
-        self.scaled_estimate(t, cost) <= self.limit as u128 * self.period as u128
+        self.estimate(t, cost) <= self.limit as u128
     }
 
     /// The first `t >= now` at which `pred` holds (it holds by `now + 2 * period`).
@@ -158,12 +160,8 @@ impl SlidingCounterModel {
     /// Decides `cost` units at `now` (non-decreasing).
     pub fn decide(&mut self, now: u64, cost: u64) -> Decision {
         let window = now / self.period;
-        let p = self.period as u128;
-        let remaining = |m: &Self| {
-            let room = (m.limit as u128 * p).saturating_sub(m.scaled_estimate(now, 0));
-            (room / p) as u64
-        };
-        let reset = |m: &Self| m.first_time(now, |t| m.scaled_estimate(t, 0) == 0);
+        let remaining = |m: &Self| (m.limit as u128).saturating_sub(m.estimate(now, 0)) as u64;
+        let reset = |m: &Self| m.first_time(now, |t| m.estimate(t, 0) == 0);
         if self.fits(now, cost) {
             *self.counts.entry(window).or_insert(0) += cost;
             Decision::allowed(self.limit, remaining(self), reset(self))

@@ -68,14 +68,23 @@ fn fixed_window_fields() {
 fn sliding_counter_fields() {
     let (l, clock) = limiter::<SlidingWindowCounter>(Quota::per_second(10).unwrap());
     assert!(l.check_n(10).unwrap().is_allowed());
-    clock.set(1500 * MS); // estimate: 10 * 0.5 = 5
+    clock.set(1500 * MS); // estimate: floor(10 * 0.5) = 5
     let d = l.check_n(5).unwrap();
-    assert_eq!((d.is_allowed(), d.remaining(), d.reset_after_nanos()), (true, 0, 1500 * MS));
-    // One more fits once 10 * (1 - e) + 5 + 1 <= 10, i.e. e >= 0.6.
+    // Full again once the 5 weigh less than one unit in the next window: 5 * (1 - e) < 1, from
+    // e = 0.8 s + 1 ns.
+    assert_eq!((d.is_allowed(), d.remaining(), d.reset_after_nanos()), (true, 0, 1300 * MS + 1));
+    // One more fits once floor(10 * (1 - e)) + 5 + 1 <= 10, i.e. 10 * (1 - e) < 5: 1 ns on.
+    let denied = l.check();
+    assert_eq!((denied.is_allowed(), denied.retry_after_nanos()), (false, 1));
+    clock.set(1500 * MS + 1);
+    assert!(l.check().is_allowed());
+    // The seventh fits once floor(10 * (1 - e)) <= 3, from e = 0.6 s + 1 ns.
     let denied = l.check();
     assert_eq!((denied.is_allowed(), denied.retry_after_nanos()), (false, 100 * MS));
-    clock.set(1600 * MS);
-    assert!(l.check().is_allowed());
+    // From e = 0.9 s + 1 ns the previous window weighs nothing: the window's full 10 fit.
+    clock.set(1900 * MS + 1);
+    assert!(l.check_n(4).unwrap().is_allowed());
+    assert!(!l.check().is_allowed());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use kova::{
 };
 use kova_redis::{Error, Limits, RedisLimit, RedisLimiter, MICROS};
 
-use crate::conformance::{quantise_counter_retry, Rng};
+use crate::conformance::{quantise_counter_times, Rng};
 use crate::server::RedisServer;
 
 /// One in-memory limiter, whatever its algorithm: check (cost 0 = peek).
@@ -34,7 +34,7 @@ fn in_memory(limit: &RedisLimit, clock: &ManualClock) -> Check {
         AlgorithmKind::SlidingWindowLog => boxed::<SlidingWindowLog>(q, clock),
     };
     if limit.kind() == AlgorithmKind::SlidingWindowCounter {
-        Box::new(move |cost| quantise_counter_retry(check(cost)))
+        Box::new(move |cost| quantise_counter_times(check(cost)))
     } else {
         check
     }
@@ -60,7 +60,7 @@ fn sequential(limiters: &[Check], cost: u64) -> LimitsDecision {
 
 /// The same answer, with the sliding window counter's retry rounded up to a microsecond.
 fn quantised(d: LimitsDecision) -> (bool, usize, Vec<Decision>) {
-    (d.is_allowed(), d.decided_by(), d.limit_decisions().iter().map(|&d| quantise_counter_retry(d)).collect())
+    (d.is_allowed(), d.decided_by(), d.limit_decisions().iter().map(|&d| quantise_counter_times(d)).collect())
 }
 
 fn q(limit: u64, period: Duration) -> Quota {

@@ -207,16 +207,17 @@ pub fn sequence(limit: &RedisLimit, seed: u64, n: usize, backwards: bool) -> Vec
     out
 }
 
-/// The sliding window counter's retry time is the first instant at which the weighted estimate
-/// fits: kova finds the first such nanosecond, the script the first such microsecond. That is the
-/// in-memory value rounded up to a whole microsecond (every other field, and every duration of
-/// the other algorithms, is a difference of whole-microsecond times and comes out exact).
-pub fn quantise_counter_retry(d: Decision) -> Decision {
+/// The sliding window counter's retry and reset times are the first instants at which the
+/// weighted estimate fits (is zero): kova finds the first such nanosecond, the script the first
+/// such microsecond. That is the in-memory value rounded up to a whole microsecond (every other
+/// field, and every duration of the other algorithms, is a difference of whole-microsecond times
+/// and comes out exact).
+pub fn quantise_counter_times(d: Decision) -> Decision {
+    let up = |nanos: u64| nanos.div_ceil(MICROS) * MICROS;
     if d.is_allowed() {
-        return d;
+        return Decision::allowed(d.limit(), d.remaining(), up(d.reset_after_nanos()));
     }
-    let retry = d.retry_after_nanos().div_ceil(MICROS) * MICROS;
-    Decision::denied(d.limit(), d.remaining(), retry, d.reset_after_nanos())
+    Decision::denied(d.limit(), d.remaining(), up(d.retry_after_nanos()), up(d.reset_after_nanos()))
 }
 
 /// Runs every case through `limiter` (which must read `clock`), one after the other; returns
@@ -286,7 +287,7 @@ pub async fn run_case(
         set_now(now_ns);
         let mut expected = reference.apply(now_ns, op);
         if limit.kind() == AlgorithmKind::SlidingWindowCounter {
-            expected = expected.map(quantise_counter_retry);
+            expected = expected.map(quantise_counter_times);
         }
         let actual = match op {
             Op::Reset => {

@@ -11,7 +11,7 @@ use kova_redis::{
     Error, RedisLimit, RedisLimitError, RedisLimiter, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
 };
 
-use crate::conformance::{quantise_counter_retry, Rng, TaskClock, TASK_NOW};
+use crate::conformance::{quantise_counter_times, Rng, TaskClock, TASK_NOW};
 use crate::server::RedisServer;
 
 /// An exact model of one limit, in nanoseconds.
@@ -40,7 +40,7 @@ impl Model {
         match self {
             Model::Bucket(m) => m.decide(now_ns, cost),
             Model::Fixed(m) => m.decide(now_ns, cost),
-            Model::Counter(m) => quantise_counter_retry(m.decide(now_ns, cost)),
+            Model::Counter(m) => quantise_counter_times(m.decide(now_ns, cost)),
             Model::Log(m) => m.decide(now_ns, cost),
         }
     }

@@ -14,7 +14,7 @@ use kova_redis::{
     Error, Limits, RedisLimit, RedisLimitError, MAX_LOG_LIMIT, MAX_SPAN_MICROS, MAX_TIME_MICROS, MICROS,
 };
 
-use crate::conformance::{quantise_counter_retry, Rng};
+use crate::conformance::{quantise_counter_times, Rng};
 use crate::server::RedisServer;
 
 const M: u64 = MAX_SPAN_MICROS;
@@ -226,7 +226,7 @@ async fn composites_stay_exact_at_the_largest_quotas_and_times() {
         match i {
             0 => models.0.decide(now, cost),
             1 => models.1.decide(now, cost),
-            2 => quantise_counter_retry(models.2.decide(now, cost)),
+            2 => quantise_counter_times(models.2.decide(now, cost)),
             _ => models.3.decide(now, cost),
         }
     };
@@ -264,7 +264,7 @@ async fn composites_stay_exact_at_the_largest_quotas_and_times() {
         let expected = LimitsDecision::from_decisions(&each, fits || cost == 0).unwrap();
         let actual = limiter.check_limits_n("integers-composite", &limits, cost).await.unwrap();
         let quantised = |d: LimitsDecision| -> Vec<Decision> {
-            d.limit_decisions().iter().map(|&d| quantise_counter_retry(d)).collect()
+            d.limit_decisions().iter().map(|&d| quantise_counter_times(d)).collect()
         };
         assert_eq!(quantised(actual), quantised(expected), "op {op} cost {cost} at {t} µs");
         assert_eq!(

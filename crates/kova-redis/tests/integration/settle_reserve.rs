@@ -11,7 +11,7 @@ use kova::{
 };
 use kova_redis::{Error, RedisLimit, RedisLimiter, Reservation, MICROS};
 
-use crate::conformance::{quantise_counter_retry, Rng};
+use crate::conformance::{quantise_counter_times, Rng};
 use crate::server::RedisServer;
 
 /// The limits compared: GCRA with and without an overdraft, and the other word algorithms
@@ -56,7 +56,7 @@ async fn run<W: WordAlgorithm + Send + Sync + 'static>(
         Box::leak(Box::new(RateLimiter::with_clock(limit.effective_quota(), clock.clone()).unwrap()));
     limiter.reset(key, limit).await.unwrap();
     let counter = limit.kind() == AlgorithmKind::SlidingWindowCounter;
-    let fix = |d: Decision| if counter { quantise_counter_retry(d) } else { d };
+    let fix = |d: Decision| if counter { quantise_counter_times(d) } else { d };
     let fix_reserve = |e: ReserveError| match e {
         ReserveError::NotAvailableNow { algorithm, retry_after } if counter => {
             let micros = (retry_after.as_nanos() as u64).div_ceil(MICROS);
