@@ -147,13 +147,19 @@ impl SlidingWindowCounter {
     /// The elapsed time (from a window's start) from which `prev`, weighted, is at most `room`:
     /// `floor(prev * (p - e) / p) <= room` holds once `prev * (p - e) < (room + 1) * p`, that is
     /// once `e >= p - floor(((room + 1) * p - 1) / prev)`.
+    #[inline]
     fn weighted_at_most(&self, prev: u64, room: u64) -> u64 {
-        if prev == 0 {
+        if prev <= room {
+            // Even a whole window's weight fits.
             return 0;
         }
-        let p = self.period as u128;
-        let spared = (((room as u128 + 1) * p - 1) / prev as u128).min(p);
-        (p - spared) as u64
+        // `room + 1 <= prev`, so the quotient is below the period: no cap needed. In u64 when
+        // the product fits, as in `weighted`.
+        let spared = match (room + 1).checked_mul(self.period) {
+            Some(product) => (product - 1) / prev,
+            None => (((room as u128 + 1) * self.period as u128 - 1) / prev as u128) as u64,
+        };
+        self.period - spared
     }
 
     /// Nanoseconds (from the view's instant) until the limiter is back to full: `current` and
