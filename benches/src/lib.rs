@@ -38,6 +38,7 @@ pub mod peer_tables;
 pub mod peers;
 pub mod pingora;
 pub mod rate;
+pub mod rate_targets;
 pub mod readme;
 pub mod replay;
 pub mod report;

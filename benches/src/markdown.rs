@@ -254,12 +254,16 @@ impl Report {
     fn rate_table(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            "| offered | subject | offered, measured | quota | burst | admitted | error |\n|---:|---|---:|---:|---:|---:|---:|"
+            "| offered | subject | offered, measured | quota | burst | admitted | error | vs an exact window |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|"
         );
         for r in &self.rates {
+            let exact = r.exact_window_per_sec.map_or(String::new(), |e| {
+                format!("{:+.3}% of {}/s", (r.admitted_per_sec / e - 1.0) * 100.0, si(e))
+            });
             let _ = writeln!(
                 out,
-                "| {}/s | {} | {}/s | {}/s | {} | {}/s | {:+.3}% |",
+                "| {}/s | {} | {}/s | {}/s | {} | {}/s | {:+.3}% | {exact} |",
                 si(r.offered_target),
                 r.subject,
                 si(r.offered_per_sec),
@@ -452,7 +456,11 @@ impl Report {
                     out,
                     "One key of a keyed limiter offered a paced stream ({} threads) against a quota of \
                      half the offered rate per {} ms, on kova's default coarse clock (1 ms ticks). The stream starts on a \
-                     window edge; after {} warm-up periods, admissions are counted over {} whole period(s).\n",
+                     window edge; after {} warm-up periods, admissions are counted over {} whole period(s). \
+                     `vs an exact window` (the sliding window log's rows): the log's admissions against the most an \
+                     exact sliding window of the quota admits of the same requests at the times they were issued. \
+                     Where the requests are not evenly spaced, each admission waits for the first request after a \
+                     unit leaves the window, so no exact limiter reaches the quota's rate on them.\n",
                     self.settings.rate_threads,
                     self.settings.rate_period_ms,
                     crate::rate::WARMUP_PERIODS,

@@ -8,7 +8,10 @@
 
 use std::time::Duration;
 
-use kova::{Algorithm, AlgorithmKind, Clock, CoarseClock, Keyed, PreciseClock, Quota};
+use kova::{
+    Algorithm, AlgorithmKind, Clock, CoarseClock, Keyed, ManualClock, PreciseClock, Quota, RateLimiter,
+    SlidingWindowLog,
+};
 
 use crate::peers::GovernorKeyed;
 use crate::report::{RateRecord, SubjectKind};
@@ -54,12 +57,30 @@ pub fn small_burst_quota(kind: AlgorithmKind, rate: u64, burst: u64) -> Quota {
 }
 
 /// What one paced run measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RateOutcome {
     /// Requests actually issued per second inside the counted window.
     pub offered_per_sec: f64,
     /// Requests admitted per second inside the counted window.
     pub admitted_per_sec: f64,
+    /// The counted window, `[start, end)` on the precise clock.
+    pub counted: (u64, u64),
+    /// Every request's issue time on the precise clock, sorted, when the run was asked to keep
+    /// them; empty otherwise.
+    pub issued_at: Vec<u64>,
+}
+
+/// The most an exact sliding window of `quota` admits of requests issued at `issued_at`
+/// (sorted), per second in the `counted` window: a sliding window log replayed on those times.
+pub fn exact_window_per_sec(quota: Quota, issued_at: &[u64], counted: (u64, u64)) -> f64 {
+    let clock = ManualClock::new();
+    let log = RateLimiter::<SlidingWindowLog, _>::with_clock(quota, clock.clone()).expect("the row's quota");
+    let mut admitted = 0u64;
+    for &t in issued_at {
+        clock.set(t);
+        admitted += u64::from(log.check().is_allowed() && (counted.0..counted.1).contains(&t));
+    }
+    admitted as f64 / ((counted.1 - counted.0).max(1) as f64 / 1e9)
 }
 
 /// The quota used for an offered rate: half of it, per `period`.
@@ -72,8 +93,14 @@ fn round_up(t: u64, p: u64) -> u64 {
     t.div_ceil(p) * p
 }
 
-/// Offers `offered` requests per second for `key` 0 of `subject`, paced over `threads` threads.
-pub fn paced_run<S: Subject + ?Sized>(subject: &S, offered: f64, config: &RateConfig) -> RateOutcome {
+/// Offers `offered` requests per second for `key` 0 of `subject`, paced over `threads` threads;
+/// keeps every request's issue time when `keep_times`.
+pub fn paced_run<S: Subject + ?Sized>(
+    subject: &S,
+    offered: f64,
+    config: &RateConfig,
+    keep_times: bool,
+) -> RateOutcome {
     let precise = PreciseClock::new();
     let coarse = CoarseClock::new();
     let period = config.period.as_nanos() as u64;
@@ -84,11 +111,12 @@ pub fn paced_run<S: Subject + ?Sized>(subject: &S, offered: f64, config: &RateCo
     let t1 = t0 + config.periods.max(1) * period;
     let end = t1 + 1_000_000;
     let gap = 1e9 / offered;
-    let counts: Vec<(u64, u64)> = std::thread::scope(|scope| {
+    let counts: Vec<(u64, u64, Vec<u64>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
                     let (mut issued, mut admitted) = (0u64, 0u64);
+                    let mut times = Vec::new();
                     let mut j = 0u64;
                     loop {
                         let due = start + ((j * threads as u64 + t as u64) as f64 * gap) as u64;
@@ -105,6 +133,9 @@ pub fn paced_run<S: Subject + ?Sized>(subject: &S, offered: f64, config: &RateCo
                             }
                             now = precise.now_nanos();
                         }
+                        if keep_times {
+                            times.push(now);
+                        }
                         let before = coarse.now_nanos();
                         let allowed = subject.hit(0);
                         let after = coarse.now_nanos();
@@ -117,15 +148,22 @@ pub fn paced_run<S: Subject + ?Sized>(subject: &S, offered: f64, config: &RateCo
                         }
                         j += 1;
                     }
-                    (issued, admitted)
+                    (issued, admitted, times)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("rate thread panicked")).collect()
     });
     let window = (t1.saturating_sub(t0)).max(1) as f64 / 1e9;
-    let (issued, admitted) = counts.iter().fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
-    RateOutcome { offered_per_sec: issued as f64 / window, admitted_per_sec: admitted as f64 / window }
+    let (issued, admitted) = counts.iter().fold((0, 0), |(a, b), (c, d, _)| (a + c, b + d));
+    let mut issued_at: Vec<u64> = counts.into_iter().flat_map(|(_, _, times)| times).collect();
+    issued_at.sort_unstable();
+    RateOutcome {
+        offered_per_sec: issued as f64 / window,
+        admitted_per_sec: admitted as f64 / window,
+        counted: (t0, t1),
+        issued_at,
+    }
 }
 
 /// A row: `burst` is a small-burst row's (`None` for the default rows, whose burst is their
@@ -135,7 +173,7 @@ fn record(
     kind: SubjectKind,
     (offered, burst): (f64, Option<u64>),
     quota: Quota,
-    outcome: RateOutcome,
+    outcome: &RateOutcome,
 ) -> RateRecord {
     let quota_per_sec = quota.limit() as f64 / quota.period().as_secs_f64();
     RateRecord {
@@ -147,6 +185,7 @@ fn record(
         quota_per_sec,
         admitted_per_sec: outcome.admitted_per_sec,
         error_pct: (outcome.admitted_per_sec / quota_per_sec - 1.0) * 100.0,
+        exact_window_per_sec: None,
     }
 }
 
@@ -166,9 +205,15 @@ impl<F: FnMut(&str)> AlgorithmVisitor for RateVisitor<'_, F> {
             None => quota_for(self.offered, self.config.period),
         };
         let limiter = KovaKeyed(Keyed::<u64, A>::new(quota).expect("valid quota"));
-        let outcome = paced_run(&limiter, self.offered, self.config);
+        let is_log = kind == AlgorithmKind::SlidingWindowLog;
+        let outcome = paced_run(&limiter, self.offered, self.config, is_log);
         let row = (self.offered, self.small_burst.map(|(_, burst)| burst));
-        self.out.push(record(kind.as_str(), SubjectKind::Kova, row, quota, outcome));
+        let mut record = record(kind.as_str(), SubjectKind::Kova, row, quota, &outcome);
+        if is_log {
+            record.exact_window_per_sec =
+                Some(exact_window_per_sec(quota, &outcome.issued_at, outcome.counted));
+        }
+        self.out.push(record);
         (self.tick)(&format!("rate {} {}", crate::stats::si(self.offered), kind.as_str()));
     }
 }
@@ -191,8 +236,8 @@ pub fn run_rates(config: &RateConfig, mut tick: impl FnMut(&str)) -> Vec<RateRec
         });
         let quota = quota_for(offered, config.period);
         let governor = GovernorKeyed::new(quota);
-        let outcome = paced_run(&governor, offered, config);
-        out.push(record("governor", SubjectKind::Peer, (offered, None), quota, outcome));
+        let outcome = paced_run(&governor, offered, config, false);
+        out.push(record("governor", SubjectKind::Peer, (offered, None), quota, &outcome));
         tick(&format!("rate {} governor", crate::stats::si(offered)));
     }
     for &(rate, burst) in &config.small_bursts {
@@ -200,8 +245,8 @@ pub fn run_rates(config: &RateConfig, mut tick: impl FnMut(&str)) -> Vec<RateRec
         let small_burst = Some((rate, burst));
         each_algorithm(&mut RateVisitor { offered, small_burst, config, out: &mut out, tick: &mut tick });
         let quota = small_burst_quota(AlgorithmKind::Gcra, rate, burst);
-        let outcome = paced_run(&GovernorKeyed::new(quota), offered, config);
-        out.push(record("governor", SubjectKind::Peer, (offered, Some(burst)), quota, outcome));
+        let outcome = paced_run(&GovernorKeyed::new(quota), offered, config, false);
+        out.push(record("governor", SubjectKind::Peer, (offered, Some(burst)), quota, &outcome));
         tick(&format!("rate {} burst {burst} governor", crate::stats::si(offered)));
     }
     out
@@ -238,9 +283,24 @@ mod tests {
         let quota = quota_for(20_000.0, period);
         let limiter = KovaKeyed(Keyed::<u64, kova::FixedWindow>::new(quota).unwrap());
         let config = RateConfig { offered: vec![], threads: 1, period, periods: 3, small_bursts: vec![] };
-        let outcome = paced_run(&limiter, 20_000.0, &config);
+        let outcome = paced_run(&limiter, 20_000.0, &config, true);
         assert!(outcome.admitted_per_sec <= 10_000.0 * 1.02, "{outcome:?}");
         assert!(outcome.admitted_per_sec >= 10_000.0 * 0.8, "{outcome:?}");
         assert!(outcome.offered_per_sec > 15_000.0, "{outcome:?}");
+        // Every request kept, sorted; an exact window admits about the quota of them.
+        assert!(outcome.issued_at.windows(2).all(|w| w[0] <= w[1]));
+        assert!(outcome.issued_at.len() as f64 >= outcome.offered_per_sec * 0.3);
+        let exact = exact_window_per_sec(quota, &outcome.issued_at, outcome.counted);
+        assert!((8_000.0..=10_001.0).contains(&exact), "{exact}");
+    }
+
+    #[test]
+    fn an_exact_window_replays_the_issue_times() {
+        // 3 per 100 ns; requests every 10 ns from 0: 3 at 0, 10, 20, then one as each leaves.
+        let quota = Quota::from_nanos(3, 100).unwrap();
+        let times: Vec<u64> = (0..100).map(|i| i * 10).collect();
+        // Counted [200, 600): admissions at 200, 210, 220, 300, ..., 520: 12 in 400 ns.
+        let per_sec = exact_window_per_sec(quota, &times, (200, 600));
+        assert!((per_sec - 12.0 / 400e-9).abs() < 1.0, "{per_sec}");
     }
 }

@@ -90,6 +90,11 @@ pub struct RateRecord {
     /// whose burst is their period's limit, and in reports written before such rows existed.
     #[serde(default)]
     pub burst: Option<u64>,
+    /// The sliding window log's rows: the most an exact sliding window of the quota admits of
+    /// the same requests at the times they were issued, per second in the counted window (the
+    /// log is exact, so no exact limiter admits more of that stream). `None` for the others.
+    #[serde(default)]
+    pub exact_window_per_sec: Option<f64>,
 }
 
 /// Accuracy of one algorithm.

@@ -1,6 +1,6 @@
 //! The targets: each goal of the issues, evaluated from the measured numbers of one run.
 
-use crate::report::{MemoryRecord, RateRecord, Report, Status, SubjectKind, TargetResult, PINNED_FLOOR};
+use crate::report::{MemoryRecord, Report, Status, TargetResult, PINNED_FLOOR};
 use crate::scenarios::{GCRA_HOT, GCRA_NO_DOOR};
 use crate::stats::si;
 
@@ -109,32 +109,7 @@ impl Report {
         t.push(per_thread);
         self.new_key_targets(&mut t);
         self.cold_hot_key_targets(&mut t);
-        let mut offered: Vec<(Option<u64>, f64)> =
-            self.rates.iter().map(|r| (r.burst, r.offered_target)).collect();
-        offered.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        offered.dedup();
-        for (burst, o) in offered {
-            let rows: Vec<&RateRecord> = self
-                .rates
-                .iter()
-                .filter(|r| r.offered_target == o && r.burst == burst && r.kind == SubjectKind::Kova)
-                .collect();
-            let worst = rows.iter().max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()));
-            let burst_text = burst.map_or(String::new(), |b| format!(", burst {b}"));
-            let name = format!(
-                "per-key rate, {}/s offered{burst_text}: admitted vs quota, all five algorithms",
-                si(o)
-            );
-            t.push(match worst {
-                Some(w) => TargetResult {
-                    name,
-                    goal: "within 1%".into(),
-                    measured: format!("worst {:+.3}% ({})", w.error_pct, w.subject),
-                    status: Status::from_bool(rows.len() == 5 && w.error_pct.abs() <= 1.0),
-                },
-                None => not_measured(name, "within 1%"),
-            });
-        }
+        self.rate_targets(&mut t);
         let acc = |a: &str| self.accuracy.iter().find(|r| r.algorithm == a);
         let kova_rows = self
             .accuracy
