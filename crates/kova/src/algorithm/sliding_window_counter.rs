@@ -1,5 +1,7 @@
 //! Sliding window counter (Cloudflare's): two counts weighted by the window's progress.
 
+use strength_reduce::StrengthReducedU64;
+
 use super::WordAlgorithm;
 use crate::{Decision, Quota, QuotaError};
 
@@ -41,12 +43,24 @@ use crate::{Decision, Quota, QuotaError};
 ///   provides runs backwards by that much; only [`ManualClock::set`](crate::ManualClock::set) can).
 ///   A key untouched for a multiple of 2^24 windows (194 days of 1 s windows) reads as if no time
 ///   had passed: stricter, never looser.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct SlidingWindowCounter {
     quota: Quota,
     limit: u64,
     period: u64,
+    /// `period` as a multiply-and-shift divisor: every check divides by it twice (the window
+    /// index, the weighted count).
+    period_divisor: StrengthReducedU64,
 }
+
+/// Two counters are equal when built from the same quota (everything else derives from it).
+impl PartialEq for SlidingWindowCounter {
+    fn eq(&self, other: &Self) -> bool {
+        self.quota == other.quota
+    }
+}
+
+impl Eq for SlidingWindowCounter {}
 
 /// Bits of the window index.
 pub(crate) const WINDOW_BITS: u32 = 24;
@@ -103,8 +117,7 @@ impl SlidingWindowCounter {
     #[inline]
     fn view(&self, word: u64, now: u64) -> View {
         let (stored, prev, current) = unpack(word);
-        let index = now / self.period;
-        let elapsed = now % self.period;
+        let (index, elapsed) = StrengthReducedU64::div_rem(now, self.period_divisor);
         let window = index & WINDOW_MASK;
         let ahead = window.wrapping_sub(stored) & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
@@ -134,7 +147,7 @@ impl SlidingWindowCounter {
             return 0;
         }
         match prev.checked_mul(self.period - elapsed) {
-            Some(product) => product / self.period,
+            Some(product) => product / self.period_divisor,
             None => (prev as u128 * (self.period - elapsed) as u128 / self.period as u128) as u64,
         }
     }
@@ -191,7 +204,13 @@ impl WordAlgorithm for SlidingWindowCounter {
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
-        Ok(SlidingWindowCounter { quota, limit: quota.limit(), period: quota.period_nanos() })
+        let period = quota.period_nanos();
+        Ok(SlidingWindowCounter {
+            quota,
+            limit: quota.limit(),
+            period,
+            period_divisor: StrengthReducedU64::new(period),
+        })
     }
 
     fn quota(&self) -> Quota {
