@@ -1,5 +1,7 @@
 //! The direct limiter: one state cell, no key.
 
+use crossbeam_utils::CachePadded;
+
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
 
 /// A limiter for one thing (a whole service, one upstream): one cell driven by the algorithm.
@@ -17,7 +19,10 @@ use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, Qu
 #[derive(Debug)]
 pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
     pub(crate) algorithm: A,
-    pub(crate) cell: A::Cell,
+    /// On cache lines of its own: every check reads the algorithm's parameters and the clock,
+    /// and on a line the cell's writes invalidate, a thread whose check another thread's write
+    /// just beat would miss on them as well as on the cell.
+    pub(crate) cell: CachePadded<A::Cell>,
     pub(crate) clock: C,
 }
 
@@ -53,7 +58,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_algorithm(algorithm: A, clock: C) -> Self {
-        let cell = algorithm.new_cell();
+        let cell = CachePadded::new(algorithm.new_cell());
         RateLimiter { algorithm, cell, clock }
     }
 

@@ -14,6 +14,8 @@ pub use keyed_builder::KeyedLimitsBuilder;
 
 use std::fmt;
 
+use crossbeam_utils::CachePadded;
+
 use cells::Cells;
 use composite::Composite;
 
@@ -61,7 +63,9 @@ pub const MAX_LIMITS: usize = 4;
 /// ```
 pub struct Limits<W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
     algorithms: Vec<W>,
-    cells: Cells,
+    /// On cache lines of their own, as [`RateLimiter`](crate::RateLimiter)'s cell: apart from
+    /// the capacity, the clock and the algorithms' address that every check reads.
+    cells: CachePadded<Cells>,
     capacity: u64,
     clock: C,
 }
@@ -149,7 +153,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
         chained: bool,
     ) -> Result<Self, LimitsError> {
         let (algorithms, capacity) = Composite::<W>::new(quotas)?.into_parts();
-        let cells = Cells::new(&algorithms, chained);
+        let cells = CachePadded::new(Cells::new(&algorithms, chained));
         Ok(Limits { algorithms, cells, capacity, clock })
     }
 

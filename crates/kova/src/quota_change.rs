@@ -1,5 +1,7 @@
 //! Changing a direct limiter's quota at run time, keeping what it has consumed.
 
+use crossbeam_utils::CachePadded;
+
 use crate::algorithm::carry_over;
 use crate::{Algorithm, Clock, Quota, QuotaError, RateLimiter};
 
@@ -27,7 +29,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     pub fn set_quota(&mut self, quota: Quota) -> Result<(), QuotaError> {
         let algorithm = self.algorithm.with_quota(quota)?;
-        self.cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
+        self.cell =
+            CachePadded::new(carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos()));
         self.algorithm = algorithm;
         Ok(())
     }
@@ -50,6 +53,6 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     {
         let algorithm = self.algorithm.with_quota(quota)?;
         let cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
-        Ok(RateLimiter { algorithm, cell, clock: self.clock.clone() })
+        Ok(RateLimiter { algorithm, cell: CachePadded::new(cell), clock: self.clock.clone() })
     }
 }

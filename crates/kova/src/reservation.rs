@@ -169,7 +169,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
         }
         let max_nanos = max_delay_nanos(max_delay);
         let made = update_word(
-            &self.cell,
+            &*self.cell,
             &self.clock,
             #[inline(always)]
             |word, now| reserve_step(&self.algorithm, word, now, cost, max_nanos, max_delay),
@@ -249,7 +249,7 @@ where
         if cost == 0 {
             return 0;
         }
-        update_word(&limiter.cell, &limiter.clock, |word, now| {
+        update_word(&*limiter.cell, &limiter.clock, |word, now| {
             cancel_step(&limiter.algorithm, word, now, cost, ready_at, mark)
         })
     }

@@ -57,7 +57,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             return 0;
         }
         update_word(
-            &self.cell,
+            &*self.cell,
             &self.clock,
             #[inline(always)]
             |word, now| self.algorithm.charge(word, now, cost),
