@@ -229,9 +229,13 @@ impl WordAlgorithm for SlidingWindowCounter {
     fn decide(&self, word: u64, now: u64, cost: u64) -> (Decision, u64) {
         let v = self.view(word, now);
         let weighted = self.weighted(v.prev, v.elapsed);
-        let reset = self.until_fresh(&v, v.current).saturating_add(v.lag);
+        // The reset of the state as it stands, for a peek or a denial only: an admission
+        // computes its own, and need not pay this one's division.
+        let standing_reset = || self.until_fresh(&v, v.current).saturating_add(v.lag);
         if cost == 0 {
-            return (Decision::allowed(self.limit, self.remaining(weighted, v.current), reset), word);
+            let decision =
+                Decision::allowed(self.limit, self.remaining(weighted, v.current), standing_reset());
+            return (decision, word);
         }
         let current = v.current.saturating_add(cost);
         if current.saturating_add(weighted) <= self.limit {
@@ -240,7 +244,8 @@ impl WordAlgorithm for SlidingWindowCounter {
             (decision, pack(v.window, v.prev, current))
         } else {
             let retry = self.until_fits(&v, cost).saturating_add(v.lag);
-            (Decision::denied(self.limit, self.remaining(weighted, v.current), retry, reset), word)
+            let remaining = self.remaining(weighted, v.current);
+            (Decision::denied(self.limit, remaining, retry, standing_reset()), word)
         }
     }
 
