@@ -6,7 +6,28 @@ pub(super) use crate::loom::MutexGuard;
 
 /// Locks `mutex`, ignoring poisoning: the table's invariants hold between any two statements of
 /// a locked section that can panic (a user's `Hash`/`Eq`/`Clone`), so a poisoned lock is usable.
+///
+/// A taken lock is first retried with `try_lock` under a short backoff, and only then waited
+/// for with `lock`. A shard's locked sections are short (an insert, an eviction), so a waiter
+/// almost always gets the lock within the backoff. std's `lock` spins only briefly, then marks
+/// the lock as having waiters and parks in the kernel; the thread it wakes takes the lock still
+/// marked, so that thread's unlock makes a wake-up system call too, waiter or not. Under a
+/// steady flood of new keys from two threads those calls cost more than the locked sections.
+/// `try_lock` never marks the lock, so an unlock stays a plain store unless a thread really
+/// parked.
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    #[cfg(not(kova_loom))]
+    {
+        let backoff = crossbeam_utils::Backoff::new();
+        while !backoff.is_completed() {
+            match mutex.try_lock() {
+                Ok(guard) => return guard,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => backoff.snooze(),
+            }
+        }
+    }
+    // Under loom the models explore `lock`'s blocking directly: a spin would only add states.
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
