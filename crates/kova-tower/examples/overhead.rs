@@ -23,6 +23,10 @@
 //! `Router::layer`, so both pay what axum adds for a route layer (a boxed service and future
 //! per route, the response body boxed again).
 //!
+//! In process, under wrk and counted, two more rows split kova-tower's cost in two: kova-tower in shadow
+//! mode (the same check, no headers written) and the bare router whose handler writes the same
+//! two header fields kova-tower writes (the fields' cost with no limiter at all).
+//!
 //! Also beside it (in process and over HTTP), tower's own `tower::limit::RateLimit`, with a rate
 //! no run reaches: one rate for the whole service (no keys, no headers, no 429: it makes callers
 //! wait). In process it wraps the router directly; over HTTP it sits behind
@@ -38,8 +42,8 @@
 //!
 //! 4. **Counted**: `-- count SUBJECT N` makes N in-process calls of one subject (`bare`, `noop`
 //!    (a layer that does nothing, added the same way: what axum adds for any route layer), `kova`,
-//!    `kova-wrap`, `governor`, `governor-headers`) after a warm-up, in one function an instruction counter
-//!    can count alone: its count over N is the instructions per request, exact on a busy host
+//!    `kova-wrap`, `kova-shadow`, `bare-headers`, `governor`, `governor-headers`) after a warm-up,
+//!    in one function an instruction counter can count alone: its count over N is the instructions per request, exact on a busy host
 //!    where wall time is not:
 //!
 //! ```text
@@ -85,15 +89,23 @@ enum Subject {
     Governor,
     GovernorHeaders,
     Tower,
+    /// kova-tower in shadow mode: the same check, but no headers written (and nothing ever
+    /// rejected): what the layer costs before its headers.
+    KovaShadow,
+    /// The bare router whose handler answers with the two header fields kova-tower writes, the
+    /// same bytes: what writing and sending those headers costs without any limiter.
+    BareHeaders,
 }
 
-const SUBJECTS: [Subject; 6] = [
+const SUBJECTS: [Subject; 8] = [
     Subject::Bare,
     Subject::Kova,
     Subject::KovaAround,
     Subject::Governor,
     Subject::GovernorHeaders,
     Subject::Tower,
+    Subject::KovaShadow,
+    Subject::BareHeaders,
 ];
 
 /// What is loaded over HTTP: every subject but kova-tower around the router (the same layer as
@@ -102,8 +114,14 @@ const HTTP_SUBJECTS: [Subject; 5] =
     [Subject::Bare, Subject::Kova, Subject::Governor, Subject::GovernorHeaders, Subject::Tower];
 
 /// What wrk loads: the limiters keyed per client IP.
-const WRK_SUBJECTS: [Subject; 4] =
-    [Subject::Bare, Subject::Kova, Subject::Governor, Subject::GovernorHeaders];
+const WRK_SUBJECTS: [Subject; 6] = [
+    Subject::Bare,
+    Subject::Kova,
+    Subject::Governor,
+    Subject::GovernorHeaders,
+    Subject::KovaShadow,
+    Subject::BareHeaders,
+];
 
 impl Subject {
     fn label(self) -> &'static str {
@@ -116,6 +134,8 @@ impl Subject {
             Subject::Governor => "tower_governor",
             Subject::GovernorHeaders => "governor+headers",
             Subject::Tower => "tower RateLimit",
+            Subject::KovaShadow => "kova, no headers",
+            Subject::BareHeaders => "bare+kova's hdrs",
         }
     }
 }
@@ -135,6 +155,11 @@ fn router(subject: Subject) -> Router {
     governor.per_nanosecond(1).burst_size(1_000_000);
     let app = match subject {
         Subject::Bare => app,
+        Subject::KovaShadow => app.layer(kova_layer().shadow(true).same_body()),
+        Subject::BareHeaders => {
+            let headers = kova_headers();
+            Router::new().route("/", get(move || std::future::ready((headers.clone(), "hello\n"))))
+        }
         Subject::Tower => {
             let buffered = ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(|_: BoxError| async { StatusCode::SERVICE_UNAVAILABLE }))
@@ -173,6 +198,23 @@ fn kova_layer() -> RateLimitLayer {
         }
     });
     RateLimitLayer::new(per_ip)
+}
+
+/// The header fields kova-tower writes on an allowed response of [`kova_layer`]'s limit (taken
+/// from one call), for the router that writes the same fields without a limiter.
+fn kova_headers() -> [(http::HeaderName, http::HeaderValue); 2] {
+    let mut app = router(Subject::Kova);
+    let peer = peers()[0];
+    let request = Request::get("/").extension(peer).body(Body::empty()).expect("request");
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut future = std::pin::pin!(app.call(request));
+    let std::task::Poll::Ready(Ok(response)) = future.as_mut().poll(&mut cx) else {
+        panic!("the layer answers at once")
+    };
+    ["ratelimit-policy", "ratelimit"].map(|name| {
+        let value = response.headers().get(name).unwrap_or_else(|| panic!("kova-tower writes {name}"));
+        (http::HeaderName::from_static(name), value.clone())
+    })
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -341,9 +383,11 @@ fn counted(name: Option<String>, calls: Option<String>) {
         Some("noop") => Subject::Noop,
         Some("governor") => Subject::Governor,
         Some("governor-headers") => Subject::GovernorHeaders,
+        Some("kova-shadow") => Subject::KovaShadow,
+        Some("bare-headers") => Subject::BareHeaders,
         other => {
             panic!(
-                "count SUBJECT N: SUBJECT is bare, noop, kova, kova-wrap, governor or governor-headers, not {other:?}"
+                "count SUBJECT N: SUBJECT is bare, noop, kova, kova-wrap, kova-shadow, bare-headers, governor or governor-headers, not {other:?}"
             )
         }
     };
