@@ -379,8 +379,11 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> VacantEntry<'a, K, A, C> 
                 .map_err(|r| NoRoom::Full(Some(r)))?;
         }
         let algorithm = table.quotas.get(id);
+        // The user's `Clone` before the door's unit is taken: if it panics, the door still
+        // counts what it admitted of the key.
+        let key = self.key.clone();
         let admitted = table.door.as_ref().and_then(|door| door.take(self.hash, table.clock.now_nanos()));
-        let new = NewKey { hash: self.hash, key: self.key.clone(), quota: id, heap: heap_of(algorithm) };
+        let new = NewKey { hash: self.hash, key, quota: id, heap: heap_of(algorithm) };
         let cell = self.new_cell(algorithm, admitted);
         let pos = self.locked.insert(new, cell);
         Ok(HeldEntry { table, locked: self.locked, hash: self.hash, pos })
