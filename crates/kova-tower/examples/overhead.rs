@@ -38,6 +38,7 @@
 //! cargo run --release -p kova-tower --example overhead -- in-process
 //! cargo run --release -p kova-tower --example overhead -- http
 //! cargo run --release -p kova-tower --example overhead -- wrk     # ROUNDS=5 WRK_SECS=5
+//! cargo run --release -p kova-tower --example overhead -- threads # in process, 1 and 2 threads
 //! ```
 //!
 //! 4. **Counted**: `-- count SUBJECT N` makes N in-process calls of one subject (`bare`, `noop`
@@ -50,6 +51,11 @@
 //! valgrind --tool=callgrind --toggle-collect='*serve_calls*' --callgrind-out-file=/tmp/kova.cg \
 //!   target/release/examples/overhead count kova 10000 2>&1 | grep Collected
 //! ```
+//!
+//! 5. **On two threads** (`-- threads`): the router called in process from one thread, then
+//!    from two at once, each with its own clone of the router and its own clients: calls per
+//!    second and the ratio. What a layer writes to shared memory on every request (a reference
+//!    count) shows here as two threads serving little more than one.
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -368,6 +374,9 @@ fn main() {
     if only.as_deref() == Some("wrk") {
         under_wrk();
     }
+    if only.as_deref() == Some("threads") {
+        on_threads(ROUNDS);
+    }
     if only.as_deref() == Some("count") {
         counted(std::env::args().nth(2), std::env::args().nth(3));
     }
@@ -548,4 +557,46 @@ fn under_wrk() {
         &WRK_SUBJECTS,
         &rounds,
     );
+}
+
+/// In process on one and on two threads at once, each thread calling its own clone of the same
+/// router (as a server's workers do: the layer's state is shared) from clients of its own, in
+/// `rounds` rounds: calls per second, and two threads' over one thread's. A layer that writes
+/// something shared on every request shows here, and not on one thread.
+fn on_threads(rounds: usize) {
+    const CALLS_PER_THREAD: usize = 400_000;
+    println!("in process, 1 and 2 threads, {CALLS_PER_THREAD} calls per thread");
+    for round in 0..rounds {
+        for subject in
+            [Subject::Bare, Subject::Kova, Subject::KovaShadow, Subject::Governor, Subject::BareHeaders]
+        {
+            let app = router(subject);
+            let rate = |threads: usize| {
+                let started = Instant::now();
+                std::thread::scope(|s| {
+                    for thread in 0..threads {
+                        let mut app = app.clone();
+                        s.spawn(move || {
+                            let runtime = tokio::runtime::Builder::new_current_thread()
+                                .enable_all()
+                                .build()
+                                .expect("runtime");
+                            let _entered = runtime.enter();
+                            let peers: Vec<_> = peers().into_iter().skip(thread * 2048).take(2048).collect();
+                            calls_answered_at_once(&mut app, &peers, CALLS_PER_THREAD);
+                        });
+                    }
+                });
+                (threads * CALLS_PER_THREAD) as f64 / started.elapsed().as_secs_f64()
+            };
+            let (one, two) = (rate(1), rate(2));
+            println!(
+                "  round {round} {:<16} 1 thread {:>9.0}/s  2 threads {:>9.0}/s  2/1 {:.2}",
+                subject.label(),
+                one,
+                two,
+                two / one
+            );
+        }
+    }
 }

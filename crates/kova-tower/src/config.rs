@@ -8,6 +8,7 @@ use http::{HeaderValue, Response};
 use kova::Decision;
 
 use crate::headers;
+use crate::interned;
 use crate::{BackendFailurePolicy, Event, EventKind, Limit, LimitKey, Metrics, PartitionKeys, Rejection};
 
 pub(crate) type Responder = dyn Fn(&Rejection<'_>, Response<Bytes>) -> Response<Bytes> + Send + Sync;
@@ -27,7 +28,8 @@ pub(crate) struct Config {
     /// Answers denials the gRPC way (status in headers, HTTP 200).
     #[cfg(feature = "grpc")]
     pub(crate) grpc: bool,
-    /// `RateLimit-Policy` when every limit applied (the common case), written once.
+    /// `RateLimit-Policy` when every limit applied (the common case), written once, over
+    /// `'static` bytes (`interned.rs`) so that cloning it writes nothing shared.
     pub(crate) all_policies: HeaderValue,
 }
 
@@ -54,7 +56,8 @@ impl Config {
         self.limits.push(limit);
         let items = self.limits.iter().map(|limit| (limit.policy_item(), None));
         if let Some(value) = headers::policy_value(items) {
-            self.all_policies = value;
+            // Cloned onto every allowed response, from every worker thread.
+            self.all_policies = interned::interned(value);
         }
     }
 

@@ -144,6 +144,7 @@ mod future;
 #[cfg(feature = "grpc")]
 mod grpc;
 pub mod headers;
+mod interned;
 mod key;
 mod layer;
 mod limit;
