@@ -167,10 +167,18 @@ impl Door {
         (&self.words[index], fingerprint)
     }
 
-    /// Asks the cache for the word of `hash`, which a check of a key not held reads next.
+    /// Asks the cache for the word of `hash`, which a check of a key not held reads next, when
+    /// this thread's checks found a key missing lately ([`note_missing_key`]): in a flood of new
+    /// keys the door's miss then overlaps the probe's, and a table whose keys are all held (a
+    /// large one, where every check already waits for its own line) loads no door word it never
+    /// reads.
     #[inline(always)]
-    pub(super) fn prefetch(&self, hash: u64) {
-        super::line::prefetch_line(self.place(hash).0);
+    pub(super) fn prefetch_after_misses(&self, hash: u64) {
+        let recent = RECENT_MISSES.get();
+        if recent > 0 {
+            RECENT_MISSES.set(recent - 1);
+            super::line::prefetch_line(self.place(hash).0);
+        }
     }
 
     /// `now` in units, rounded up (an entry never reads earlier than its check).
@@ -302,10 +310,45 @@ pub(super) fn fresh_cell<A: Algorithm>(algorithm: &A, admitted: Option<u64>) -> 
     cell
 }
 
+std::thread_local! {
+    /// How many of this thread's next checks prefetch their door word: a hint, so a thread's
+    /// own count, never shared, for every table it checks.
+    static RECENT_MISSES: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// How many checks after one that found its key missing prefetch the door word: enough that a
+/// flood keeps prefetching while a few new keys among many held ones stop soon after.
+const MISS_ECHO: u8 = 32;
+
+/// Notes that this thread's check found its key missing, so that its next checks prefetch their
+/// door word ([`Door::prefetch_after_misses`]).
+#[inline]
+pub(super) fn note_missing_key() {
+    RECENT_MISSES.set(MISS_ECHO);
+}
+
 #[cfg(all(test, not(kova_loom)))]
 mod tests {
     use super::*;
     use crate::{FixedWindow, Gcra, Quota, SlidingWindowCounter, SlidingWindowLog, TokenBucket};
+
+    #[test]
+    fn a_missing_key_makes_the_next_checks_prefetch_and_then_stops() {
+        RECENT_MISSES.set(0);
+        let door = Door::new(1 << 10, 1_000_000);
+        door.prefetch_after_misses(7);
+        assert_eq!(RECENT_MISSES.get(), 0, "no miss noted: nothing to count down");
+        note_missing_key();
+        for left in (0..MISS_ECHO).rev() {
+            door.prefetch_after_misses(7);
+            assert_eq!(RECENT_MISSES.get(), left);
+        }
+        door.prefetch_after_misses(7);
+        assert_eq!(RECENT_MISSES.get(), 0);
+        // Another thread's count is its own.
+        note_missing_key();
+        std::thread::spawn(|| assert_eq!(RECENT_MISSES.get(), 0)).join().unwrap();
+    }
 
     /// A unit checked at any time `t0` is idle by `t0 + unit_idle_after` (what the door's
     /// expiry relies on), and one checked at 0 not at half that.

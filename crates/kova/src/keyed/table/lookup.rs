@@ -6,6 +6,7 @@
 use std::cell::Cell;
 use std::hash::Hash;
 
+use super::super::door;
 use super::super::epoch::{self, Guard};
 use super::super::line::{LineHit, LineShard};
 use super::super::quotas::{QuotaId, DEFAULT_ID};
@@ -74,7 +75,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         shard.prefetch(hash);
         if let Some(door) = &self.door {
             // A flood of new keys reads the door after the probe misses: both misses overlap.
-            door.prefetch(hash);
+            door.prefetch_after_misses(hash);
         }
         let guard = epoch::pin();
         let mut prior = None;
@@ -304,6 +305,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// then goes to the lock). Why no key gets more than its quota: `door.rs`'s module docs.
     fn admit_at_door(&self, hash: u64, key: &K, guard: &Guard) -> Option<Decision> {
         let door = self.door.as_ref()?;
+        door::note_missing_key();
         let shard = self.shard(hash);
         // Acquire: pairs with the Release that ends an insert, so that the probe below sees the
         // key of any insert this count includes.
