@@ -57,6 +57,9 @@
 //!    second and the ratio. What a layer writes to shared memory on every request (a reference
 //!    count) shows here as two threads serving little more than one.
 
+mod threads;
+mod wrk;
+
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -372,10 +375,10 @@ fn main() {
         over_http();
     }
     if only.as_deref() == Some("wrk") {
-        under_wrk();
+        wrk::under_wrk();
     }
     if only.as_deref() == Some("threads") {
-        on_threads(ROUNDS);
+        threads::on_threads(ROUNDS);
     }
     if only.as_deref() == Some("count") {
         counted(std::env::args().nth(2), std::env::args().nth(3));
@@ -482,121 +485,4 @@ fn over_http() {
             );
         }
     });
-}
-
-/// Serves `subject` on a loopback port from a thread of its own running a one-thread runtime
-/// (the server's only worker), for as long as the process runs.
-fn spawn_server(subject: Subject) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("address");
-    listener.set_nonblocking(true).expect("nonblocking");
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            serve(listener, subject).await;
-        });
-    });
-    addr
-}
-
-/// One wrk run against `addr`: requests per second and the p50 and p99 latency it reports.
-fn wrk_round(addr: SocketAddr, secs: u64) -> Round {
-    let output = std::process::Command::new("wrk")
-        .args(["-t1", &format!("-c{WRK_CONNECTIONS}"), &format!("-d{secs}s"), "--latency"])
-        .arg(format!("http://{addr}/"))
-        .output()
-        .expect("wrk runs (apt-get install wrk)");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(!text.contains("Non-2xx"), "every request must be allowed:\n{text}");
-    let field = |label: &str| -> f64 {
-        let line = text.lines().find(|l| l.trim_start().starts_with(label));
-        let value =
-            line.and_then(|l| l.split_whitespace().nth(1)).unwrap_or_else(|| panic!("{label}: {text}"));
-        parse_wrk_number(value)
-    };
-    Round { p50_ns: field("50%"), p99_ns: field("99%"), per_sec: field("Requests/sec:") }
-}
-
-/// wrk's numbers: a plain rate, or a latency with its unit (`us`, `ms`, `s`), in nanoseconds.
-fn parse_wrk_number(value: &str) -> f64 {
-    let (number, scale) = if let Some(n) = value.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = value.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = value.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (value, 1.0)
-    };
-    number.parse::<f64>().unwrap_or_else(|_| panic!("wrk printed {value:?}")) * scale
-}
-
-fn under_wrk() {
-    let env =
-        |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let (rounds_wanted, secs) = (env("ROUNDS", ROUNDS as u64) as usize, env("WRK_SECS", 5));
-    let addrs: Vec<SocketAddr> = WRK_SUBJECTS.iter().map(|&s| spawn_server(s)).collect();
-    // Warm up each server (its table, its allocator).
-    for &addr in &addrs {
-        wrk_round(addr, 1);
-    }
-    let mut rounds: Vec<Vec<Round>> = WRK_SUBJECTS.iter().map(|_| Vec::new()).collect();
-    for round in 0..rounds_wanted {
-        // Rotate the order each round, so no subject always runs right after another.
-        for k in 0..WRK_SUBJECTS.len() {
-            let n = (round + k) % WRK_SUBJECTS.len();
-            rounds[n].push(wrk_round(addrs[n], secs));
-        }
-    }
-    report(
-        &format!(
-            "under wrk -t1 -c{WRK_CONNECTIONS} -d{secs}s on loopback, one server worker thread, one client IP \
-             (p50/p99 from wrk --latency)"
-        ),
-        &WRK_SUBJECTS,
-        &rounds,
-    );
-}
-
-/// In process on one and on two threads at once, each thread calling its own clone of the same
-/// router (as a server's workers do: the layer's state is shared) from clients of its own, in
-/// `rounds` rounds: calls per second, and two threads' over one thread's. A layer that writes
-/// something shared on every request shows here, and not on one thread.
-fn on_threads(rounds: usize) {
-    const CALLS_PER_THREAD: usize = 400_000;
-    println!("in process, 1 and 2 threads, {CALLS_PER_THREAD} calls per thread");
-    for round in 0..rounds {
-        for subject in
-            [Subject::Bare, Subject::Kova, Subject::KovaShadow, Subject::Governor, Subject::BareHeaders]
-        {
-            let app = router(subject);
-            let rate = |threads: usize| {
-                let started = Instant::now();
-                std::thread::scope(|s| {
-                    for thread in 0..threads {
-                        let mut app = app.clone();
-                        s.spawn(move || {
-                            let runtime = tokio::runtime::Builder::new_current_thread()
-                                .enable_all()
-                                .build()
-                                .expect("runtime");
-                            let _entered = runtime.enter();
-                            let peers: Vec<_> = peers().into_iter().skip(thread * 2048).take(2048).collect();
-                            calls_answered_at_once(&mut app, &peers, CALLS_PER_THREAD);
-                        });
-                    }
-                });
-                (threads * CALLS_PER_THREAD) as f64 / started.elapsed().as_secs_f64()
-            };
-            let (one, two) = (rate(1), rate(2));
-            println!(
-                "  round {round} {:<16} 1 thread {:>9.0}/s  2 threads {:>9.0}/s  2/1 {:.2}",
-                subject.label(),
-                one,
-                two,
-                two / one
-            );
-        }
-    }
 }
