@@ -11,6 +11,8 @@
 //! - `line/cell.rs`: how a line's word holds its key's cell, inline or boxed, and how a boxed
 //!   cell's line is hidden from checks while the lock holder looks at it.
 //! - `line/sizing.rs`: how big an array is: the loads it keeps, how it grows and shrinks.
+//! - `line/prefetch.rs`: hints to the CPU: loading a check's line early, and in exclusive state
+//!   while the thread's checks meet other threads' writes.
 //!
 //! The rest of `keyed/` reaches them through the re-exports below, so that what was visible to
 //! the table stays visible to it and to no one else.
@@ -18,12 +20,13 @@
 mod array;
 mod cell;
 mod locked;
+mod prefetch;
 mod shard;
 mod sizing;
 
-pub(super) use array::prefetch_line;
 pub(super) use cell::held_bytes;
 pub(super) use locked::{LineLocked, NewKey};
+pub(super) use prefetch::{note_contention, prefetch_line};
 pub(super) use shard::{LineHit, LineShard, MAX_KEYS};
 #[cfg(kova_loom)]
 pub(super) use sizing::keys_in_first_array;

@@ -330,20 +330,6 @@ pub(in crate::keyed) const PREFETCH_LINES: usize = 1 << 14;
 /// depends on the first). Not further: a line two cache lines on is seldom reached.
 pub(in crate::keyed) const PROBE_AHEAD: usize = 3;
 
-/// Asks the CPU to start loading the line at `line`; never faults, whatever the address.
-#[inline(always)]
-pub(in crate::keyed) fn prefetch_line<T>(line: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(kova_loom)))]
-    // SAFETY: a prefetch is a hint: it reads no memory the program can observe and does not
-    // fault on any address (SSE, part of the x86_64 baseline).
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast::<i8>());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(kova_loom))))]
-    let _ = line;
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::sizing::lines_for;

@@ -50,10 +50,9 @@ use super::super::quotas::QuotaId;
 use super::super::reclaim::Retired;
 use super::super::scan_order::ScanOrder;
 use super::super::word::{MARKERS, TOMB, VACANT};
-use super::array::{
-    home, prefetch_line, write, Line, LineArray, OwnedArray, RetiredLines, PREFETCH_LINES, PROBE_AHEAD,
-};
+use super::array::{home, write, Line, LineArray, OwnedArray, RetiredLines, PREFETCH_LINES, PROBE_AHEAD};
 use super::cell::{self, boxed};
+use super::prefetch::{contended_recently, prefetch_line, prefetch_line_for_write};
 use super::sizing::{lines_for, start_lines, RETIRED_ARRAYS};
 use crate::loom::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::loom::AtomicAddressWord;
@@ -199,18 +198,27 @@ impl<K, A: Algorithm> LineShard<K, A> {
 
 impl<K, A: Algorithm> LineShard<K, A> {
     /// Starts loading where `hash`'s key would be, before the thread is pinned (so that the
-    /// cache miss overlaps the pin). A hint: it reads nothing it relies on.
+    /// cache miss overlaps the pin); in exclusive state while this thread's checks meet other
+    /// threads' writes (`line/prefetch.rs`). A hint: it reads nothing it relies on.
     #[inline(always)]
     pub(in crate::keyed) fn prefetch(&self, hash: u64) {
         // Relaxed: a hint (see `Hot`).
         let len = self.hot.hint_len.load(Ordering::Relaxed);
-        // A small array stays in the cache: there the hint would cost more than it saves.
-        if len >= PREFETCH_LINES {
+        let large = len >= PREFETCH_LINES;
+        let for_write = contended_recently();
+        // A small array stays in the cache: there a plain hint would cost more than it saves.
+        if large || for_write {
             let lines = self.hot.hint_lines.load(Ordering::Relaxed);
             // Never dereferenced: the hints may be stale, the address out of bounds.
             let home = lines.wrapping_add(home(hash, len));
-            prefetch_line(home);
-            prefetch_line(home.wrapping_add(PROBE_AHEAD));
+            if for_write {
+                prefetch_line_for_write(home);
+            } else {
+                prefetch_line(home);
+            }
+            if large {
+                prefetch_line(home.wrapping_add(PROBE_AHEAD));
+            }
         }
     }
 

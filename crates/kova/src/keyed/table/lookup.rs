@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use super::super::door;
 use super::super::epoch::{self, Guard};
-use super::super::line::{LineHit, LineShard};
+use super::super::line::{self, LineHit, LineShard};
 use super::super::quotas::{QuotaId, DEFAULT_ID};
 use super::super::word;
 use super::super::KeyedError;
@@ -87,6 +87,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 OnHit::Decide(cost) => {
                     match word::decide_noting(algorithm, hit.cell(), &self.clock, cost, |now| {
                         // Only after a failed compare-exchange: an uncontended check never gets here.
+                        line::note_contention();
                         if let Some(hot) = &self.hot {
                             self.contended(hot, hash, key, now, &guard);
                         }
