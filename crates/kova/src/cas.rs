@@ -156,6 +156,50 @@ pub(crate) fn update<W: Word, C: Clock + ?Sized, R: Outcome>(
     }
 }
 
+/// [`update`] for a step that is a function of the word and the time alone (it reads and writes
+/// nothing else), such as a decision: the step runs once for the word it writes before the
+/// compare-and-swap, and once more for its result after the compare-and-swap has won. Being
+/// inlined, each run keeps only the part used after it, so what only the result needs (a
+/// decision's remaining units and times, a division for some algorithms) runs outside the span
+/// between the load and the compare-and-swap: the longer that span, the likelier another core
+/// writes the word within it and the compare-and-swap fails.
+#[inline(always)]
+pub(crate) fn update_pure<W: Word, C: Clock + ?Sized, R: Outcome>(
+    cell: &W,
+    clock: &C,
+    step: impl Fn(W::Value, u64) -> Option<(R, W::Value)>,
+    mut contended: impl FnMut(u64),
+) -> Option<R> {
+    let mut old = cell.load_acquire();
+    let mut precise = false;
+    let mut now = clock.now_nanos();
+    loop {
+        let (_, new) = step(old, now)?;
+        if new == old {
+            // Nothing to write: a denial, a peek, or a step that changes nothing.
+            let (result, _) = step(old, now)?;
+            if precise || !is_near_miss(clock, result.denied_for_nanos()) {
+                return Some(result);
+            }
+            precise = true;
+            old = cell.load_acquire();
+            now = clock.now_nanos_precise();
+            continue;
+        }
+        match cell.compare_exchange(old, new) {
+            // The same step on the same word and time: the same result as the word written.
+            Ok(()) => return step(old, now).map(|(result, _)| result),
+            Err(actual) => {
+                if actual != old {
+                    contended(now);
+                }
+                old = actual;
+                now = if precise { clock.now_nanos_precise() } else { clock.now_nanos() };
+            }
+        }
+    }
+}
+
 /// [`update`] for a step that always decides.
 #[inline(always)]
 #[expect(clippy::unreachable, reason = "the step always returns Some, so update does too")]
@@ -176,6 +220,29 @@ pub(crate) fn update_word<W: Word, C: Clock + ?Sized, R: Outcome>(
     match found {
         Some(result) => result,
         // `step` never returns `None`, so neither does `update`.
+        None => unreachable!("a step that always decides stopped the loop"),
+    }
+}
+
+/// [`update_pure`] for a step that always decides.
+#[inline(always)]
+#[expect(clippy::unreachable, reason = "the step always returns Some, so update_pure does too")]
+pub(crate) fn update_pure_word<W: Word, C: Clock + ?Sized, R: Outcome>(
+    cell: &W,
+    clock: &C,
+    step: impl Fn(W::Value, u64) -> (R, W::Value),
+) -> R {
+    // Always inlined, as `update_word`.
+    let found = update_pure(
+        cell,
+        clock,
+        #[inline(always)]
+        |word, now| Some(step(word, now)),
+        |_| {},
+    );
+    match found {
+        Some(result) => result,
+        // `step` never returns `None`, so neither does `update_pure`.
         None => unreachable!("a step that always decides stopped the loop"),
     }
 }

@@ -72,6 +72,8 @@ impl Gcra {
 
 impl WordAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
+    // The decision's remaining units cost a division (a multiply-and-shift) the word does not need.
+    const DECIDE_AFTER_WRITE: bool = true;
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         let interval = quota.emission_interval_nanos();

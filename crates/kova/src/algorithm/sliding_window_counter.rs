@@ -160,7 +160,7 @@ impl SlidingWindowCounter {
     /// The elapsed time (from a window's start) from which `prev`, weighted, is at most `room`:
     /// `floor(prev * (p - e) / p) <= room` holds once `prev * (p - e) < (room + 1) * p`, that is
     /// once `e >= p - floor(((room + 1) * p - 1) / prev)`.
-    #[inline]
+    #[inline(always)]
     fn weighted_at_most(&self, prev: u64, room: u64) -> u64 {
         if prev <= room {
             // Even a whole window's weight fits.
@@ -177,6 +177,7 @@ impl SlidingWindowCounter {
 
     /// Nanoseconds (from the view's instant) until the limiter is back to full: `current` and
     /// the previous window's weighted count both zero.
+    #[inline(always)]
     fn until_fresh(&self, v: &View, current: u64) -> u64 {
         let to_end = self.period - v.elapsed;
         if current > 0 {
@@ -188,6 +189,7 @@ impl SlidingWindowCounter {
     }
 
     /// Nanoseconds (from the view's instant) until `cost` fits, with no other traffic.
+    #[inline(always)]
     fn until_fits(&self, v: &View, cost: u64) -> u64 {
         match self.limit.checked_sub(v.current.saturating_add(cost)) {
             // Fits this window once the previous count, weighted, leaves room for it.
@@ -201,6 +203,8 @@ impl SlidingWindowCounter {
 
 impl WordAlgorithm for SlidingWindowCounter {
     const NAME: &'static str = "sliding_window_counter";
+    // An admission's reset costs a division by the count that the word does not need.
+    const DECIDE_AFTER_WRITE: bool = true;
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
@@ -225,7 +229,10 @@ impl WordAlgorithm for SlidingWindowCounter {
         pack(0, 0, 0)
     }
 
-    #[inline]
+    // Always inlined, with the helpers it calls: the CAS loop runs it once for the word before
+    // the compare-and-swap and once for the decision after it (`DECIDE_AFTER_WRITE`), and keeps
+    // of each run only what that run's caller uses, which it cannot see through a call.
+    #[inline(always)]
     fn decide(&self, word: u64, now: u64, cost: u64) -> (Decision, u64) {
         let v = self.view(word, now);
         let weighted = self.weighted(v.prev, v.elapsed);

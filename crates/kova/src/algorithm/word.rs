@@ -1,7 +1,7 @@
 //! The hot path of every single-word algorithm: the one CAS loop (`cas.rs`) over one `AtomicU64`.
 
 use super::{sealed, Algorithm, CellStorage, WordAlgorithm};
-use crate::cas::update_word;
+use crate::cas::{update_pure_word, update_word};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
@@ -34,12 +34,21 @@ impl<W: WordAlgorithm> Algorithm for W {
     // stores narrower than the loads that copy it on, which the store buffer cannot forward.
     #[inline(always)]
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> Decision {
-        update_word(
-            cell,
-            clock,
-            #[inline(always)]
-            |word, now| self.decide(word, now, cost),
-        )
+        if W::DECIDE_AFTER_WRITE {
+            update_pure_word(
+                cell,
+                clock,
+                #[inline(always)]
+                |word, now| self.decide(word, now, cost),
+            )
+        } else {
+            update_word(
+                cell,
+                clock,
+                #[inline(always)]
+                |word, now| self.decide(word, now, cost),
+            )
+        }
     }
 
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> bool {
@@ -91,6 +100,7 @@ impl sealed::Sealed for InlineWord {}
 // SAFETY: the cell is the word itself (`W::Cell` is `AtomicU64`): inline, both views `Some`.
 unsafe impl<W: WordAlgorithm> CellStorage<W> for InlineWord {
     const INLINE: bool = true;
+    const DECIDE_AFTER_WRITE: bool = W::DECIDE_AFTER_WRITE;
 
     #[inline(always)]
     fn inline_cell(word: &AtomicU64) -> Option<&AtomicU64> {

@@ -96,14 +96,15 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
     // modification order puts a check's CAS before the swap (which then returns its write) or
     // after it (and then it fails, unless the lock holder put back exactly `old` and kept the
     // key), and the value it fails on is a marker, where the step stops.
-    crate::cas::update(
-        cell,
-        clock,
-        // `None` from `decide_word` only for an algorithm that gave a word it does not decide:
-        // the lock holder's `decide_cell` answers instead.
-        |word, now| if word >= MARKERS { None } else { A::Storage::decide_word(algorithm, word, now, cost) },
-        contended,
-    )
+    let step =
+        |word, now| if word >= MARKERS { None } else { A::Storage::decide_word(algorithm, word, now, cost) };
+    // `None` from `decide_word` only for an algorithm that gave a word it does not decide: the
+    // lock holder's `decide_cell` answers instead.
+    if A::Storage::DECIDE_AFTER_WRITE {
+        crate::cas::update_pure(cell, clock, step, contended)
+    } else {
+        crate::cas::update(cell, clock, step, contended)
+    }
 }
 
 /// Freezes the cells of a word algorithm (`None` for other cells: their line is hidden
