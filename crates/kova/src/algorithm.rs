@@ -71,10 +71,6 @@ pub unsafe trait CellStorage<A: Algorithm>: sealed::Sealed + 'static {
     #[doc(hidden)]
     const SELF_ADDRESSED: bool = false;
 
-    /// [`WordAlgorithm::DECIDE_AFTER_WRITE`] for a word cell; false for any other.
-    #[doc(hidden)]
-    const DECIDE_AFTER_WRITE: bool = false;
-
     /// A bare word viewed as the cell, when the cell is one word.
     #[doc(hidden)]
     #[inline(always)]
@@ -243,13 +239,14 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     /// lost to, and may run it more than once on the same word.
     fn decide(&self, word: u64, now: u64, cost: u64) -> (Decision, u64);
 
-    /// Whether a check runs [`decide`](Self::decide) twice when it writes: once for the word,
-    /// before its compare-and-swap, and once more for the decision, after the compare-and-swap
-    /// has won. Being inlined, each run keeps only the half it uses, so the decision's
-    /// arithmetic leaves the span between the check's load and its compare-and-swap, in which
-    /// another core's write makes the compare-and-swap fail. Worth it for a `decide` that is
-    /// inlined and whose decision costs more than recomputing what the second run repeats
-    /// (kova's GCRA and sliding window counter); false by default.
+    /// Whether a [`RateLimiter`](crate::RateLimiter)'s check runs [`decide`](Self::decide) twice
+    /// when it writes: once for the word, before its compare-and-swap, and once more for the
+    /// decision, after the compare-and-swap has won. Being inlined, each run keeps only the half
+    /// it uses, so the decision's arithmetic leaves the span between the check's load and its
+    /// compare-and-swap, in which another core's write makes the compare-and-swap fail. Worth it
+    /// for a `decide` that is inlined and whose decision costs more than recomputing what the
+    /// second run repeats (kova's GCRA and sliding window counter); false by default. A keyed
+    /// table's checks run it once either way (twice cost its larger hit path more than it saved).
     const DECIDE_AFTER_WRITE: bool = false;
 
     /// Whether `word` is indistinguishable from fresh at `now`.

@@ -100,7 +100,6 @@ impl sealed::Sealed for InlineWord {}
 // SAFETY: the cell is the word itself (`W::Cell` is `AtomicU64`): inline, both views `Some`.
 unsafe impl<W: WordAlgorithm> CellStorage<W> for InlineWord {
     const INLINE: bool = true;
-    const DECIDE_AFTER_WRITE: bool = W::DECIDE_AFTER_WRITE;
 
     #[inline(always)]
     fn inline_cell(word: &AtomicU64) -> Option<&AtomicU64> {

@@ -100,11 +100,7 @@ fn cas<A: Algorithm, C: Clock + ?Sized>(
         |word, now| if word >= MARKERS { None } else { A::Storage::decide_word(algorithm, word, now, cost) };
     // `None` from `decide_word` only for an algorithm that gave a word it does not decide: the
     // lock holder's `decide_cell` answers instead.
-    if A::Storage::DECIDE_AFTER_WRITE {
-        crate::cas::update_pure(cell, clock, step, contended)
-    } else {
-        crate::cas::update(cell, clock, step, contended)
-    }
+    crate::cas::update(cell, clock, step, contended)
 }
 
 /// Freezes the cells of a word algorithm (`None` for other cells: their line is hidden
