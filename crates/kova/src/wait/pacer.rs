@@ -206,14 +206,17 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, Quota, RateLimiter};
+    /// use kova::{Gcra, PreciseClock, Quota, RateLimiter};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(100)?.with_burst(1)?)?;
-    /// assert!(limiter.until_ready().await.is_allowed());
+    /// // On the precise clock, so that the wall clock below times the limiter's own spacing
+    /// // (the default coarse clock may trail it by a millisecond or more).
+    /// let quota = Quota::per_second(100)?.with_burst(1)?;
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(quota, PreciseClock::new())?;
     /// let start = std::time::Instant::now();
-    /// assert!(limiter.until_ready().await.is_allowed()); // about 10 ms later
-    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// assert!(limiter.until_ready().await.is_allowed()); // at once
+    /// assert!(limiter.until_ready().await.is_allowed()); // 10 ms later
+    /// assert!(start.elapsed() >= Duration::from_millis(9));
     /// # Ok(()) }
     /// ```
     pub fn until_ready(&self) -> impl Future<Output = Decision> + '_ {
@@ -250,12 +253,14 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// Blocks the thread until `cost` units are admitted (std only: [`std::thread::sleep`]).
     ///
     /// ```
-    /// use kova::{Gcra, Quota, RateLimiter};
-    /// let limiter = RateLimiter::<Gcra>::new(Quota::per_second(1_000)?.with_burst(1)?)?;
-    /// limiter.wait_n(1)?;
+    /// use kova::{Gcra, PreciseClock, Quota, RateLimiter};
+    /// // On the precise clock, as in `until_ready`'s example.
+    /// let quota = Quota::per_second(1_000)?.with_burst(1)?;
+    /// let limiter = RateLimiter::<Gcra, _>::with_clock(quota, PreciseClock::new())?;
     /// let start = std::time::Instant::now();
-    /// limiter.wait_n(1)?; // about 1 ms later
-    /// assert!(start.elapsed() >= std::time::Duration::from_micros(500));
+    /// limiter.wait_n(1)?; // at once
+    /// limiter.wait_n(1)?; // 1 ms later
+    /// assert!(start.elapsed() >= std::time::Duration::from_micros(900));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_n(&self, cost: u64) -> Result<Decision, CheckError> {
@@ -275,15 +280,17 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kova::{Gcra, Keyed, Quota};
+    /// use kova::{Gcra, Keyed, PreciseClock, Quota};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let table = Keyed::<&str, Gcra>::new(Quota::per_second(100)?.with_burst(1)?)?;
-    /// assert!(table.until_ready(&"a").await.is_allowed());
+    /// // On the precise clock, as in `RateLimiter::until_ready`'s example.
+    /// let quota = Quota::per_second(100)?.with_burst(1)?;
+    /// let table = Keyed::<&str, Gcra, _>::with_clock(quota, PreciseClock::new())?;
     /// let start = std::time::Instant::now();
+    /// assert!(table.until_ready(&"a").await.is_allowed()); // at once
     /// assert!(table.until_ready(&"b").await.is_allowed()); // another key: at once
-    /// assert!(table.until_ready(&"a").await.is_allowed()); // about 10 ms later
-    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// assert!(table.until_ready(&"a").await.is_allowed()); // 10 ms after the first
+    /// assert!(start.elapsed() >= Duration::from_millis(9));
     /// # Ok(()) }
     /// ```
     pub fn until_ready<'a>(&'a self, key: &'a K) -> impl Future<Output = Decision> + 'a {

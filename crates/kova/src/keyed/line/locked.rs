@@ -480,11 +480,18 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         self.writer.marks[pos] != Mark::Vacant
     }
 
-    /// The longest run of positions in use (held or removed) that a probe may pass.
+    /// The length of each run of positions in use (held or removed) that a probe may pass; a
+    /// run across the end of the array, where probes wrap, counts once.
     #[cfg(test)]
-    pub(in crate::keyed) fn longest_run(&self) -> usize {
-        let runs = self.writer.marks.split(|&mark| mark == Mark::Vacant);
-        runs.map(<[Mark]>::len).max().unwrap_or(0)
+    pub(in crate::keyed) fn run_lengths(&self) -> Vec<usize> {
+        let mut runs: Vec<usize> =
+            self.writer.marks.split(|&mark| mark == Mark::Vacant).map(<[Mark]>::len).collect();
+        if runs.len() > 1 {
+            let last = runs.pop().unwrap_or(0);
+            runs[0] += last;
+        }
+        runs.retain(|&len| len > 0);
+        runs
     }
 
     /// The order the reclamation scan visits positions in.
