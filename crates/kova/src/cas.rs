@@ -125,16 +125,47 @@ impl<C: Clock + ?Sized> Clock for Precise<'_, C> {
 pub(crate) fn update<W: Word, C: Clock + ?Sized, R: Outcome>(
     cell: &W,
     clock: &C,
+    step: impl FnMut(W::Value, u64) -> Option<(R, W::Value)>,
+    contended: impl FnMut(u64),
+) -> Option<R> {
+    update_with(cell, clock, Rerun::No, step, contended)
+}
+
+/// Whether the loop runs its step again for the result after the compare-and-swap has won.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Rerun {
+    /// The result comes from the run that built the word written.
+    No,
+    /// For a step that is a function of the word and the time alone (it reads and writes nothing
+    /// else), such as a decision: it runs once for the word it writes before the
+    /// compare-and-swap, and once more for its result after the compare-and-swap has won. Being
+    /// inlined, each run keeps only the part used after it, so what only the result needs (a
+    /// decision's remaining units and times, a division for some algorithms) runs outside the
+    /// span between the load and the compare-and-swap: the longer that span, the likelier
+    /// another core writes the word within it and the compare-and-swap fails.
+    AfterWrite,
+}
+
+/// [`update`], with the choice of [`Rerun`]. Always inlined with a constant `rerun`, so the
+/// choice costs nothing at run time.
+#[inline(always)]
+pub(crate) fn update_with<W: Word, C: Clock + ?Sized, R: Outcome>(
+    cell: &W,
+    clock: &C,
+    rerun: Rerun,
     mut step: impl FnMut(W::Value, u64) -> Option<(R, W::Value)>,
     mut contended: impl FnMut(u64),
 ) -> Option<R> {
+    let rerun = rerun == Rerun::AfterWrite;
     let mut old = cell.load_acquire();
     let mut precise = false;
     let mut now = clock.now_nanos();
     loop {
-        let (result, new) = step(old, now)?;
+        // With a rerun, this run's result is never used: the compiler keeps only its word.
+        let (first_result, new) = step(old, now)?;
         if new == old {
             // Nothing to write: a denial, a peek, or a step that changes nothing.
+            let result = if rerun { step(old, now)?.0 } else { first_result };
             if precise || !is_near_miss(clock, result.denied_for_nanos()) {
                 return Some(result);
             }
@@ -144,51 +175,9 @@ pub(crate) fn update<W: Word, C: Clock + ?Sized, R: Outcome>(
             continue;
         }
         match cell.compare_exchange(old, new) {
-            Ok(()) => return Some(result),
-            Err(actual) => {
-                if actual != old {
-                    contended(now);
-                }
-                old = actual;
-                now = if precise { clock.now_nanos_precise() } else { clock.now_nanos() };
-            }
-        }
-    }
-}
-
-/// [`update`] for a step that is a function of the word and the time alone (it reads and writes
-/// nothing else), such as a decision: the step runs once for the word it writes before the
-/// compare-and-swap, and once more for its result after the compare-and-swap has won. Being
-/// inlined, each run keeps only the part used after it, so what only the result needs (a
-/// decision's remaining units and times, a division for some algorithms) runs outside the span
-/// between the load and the compare-and-swap: the longer that span, the likelier another core
-/// writes the word within it and the compare-and-swap fails.
-#[inline(always)]
-pub(crate) fn update_pure<W: Word, C: Clock + ?Sized, R: Outcome>(
-    cell: &W,
-    clock: &C,
-    step: impl Fn(W::Value, u64) -> Option<(R, W::Value)>,
-    mut contended: impl FnMut(u64),
-) -> Option<R> {
-    let mut old = cell.load_acquire();
-    let mut precise = false;
-    let mut now = clock.now_nanos();
-    loop {
-        let (_, new) = step(old, now)?;
-        if new == old {
-            // Nothing to write: a denial, a peek, or a step that changes nothing.
-            let (result, _) = step(old, now)?;
-            if precise || !is_near_miss(clock, result.denied_for_nanos()) {
-                return Some(result);
-            }
-            precise = true;
-            old = cell.load_acquire();
-            now = clock.now_nanos_precise();
-            continue;
-        }
-        match cell.compare_exchange(old, new) {
-            // The same step on the same word and time: the same result as the word written.
-            Ok(()) => return step(old, now).map(|(result, _)| result),
+            // A rerun is the same step on the same word and time: the result of the word written.
+            Ok(()) if rerun => return step(old, now).map(|(result, _)| result),
+            Ok(()) => return Some(first_result),
             Err(actual) => {
                 if actual != old {
                     contended(now);
@@ -202,47 +191,36 @@ pub(crate) fn update_pure<W: Word, C: Clock + ?Sized, R: Outcome>(
 
 /// [`update`] for a step that always decides.
 #[inline(always)]
-#[expect(clippy::unreachable, reason = "the step always returns Some, so update does too")]
 pub(crate) fn update_word<W: Word, C: Clock + ?Sized, R: Outcome>(
     cell: &W,
     clock: &C,
+    step: impl FnMut(W::Value, u64) -> (R, W::Value),
+) -> R {
+    update_word_with(cell, clock, Rerun::No, step)
+}
+
+/// [`update_with`] for a step that always decides.
+#[inline(always)]
+#[expect(clippy::unreachable, reason = "the step always returns Some, so update_with does too")]
+pub(crate) fn update_word_with<W: Word, C: Clock + ?Sized, R: Outcome>(
+    cell: &W,
+    clock: &C,
+    rerun: Rerun,
     mut step: impl FnMut(W::Value, u64) -> (R, W::Value),
 ) -> R {
     // Always inlined: left out of line, the step's result crosses the call through the stack in
     // stores narrower than the loads that copy it on, which the store buffer cannot forward.
-    let found = update(
+    let found = update_with(
         cell,
         clock,
+        rerun,
         #[inline(always)]
         |word, now| Some(step(word, now)),
         |_| {},
     );
     match found {
         Some(result) => result,
-        // `step` never returns `None`, so neither does `update`.
-        None => unreachable!("a step that always decides stopped the loop"),
-    }
-}
-
-/// [`update_pure`] for a step that always decides.
-#[inline(always)]
-#[expect(clippy::unreachable, reason = "the step always returns Some, so update_pure does too")]
-pub(crate) fn update_pure_word<W: Word, C: Clock + ?Sized, R: Outcome>(
-    cell: &W,
-    clock: &C,
-    step: impl Fn(W::Value, u64) -> (R, W::Value),
-) -> R {
-    // Always inlined, as `update_word`.
-    let found = update_pure(
-        cell,
-        clock,
-        #[inline(always)]
-        |word, now| Some(step(word, now)),
-        |_| {},
-    );
-    match found {
-        Some(result) => result,
-        // `step` never returns `None`, so neither does `update_pure`.
+        // `step` never returns `None`, so neither does `update_with`.
         None => unreachable!("a step that always decides stopped the loop"),
     }
 }

@@ -1,7 +1,7 @@
 //! The hot path of every single-word algorithm: the one CAS loop (`cas.rs`) over one `AtomicU64`.
 
 use super::{sealed, Algorithm, CellStorage, WordAlgorithm};
-use crate::cas::{update_pure_word, update_word};
+use crate::cas::{update_word, update_word_with, Rerun};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
 
@@ -34,21 +34,14 @@ impl<W: WordAlgorithm> Algorithm for W {
     // stores narrower than the loads that copy it on, which the store buffer cannot forward.
     #[inline(always)]
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> Decision {
-        if W::DECIDE_AFTER_WRITE {
-            update_pure_word(
-                cell,
-                clock,
-                #[inline(always)]
-                |word, now| self.decide(word, now, cost),
-            )
-        } else {
-            update_word(
-                cell,
-                clock,
-                #[inline(always)]
-                |word, now| self.decide(word, now, cost),
-            )
-        }
+        let rerun = if W::DECIDE_AFTER_WRITE { Rerun::AfterWrite } else { Rerun::No };
+        update_word_with(
+            cell,
+            clock,
+            rerun,
+            #[inline(always)]
+            |word, now| self.decide(word, now, cost),
+        )
     }
 
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> bool {
