@@ -28,6 +28,8 @@ pub enum Scenario {
     KeyedPerThread,
     /// Keyed table of 1,000 keys, uniform access.
     Keyed1k,
+    /// Keyed table, 1,000 keys of its own per thread, uniform access.
+    Keyed1kOwn,
     /// Keyed table of 1,000,000 live keys, uniform access.
     Keyed1mUniform,
     /// Keyed table of 1,000,000 live keys, Zipf access.
@@ -40,7 +42,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// All of them, in report order.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Direct,
         Scenario::DirectWork,
         Scenario::DirectDeny,
@@ -48,6 +50,7 @@ impl Scenario {
         Scenario::KeyedHotWork,
         Scenario::KeyedPerThread,
         Scenario::Keyed1k,
+        Scenario::Keyed1kOwn,
         Scenario::Keyed1mUniform,
         Scenario::Keyed1mZipf,
         Scenario::KeyedChurn,
@@ -64,6 +67,7 @@ impl Scenario {
             Scenario::KeyedHotWork => "keyed_hot_work",
             Scenario::KeyedPerThread => "keyed_per_thread",
             Scenario::Keyed1k => "keyed_1k",
+            Scenario::Keyed1kOwn => "keyed_1k_own",
             Scenario::Keyed1mUniform => "keyed_1m_uniform",
             Scenario::Keyed1mZipf => "keyed_1m_zipf",
             Scenario::KeyedChurn => "keyed_churn",
@@ -91,6 +95,10 @@ impl Scenario {
             }
             Scenario::KeyedPerThread => "keyed table, one key per thread (no sharing), every check admitted",
             Scenario::Keyed1k => "keyed table of 1,000 keys, uniform random access (fits in cache)",
+            Scenario::Keyed1kOwn => {
+                "keyed table, 1,000 keys of its own per thread, uniform random access: threads serving \
+                 clients of their own (no key shared, a table of 1,000 keys per thread)"
+            }
             Scenario::Keyed1mUniform => {
                 "keyed table of 1,000,000 live keys, uniform random access (misses the cache)"
             }
@@ -161,8 +169,8 @@ impl Scenario {
             }
             Scenario::DirectDeny => Quota::per_hour(1),
             // 1,000 keys: 4,096 per ms each for the log (64 KiB per key).
-            Scenario::Keyed1k if log => Quota::from_nanos(4_096, 1_000_000),
-            Scenario::Keyed1k => Quota::from_nanos(1_000_000, 1_000_000),
+            Scenario::Keyed1k | Scenario::Keyed1kOwn if log => Quota::from_nanos(4_096, 1_000_000),
+            Scenario::Keyed1k | Scenario::Keyed1kOwn => Quota::from_nanos(1_000_000, 1_000_000),
             // Live keys: a key stays non-idle for the whole run (1M burst, one unit per ms back),
             // so a table that reclaims idle keys keeps all million. The log keeps 16 per second
             // (320 B per key), so its hottest keys are denied: see the allowed column.

@@ -419,6 +419,15 @@ fn keys_for(scenario: Scenario, threads: usize) -> Keys {
         Scenario::Keyed1k => {
             Keys::Cycle(sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 11))
         }
+        Scenario::Keyed1kOwn => {
+            // Thread t draws from its own keys, t * 1,000 and up (thread 0's are the prefilled ones).
+            let drawn = sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 14);
+            let own = drawn.iter().enumerate().map(|(t, keys)| {
+                let first = u32::try_from(t * SMALL_KEYS).expect("threads * 1,000 keys fit in u32");
+                keys.iter().map(|&k| first + k).collect::<Arc<[u32]>>()
+            });
+            Keys::Cycle(Arc::new(own.collect()))
+        }
         Scenario::Keyed1mUniform => {
             Keys::Cycle(sequences(threads, 1 << 20, |r| r.random_range(0..LARGE_KEYS as u32), 12))
         }
@@ -546,7 +555,9 @@ fn median_round(mut rounds: Vec<RunResult>) -> Option<RunResult> {
 
 fn prefill_of(scenario: Scenario) -> usize {
     match scenario {
-        Scenario::Keyed1k => SMALL_KEYS,
+        // The own-keys scenario prefills thread 0's keys; each other thread's are inserted by its
+        // first checks (a thousand inserts in a run of millions of checks).
+        Scenario::Keyed1k | Scenario::Keyed1kOwn => SMALL_KEYS,
         Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => LARGE_KEYS,
         _ => 0,
     }
