@@ -28,7 +28,8 @@
 //   racing check.
 // - `epoch.rs` (the table's own epoch: crossbeam-epoch's protocol without collection on pins)
 //   and `reclaim.rs` (what a shard retired, freed after its grace period): a removed key's
-//   line, and a replaced array, are reused only once no check can still read them.
+//   line, and a replaced array, are reused only once no check can still read them;
+//   `barrier.rs` lets a pin skip its full barrier on Linux (membarrier(2) on the rare side).
 // - `door.rs`: the doorkeeper, on by default ([`KeyedBuilder::doorkeeper`]): a key's first check
 //   admitted in one word of a fixed array, the key inserted on its second, charged the first
 //   one's unit at its time.
@@ -49,6 +50,7 @@
 // through `crate::loom`, whose should-fail switches are `loom/faults.rs`) and the
 // `keyed_table` and `whole_api` fuzz targets.
 
+mod barrier;
 mod builder;
 mod door;
 mod epoch;

@@ -16,6 +16,8 @@
 //! - **Pin**: load the global epoch, exchange it, marked pinned, into the thread's record, then a
 //!   `SeqCst` fence (on x86 the exchange is a locked instruction, a full barrier, and stands for
 //!   the fence, as crossbeam's compare-exchange does). Pins nest; only the outermost writes.
+//!   On Linux on x86-64 the pin is a plain store instead, and a stamp runs a heavy barrier on
+//!   every CPU in place of the pins' fences (`barrier.rs`).
 //!   **Unpin**: store "unpinned" (Release).
 //! - **Stamp** (a lock holder that unlinked something): a `SeqCst` fence, then load the global
 //!   epoch.
@@ -37,6 +39,7 @@ use std::ptr::{self, NonNull};
 
 use crossbeam_utils::CachePadded;
 
+use super::barrier;
 use crate::loom::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// A record's state while its thread is not pinned. Pinned: [`pinned_in`].
@@ -268,10 +271,19 @@ impl Guard {
 
     /// The epoch stamp of whatever this thread unlinked before the call.
     pub(super) fn stamp(&self) -> u64 {
-        // SeqCst: orders the unlinks before the load, against every pin's fence: a thread that
-        // pins after this fence sees them; one pinned before holds the epoch back (`advance`).
-        fence(Ordering::SeqCst);
-        registry().epoch.load(Ordering::Relaxed)
+        if barrier::asymmetric() {
+            // Pins publish with a plain store: a heavy barrier stands for their fences
+            // (`barrier.rs`), then the epoch is read after it.
+            barrier::heavy();
+        } else {
+            // SeqCst: orders the unlinks before the load, against every pin's fence: a thread
+            // that pins after this fence sees them; one pinned before holds the epoch back
+            // (`advance`).
+            fence(Ordering::SeqCst);
+        }
+        // Acquire: the epoch read after the barrier; free on x86, and what `seal`'s lazy stamps
+        // read too (`current`).
+        registry().epoch.load(Ordering::Acquire)
     }
 
     /// Advances the global epoch if every pinned thread is pinned in it; returns the epoch.
@@ -312,10 +324,17 @@ impl Drop for Guard {
 #[cfg(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom)))]
 #[inline(always)]
 fn publish_pin(state: &AtomicU64, pinned: u64) {
-    // SeqCst exchange: on x86 a locked instruction, a full barrier, cheaper than `mfence`
-    // (crossbeam-epoch pins with a locked compare-exchange for the same reason). The compiler
-    // fence keeps the compiler from moving the pinned section's loads above it.
-    state.swap(pinned, Ordering::SeqCst);
+    if barrier::asymmetric() {
+        // Relaxed, no fence: the side that frees runs a heavy barrier that orders this store
+        // before it or the pinned section's loads after it (`barrier.rs`).
+        state.store(pinned, Ordering::Relaxed);
+    } else {
+        // SeqCst exchange: on x86 a locked instruction, a full barrier, cheaper than `mfence`
+        // (crossbeam-epoch pins with a locked compare-exchange for the same reason).
+        state.swap(pinned, Ordering::SeqCst);
+    }
+    // The compiler fence keeps the compiler from moving the pinned section's loads above the
+    // store.
     crate::loom::atomic::compiler_fence(Ordering::SeqCst);
 }
 
@@ -345,7 +364,7 @@ pub(super) fn expired(stamp: u64, epoch: u64) -> bool {
 }
 
 #[cfg(all(test, not(kova_loom)))]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// This thread's record's state.
@@ -398,46 +417,53 @@ mod tests {
         assert!(expired(stamp, epoch), "the epoch stayed at {epoch} after a stamp of {stamp}");
     }
 
+    pub(in crate::keyed) const ALIVE: u64 = 0xA11E;
+    pub(in crate::keyed) const DEAD: u64 = 0xDEAD;
+
+    /// A thread that pins, reads the box `shared` points to and lingers while pinned, until
+    /// `stop`: it panics if a box it reads was marked [`DEAD`]; it returns how many it read.
+    /// Returns once the thread has read: on a busy machine it may be scheduled only after the
+    /// caller's replacements would all have run.
+    pub(in crate::keyed) fn spawn_pinned_reader(
+        shared: &std::sync::Arc<AtomicPtr<AtomicU64>>,
+        stop: &std::sync::Arc<AtomicBool>,
+    ) -> std::thread::JoinHandle<u64> {
+        let reading = std::sync::Arc::new(AtomicBool::new(false));
+        let (shared, stop, started) = (shared.clone(), stop.clone(), reading.clone());
+        let reader = std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let _guard = pin();
+                // Acquire: pairs with the writer's swap, after the box was written.
+                let value = shared.load(Ordering::Acquire);
+                // Linger while pinned, so that a free that does not wait lands here.
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
+                // SAFETY: loaded while pinned: freed only after its grace period.
+                assert_eq!(unsafe { (*value).load(Ordering::Relaxed) }, ALIVE);
+                reads += 1;
+                // Relaxed: a start signal; nothing is published through it.
+                started.store(true, Ordering::Relaxed);
+            }
+            reads
+        });
+        while !reading.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
+        reader
+    }
+
     /// Readers pin and read a shared box while a writer replaces it, waits for the old one's
     /// grace period, marks it dead and frees it: no reader may see a dead value (under Miri, no
     /// reader may touch a freed box). Broken on purpose, it fails: without the wait, or with an
     /// advance that ignores pinned threads.
     #[test]
     fn a_replaced_value_is_freed_only_after_its_readers_unpin() {
-        const ALIVE: u64 = 0xA11E;
-        const DEAD: u64 = 0xDEAD;
         let fresh = || Box::into_raw(Box::new(AtomicU64::new(ALIVE)));
         let shared = std::sync::Arc::new(AtomicPtr::new(fresh()));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let reading = std::sync::Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..1)
-            .map(|_| {
-                let (shared, stop, reading) = (shared.clone(), stop.clone(), reading.clone());
-                std::thread::spawn(move || {
-                    let mut reads = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let _guard = pin();
-                        // Acquire: pairs with the writer's swap, after the box was written.
-                        let value = shared.load(Ordering::Acquire);
-                        // Linger while pinned, so that a free that does not wait lands here.
-                        for _ in 0..64 {
-                            std::hint::spin_loop();
-                        }
-                        // SAFETY: loaded while pinned: freed only two epochs after its removal.
-                        assert_eq!(unsafe { (*value).load(Ordering::Relaxed) }, ALIVE);
-                        reads += 1;
-                        // Relaxed: a start signal; nothing is published through it.
-                        reading.store(true, Ordering::Relaxed);
-                    }
-                    reads
-                })
-            })
-            .collect();
-        // The replacements start once the reader reads: on a busy machine it may be scheduled
-        // only after they would all have run.
-        while !reading.load(Ordering::Relaxed) {
-            std::thread::yield_now();
-        }
+        let readers = vec![spawn_pinned_reader(&shared, &stop)];
         for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
             let guard = pin();
             // AcqRel: publishes the new box to the readers' Acquire, and takes the old one's

@@ -1,17 +1,20 @@
 //! Grace periods: what a shard unlinked waits here until no check can still hold it.
 //!
 //! The lock holder retires removed lines and replaced arrays into the current batch; at the end
-//! of its locked section it seals the batch with an epoch stamp (`epoch.rs`). Once an advance of
-//! the epoch returns two past the stamp, every check pinned when the batch was unlinked has
-//! unpinned, so no check can reach the batch's lines or arrays. The shard then frees or reuses
-//! them itself, under its lock. Collecting advances the epoch only while something waits, so
-//! checks of a table that inserts nothing never see the epoch move.
+//! of its locked section it seals the batch with an epoch stamp (`epoch.rs`), or, where pins
+//! skip their full barrier, with a ticket that a later heavy barrier turns into the stamp
+//! (`barrier.rs`). Once an advance of the epoch returns two past the stamp, every check pinned
+//! when the batch was unlinked has unpinned, so no check can reach the batch's lines or arrays.
+//! The shard then frees or reuses them itself, under its lock. Collecting advances the epoch
+//! only while something waits, so checks of a table that inserts nothing never see the epoch
+//! move.
 //!
 //! In the loom build the epoch's atomics are loom's, so loom sees the whole chain from a check's
 //! unpin to the line's reuse.
 
 use std::collections::VecDeque;
 
+use super::barrier::{self, Ticket};
 use super::epoch::{self, Guard};
 use crate::loom::faults;
 use crate::loom::AddressWord;
@@ -33,6 +36,13 @@ pub(super) struct RetiredPlace {
     pub(super) cell: AddressWord,
 }
 
+/// A sealed batch's epoch stamp, or the ticket it waits on for one.
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    At(u64),
+    Pending(Ticket),
+}
+
 /// One retired line and its batch.
 #[derive(Debug)]
 struct Queued {
@@ -45,8 +55,9 @@ struct Queued {
 pub(super) struct Retired<I> {
     lines: VecDeque<Queued>,
     arrays: VecDeque<(u64, I)>,
-    /// Sealed batches, oldest first: (batch, epoch stamp).
-    stamps: VecDeque<(u64, u64)>,
+    /// Sealed batches, oldest first: (batch, epoch stamp). Tickets are taken in order, so a
+    /// barrier that covers one covers every one before it.
+    stamps: VecDeque<(u64, Stamp)>,
     /// The batch being filled.
     current: u64,
     /// Whether the current batch holds anything.
@@ -116,16 +127,37 @@ impl<I: Reclaimable> Retired<I> {
         if !self.dirty {
             return;
         }
-        self.stamps.push_back((self.current, guard.stamp()));
+        let stamp =
+            if barrier::asymmetric() { Stamp::Pending(barrier::ticket()) } else { Stamp::At(guard.stamp()) };
+        self.stamps.push_back((self.current, stamp));
         self.current += 1;
         self.dirty = false;
     }
 
+    /// Stamps the sealed batches whose tickets a heavy barrier has covered, running one first
+    /// (at most one) when the oldest is not covered and it is `urgent` or time for one.
+    fn stamp_covered(&mut self, urgent: bool) {
+        let mut ran = false;
+        for (_, stamp) in &mut self.stamps {
+            let Stamp::Pending(ticket) = *stamp else { continue };
+            if !barrier::covers(ticket) {
+                if ran || !barrier::run(ticket, urgent) {
+                    break;
+                }
+                ran = true;
+            }
+            // The epoch read after the barrier completed (`covers` and `run` Acquire it).
+            *stamp = Stamp::At(epoch::current());
+        }
+    }
+
     /// Takes everything whose grace period has ended: the lines are returned (still holding
-    /// their contents, for the caller to drop), the arrays are freed.
-    pub(super) fn collect(&mut self, guard: &Guard) -> Ready {
+    /// their contents, for the caller to drop), the arrays are freed. `urgent`: the caller needs
+    /// room now, so a batch waiting for a heavy barrier gets one at once.
+    pub(super) fn collect(&mut self, guard: &Guard, urgent: bool) -> Ready {
         let mut done = None;
-        if let Some(&(_, oldest)) = self.stamps.front() {
+        self.stamp_covered(urgent);
+        if let Some(&(_, Stamp::At(oldest))) = self.stamps.front() {
             // Advance the epoch only when the oldest batch needs it: an advance writes the line
             // every check's pin reads.
             let mut now = epoch::current();
@@ -133,6 +165,7 @@ impl<I: Reclaimable> Retired<I> {
                 now = guard.advance();
             }
             while let Some(&(batch, stamp)) = self.stamps.front() {
+                let Stamp::At(stamp) = stamp else { break };
                 if !epoch::expired(stamp, now) && !faults::grace_periods_skipped() {
                     break;
                 }
@@ -175,7 +208,69 @@ impl<I: Reclaimable> Retired<I> {
     pub(super) fn bytes(&self) -> usize {
         self.lines.capacity() * std::mem::size_of::<Queued>()
             + self.arrays.capacity() * std::mem::size_of::<(u64, I)>()
-            + self.stamps.capacity() * std::mem::size_of::<(u64, u64)>()
+            + self.stamps.capacity() * std::mem::size_of::<(u64, Stamp)>()
             + self.array_bytes
+    }
+}
+
+#[cfg(all(test, not(kova_loom)))]
+mod tests {
+    use super::super::epoch::tests::{spawn_pinned_reader, ALIVE, DEAD};
+    use super::*;
+    use crate::loom::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+    /// A retired box: marked dead, then freed, when its grace period has ended.
+    struct Boxed(*mut AtomicU64);
+
+    impl Reclaimable for Boxed {
+        fn bytes(&self) -> usize {
+            std::mem::size_of::<AtomicU64>()
+        }
+    }
+
+    impl Drop for Boxed {
+        fn drop(&mut self) {
+            // SAFETY: made by `Box::into_raw`, dropped once, after its grace period.
+            unsafe {
+                (*self.0).store(DEAD, Ordering::Relaxed);
+                drop(Box::from_raw(self.0));
+            }
+        }
+    }
+
+    /// Readers pin and read a shared box while a writer replaces it and retires the old one
+    /// through a shard's queue, sealed as a locked section seals it and collected as the next
+    /// section collects (at once, as a section that needs room does, or only when a barrier is
+    /// due): no reader may see a dead value. Where pins skip their full barrier (`barrier.rs`),
+    /// this runs the tickets and the heavy barriers.
+    #[test]
+    fn a_retired_value_is_freed_only_after_its_readers_unpin() {
+        let fresh = || Box::into_raw(Box::new(AtomicU64::new(ALIVE)));
+        let shared = std::sync::Arc::new(AtomicPtr::new(fresh()));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let reader = spawn_pinned_reader(&shared, &stop);
+        let mut retired = Retired::<Boxed>::default();
+        let rounds = if cfg!(miri) { 20 } else { 2_000 };
+        for round in 0..rounds {
+            let guard = epoch::pin();
+            // AcqRel: publishes the new box to the reader's Acquire, and takes the old one's
+            // contents with it.
+            retired.array(Boxed(shared.swap(fresh(), Ordering::AcqRel)));
+            retired.seal(&guard);
+            drop(guard);
+            // One round in a hundred waits for a barrier that is due rather than urgent.
+            let urgent = round % 100 != 0;
+            while retired.array_bytes() > 0 {
+                let guard = epoch::pin();
+                let ready = retired.collect(&guard, urgent);
+                assert!(ready.places.is_empty());
+                drop(guard);
+                std::thread::yield_now();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+        // SAFETY: the reader has stopped.
+        drop(unsafe { Box::from_raw(shared.load(Ordering::Relaxed)) });
     }
 }

@@ -39,7 +39,7 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// Takes the lock, first handing back what finished its grace period.
     pub(in crate::keyed) fn lock<'a>(&'a self, guard: &'a Guard) -> LineLocked<'a, K, A> {
         let mut locked = LineLocked { shard: self, writer: self.cold.lock(), guard, inserting: false };
-        locked.collect();
+        locked.collect(false);
         locked
     }
 }
@@ -64,13 +64,14 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     }
 
     /// Drops the keys (and boxed cells) of removed lines whose grace period has ended, making
-    /// them reusable, and frees replaced arrays.
+    /// them reusable, and frees replaced arrays; `urgent` when the section needs the room now
+    /// (`Retired::collect`).
     #[expect(
         clippy::indexing_slicing,
         reason = "a retired place is a line of the current array: a rehash hands the places retired so far to the old array"
     )]
-    fn collect(&mut self) {
-        let ready = self.writer.retired.collect(self.guard);
+    fn collect(&mut self, urgent: bool) {
+        let ready = self.writer.retired.collect(self.guard, urgent);
         for place in ready.places {
             let pos = place.line as usize;
             debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
@@ -381,7 +382,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
                 // Seal what this section retired so far, collect what earlier sections sealed
                 // (advancing the epoch if they wait for it), and look again.
                 self.writer.retired.seal(self.guard);
-                self.collect();
+                self.collect(true);
             }
         }
         // A line is still open (the load bound is below 1): use it rather than wait.
