@@ -153,9 +153,9 @@ mod linux {
         if membarrier(PRIVATE_EXPEDITED) {
             return;
         }
-        // Refused after the registration succeeded (a child after fork, which the kernel does not
-        // register): register again, else take the slow barrier that needs none. A pin made with
-        // a plain store cannot be made safe any other way.
+        // Refused although the registration succeeded, which the kernel's contract does not
+        // foresee: register again, else take the slow barrier that needs no registration. A pin
+        // made with a plain store cannot be made safe any other way.
         if (membarrier(REGISTER_PRIVATE_EXPEDITED) && membarrier(PRIVATE_EXPEDITED)) || membarrier(GLOBAL) {
             return;
         }
@@ -167,7 +167,8 @@ mod linux {
 #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(kova_loom)))]
 pub(super) use linux::{asymmetric, covers, heavy, run, ticket, Ticket};
 
-/// Symmetric everywhere else: nothing here is ever called but [`asymmetric`].
+/// Symmetric everywhere else: [`asymmetric`] is false, so callers take the symmetric protocol
+/// and never reach the rest (kept so that they compile alike on every target).
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri), not(kova_loom))))]
 mod symmetric {
     #[inline(always)]
