@@ -138,7 +138,9 @@ impl<I: Reclaimable> Retired<I> {
     /// (at most one) when the oldest is not covered and it is `urgent` or time for one.
     fn stamp_covered(&mut self, urgent: bool) {
         let mut ran = false;
-        for (_, stamp) in &mut self.stamps {
+        // Stamps are given oldest first, so the stamped batches are a prefix of the queue.
+        let first_pending = self.stamps.partition_point(|(_, stamp)| matches!(stamp, Stamp::At(_)));
+        for (_, stamp) in self.stamps.range_mut(first_pending..) {
             let Stamp::Pending(ticket) = *stamp else { continue };
             if !barrier::covers(ticket) {
                 if ran || !barrier::run(ticket, urgent) {
