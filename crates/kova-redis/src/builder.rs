@@ -191,7 +191,9 @@ impl Builder {
 
     /// The most keys the local layer (denial cache, leases, the degraded tables of
     /// [`StoreFailurePolicy::Degrade`]) tracks, from 1 to [`MAX_LOCAL_KEYS`] (default 100,000);
-    /// [`Error::LocalMaxKeys`] from `open` / `connect` otherwise.
+    /// [`Error::LocalMaxKeys`] from `open` / `connect` otherwise. Besides these, each thread
+    /// that checks one key again and again keeps that key's entry, and may keep it (a few hundred
+    /// bytes) for a while after the key leaves the table.
     pub fn local_max_keys(mut self, max: usize) -> Self {
         self.local_max_keys = max;
         self

@@ -4,12 +4,14 @@
 //!
 //! A local answer is the check's first step, before the Redis key is built or anything is
 //! allocated: the key's entry is found by the user's key and algorithm in a concurrent map that
-//! takes no lock and writes nothing shared on a lookup, a leased unit is spent with one
-//! compare-and-swap on the entry, and a denial is read under a sequence lock. The time is the
+//! takes no lock and writes nothing shared on a lookup (or, for a key that a thread checks again
+//! and again, kept by that thread: [`Recent`]), a leased unit is spent with one compare-and-swap
+//! on the entry, and a denial is read under a sequence lock. The time is the
 //! coarse clock's, read again precisely only near a lease's expiry or a denial's end.
 
 mod denial;
 mod entry;
+mod recent;
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -18,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kova::{AlgorithmKind, Clock, Decision};
+use smallvec::SmallVec;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
@@ -26,6 +29,7 @@ use crate::leasing::Leasing;
 use crate::limit::RedisLimit;
 use denial::Denial;
 use entry::{Entry, Now};
+use recent::Recent;
 
 /// What the local layer says about a check before Redis is asked.
 pub(crate) enum Before {
@@ -39,15 +43,22 @@ pub(crate) enum Before {
     Plain,
 }
 
+/// How many bytes of a user's key the table holds inline; a longer key takes an allocation of
+/// its own, and its lookups one more memory access.
+const INLINE_KEY: usize = 24;
+
 /// A key of the local table: the user's key and the algorithm, as the Redis key names them
 /// (two limits of one algorithm on one user key share their Redis key, and so their entry).
+/// Held inline in the table's element, beside the entry's pointer: a lookup of a key of up to
+/// [`INLINE_KEY`] bytes reads the element and the entry, and no third allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LocalKey {
     kind: AlgorithmKind,
-    user_key: Box<[u8]>,
+    user_key: SmallVec<[u8; INLINE_KEY]>,
 }
 
-/// A [`LocalKey`] borrowed from a check's arguments: lookups allocate nothing.
+/// A key borrowed from a check's arguments: lookups allocate nothing.
+#[derive(Clone, Copy)]
 struct KeyRef<'a> {
     kind: AlgorithmKind,
     user_key: &'a [u8],
@@ -69,24 +80,29 @@ impl Hash for KeyRef<'_> {
 }
 
 impl papaya::Equivalent<LocalKey> for KeyRef<'_> {
+    #[inline]
     fn equivalent(&self, key: &LocalKey) -> bool {
         self.kind == key.kind && *self.user_key == *key.user_key
     }
 }
 
 impl KeyRef<'_> {
-    fn to_owned(&self) -> LocalKey {
-        LocalKey { kind: self.kind, user_key: self.user_key.into() }
+    fn into_owned(self) -> LocalKey {
+        LocalKey { kind: self.kind, user_key: SmallVec::from_slice(self.user_key) }
     }
 }
 
 /// The local table: a bounded number of keys in a concurrent map (papaya: lookups take no
 /// lock and write nothing shared), each entry with atomics for its lease and its denial and a
-/// lock of its own for a refill's start and end.
+/// lock of its own for a refill's start and end; and each thread's recent entry ([`Recent`]),
+/// answered from without the map.
 pub(crate) struct Local {
     /// Keys hashed with ahash, randomly seeded: chosen keys cannot force collisions, and a
     /// lookup hashes faster than with std's SipHash.
-    map: papaya::HashMap<LocalKey, Entry, ahash::RandomState>,
+    /// Entries are shared (`Arc`) with the threads that keep them ([`Recent`]).
+    map: papaya::HashMap<LocalKey, Arc<Entry>, ahash::RandomState>,
+    /// Told of every entry that leaves `map`.
+    recent: Recent,
     max_keys: usize,
     clock: LocalClock,
     /// When the last purge of stale entries ran (local nanoseconds; 0: never).
@@ -120,6 +136,7 @@ impl Local {
     ) -> Self {
         Local {
             map: papaya::HashMap::with_hasher(ahash::RandomState::new()),
+            recent: Recent::default(),
             max_keys: max_keys.max(1),
             clock,
             last_purge: AtomicU64::new(0),
@@ -133,8 +150,22 @@ impl Local {
     /// no lock, no allocation, no Redis key. `None`: ask [`before`](Self::before).
     #[inline]
     pub(crate) fn answer(&self, user_key: &[u8], limit: &RedisLimit, cost: u64) -> Option<Decision> {
+        let key = KeyRef { kind: limit.kind(), user_key };
+        let departures = self.recent.departures();
+        let again = match self.recent.with_entry(key, departures, |e| self.answer_from(e, limit, cost)) {
+            Ok(answer) => return answer,
+            Err(again) => again,
+        };
         let map = self.map.pin();
-        let entry = map.get(&KeyRef { kind: limit.kind(), user_key })?;
+        let entry = map.get(&key)?;
+        if again {
+            self.recent.keep(key, departures, entry);
+        }
+        self.answer_from(entry, limit, cost)
+    }
+
+    #[inline(always)]
+    fn answer_from(&self, entry: &Entry, limit: &RedisLimit, cost: u64) -> Option<Decision> {
         if !entry.holds_for(limit) {
             return None;
         }
@@ -157,18 +188,22 @@ impl Local {
             self.last_purge.store(now.max(1), Ordering::Relaxed);
             let hot_within = self.hot_within;
             map.retain(|_, e| !e.is_stale(now, hot_within));
+            self.recent.departed();
             if map.len() >= self.max_keys {
                 return false;
             }
         }
-        map.insert(key.to_owned(), Entry::new(*limit, now));
+        if map.insert(key.into_owned(), Arc::new(Entry::new(*limit, now))).is_some() {
+            // Another check inserted the key first.
+            self.recent.departed();
+        }
         true
     }
 
     /// What to do about `cost` (>= 1) units of `user_key` under `limit` when
     /// [`answer`](Self::answer) had none: answer locally after all (a lease that came since),
     /// refill a hot key's lease, wait for a refill in flight, or ask Redis plainly.
-    pub(crate) fn before(self: &Arc<Self>, user_key: &[u8], limit: &RedisLimit, cost: u64) -> Before {
+    pub(crate) fn before(&self, user_key: &[u8], limit: &RedisLimit, cost: u64) -> Before {
         let key = KeyRef { kind: limit.kind(), user_key };
         let mut now = Now::read(&self.clock);
         let map = self.map.pin();
@@ -176,7 +211,8 @@ impl Local {
             Some(entry) if entry.holds_for(limit) => entry,
             Some(_) => {
                 // The same key checked against a limit that Redis sees otherwise: start over for it.
-                map.insert(key.to_owned(), Entry::new(*limit, now.value()));
+                map.insert(key.into_owned(), Arc::new(Entry::new(*limit, now.value())));
+                self.recent.departed();
                 return Before::Plain;
             }
             None => {
@@ -208,10 +244,7 @@ impl Local {
         // this take at most the units they saw, which were theirs to take.
         entry.lease_units.store(0, Ordering::Relaxed);
         *refilling = Some(Arc::new(Notify::new()));
-        Before::Refill {
-            extra: leasing.batch(),
-            guard: RefillGuard { local: Arc::clone(self), key: key.to_owned() },
-        }
+        Before::Refill { extra: leasing.batch(), guard: RefillGuard { refilling: Arc::clone(entry) } }
     }
 
     /// Records what Redis answered for `cost` (+ `granted` leased units) of `user_key`.
@@ -274,20 +307,13 @@ impl Local {
 
     /// Forgets `user_key` under `kind` (after a reset).
     pub(crate) fn forget(&self, user_key: &[u8], kind: AlgorithmKind) {
+        let key = KeyRef { kind, user_key };
         let map = self.map.pin();
-        if let Some(entry) = map.remove(&KeyRef { kind, user_key }) {
-            if let Some(notify) = entry.refilling().take() {
-                notify.notify_waiters();
-            }
-        }
-    }
-
-    fn refill_done(&self, key: &LocalKey) {
-        let map = self.map.pin();
-        if let Some(entry) = map.get(&KeyRef { kind: key.kind, user_key: &key.user_key }) {
-            if let Some(notify) = entry.refilling().take() {
-                notify.notify_waiters();
-            }
+        let Some(entry) = map.remove(&key) else { return };
+        self.recent.departed();
+        let refill = entry.refilling().take();
+        if let Some(notify) = refill {
+            notify.notify_waiters();
         }
     }
 
@@ -300,12 +326,14 @@ impl Local {
 /// Marks one key's lease refill in flight; dropping it (after the answer, a failure, or a
 /// cancelled call) ends the refill and wakes the checks waiting for it.
 pub(crate) struct RefillGuard {
-    local: Arc<Local>,
-    key: LocalKey,
+    /// The entry whose refill this is (still that key's entry, or one that left the table).
+    refilling: Arc<Entry>,
 }
 
 impl Drop for RefillGuard {
     fn drop(&mut self) {
-        self.local.refill_done(&self.key);
+        if let Some(notify) = self.refilling.refilling().take() {
+            notify.notify_waiters();
+        }
     }
 }

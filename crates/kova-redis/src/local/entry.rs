@@ -115,6 +115,7 @@ impl Entry {
     }
 
     /// Whether the key was checked within `hot_within` before `now`; notes this check.
+    #[inline]
     pub(crate) fn seen(&self, now: u64, hot_within: u64) -> bool {
         // Relaxed: hotness is a heuristic. Stored only when it moved by a sixteenth of the
         // window, so that a hot key's checks on many cores do not all write one cache line.

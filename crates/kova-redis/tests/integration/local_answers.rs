@@ -117,6 +117,33 @@ async fn a_lease_is_spent_only_under_a_limit_that_redis_sees_alike() {
     assert_eq!(limiter.stats().local_decisions, 1);
 }
 
+/// A reset ends the key's lease on the thread that checks the key again and again too (which
+/// answers from the key's entry without looking it up in the local table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_ends_a_lease_that_a_thread_keeps() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(3_000_000_000);
+    let limiter = crate::deterministic(&clock)
+        .leasing(Leasing::new(50, Duration::from_secs(1)))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = RedisLimit::gcra(Quota::per_second(1000).unwrap().with_burst(100).unwrap()).unwrap();
+    check(&limiter, &limit, 1).await;
+    assert_eq!(check(&limiter, &limit, 1).await.1, 2, "leased");
+    for _ in 0..5 {
+        assert_eq!(check(&limiter, &limit, 1).await.0.fallback(), Some(Fallback::LocalCache));
+    }
+    limiter.reset("k", &limit).await.unwrap();
+    let trips = limiter.stats().round_trips;
+    let (d, now_trips) = check(&limiter, &limit, 1).await;
+    assert_eq!(
+        (d.fallback(), d.remaining(), now_trips),
+        (None, 99, trips + 1),
+        "answered from a lease held before the reset"
+    );
+}
+
 /// A lease is spent up to the last nanosecond of its ttl, and not at its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_ends_at_its_ttl() {
