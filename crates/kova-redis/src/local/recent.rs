@@ -16,9 +16,10 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 use kova::AlgorithmKind;
+use smallvec::SmallVec;
 
 use super::entry::Entry;
-use super::KeyRef;
+use super::{KeyRef, INLINE_KEY};
 
 /// Tells the local tables apart in [`KEPT`]: a table's number, never reused.
 static TABLES: AtomicU64 = AtomicU64::new(1);
@@ -56,9 +57,10 @@ struct Kept {
     table: u64,
     /// The departure count read before the lookup that found `entry`.
     departures: u64,
-    /// The entry's key (beside the entry, not in it: the table holds it inline).
+    /// The entry's key (beside the entry, not in it: the table holds it inline). Inline here
+    /// too: keeping a key of up to [`INLINE_KEY`] bytes allocates nothing.
     kind: Option<AlgorithmKind>,
-    key: Vec<u8>,
+    key: SmallVec<[u8; INLINE_KEY]>,
     /// The entry of the last key looked up twice in a row on this thread.
     entry: Option<Arc<Entry>>,
     /// The fingerprint of the last key looked up.
@@ -66,11 +68,12 @@ struct Kept {
 }
 
 impl Kept {
-    const EMPTY: Kept = Kept { table: 0, departures: 0, kind: None, key: Vec::new(), entry: None, last: 0 };
+    const EMPTY: Kept =
+        Kept { table: 0, departures: 0, kind: None, key: SmallVec::new_const(), entry: None, last: 0 };
 
     #[inline]
     fn holds(&self, key: KeyRef<'_>) -> bool {
-        self.kind == Some(key.kind) && self.key == key.user_key
+        self.kind == Some(key.kind) && *self.key == *key.user_key
     }
 }
 

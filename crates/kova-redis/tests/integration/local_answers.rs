@@ -226,4 +226,14 @@ async fn a_local_answer_is_ready_on_the_first_poll_and_allocates_nothing() {
         assert_eq!((d.is_allowed(), d.fallback()), (allowed, Some(Fallback::LocalCache)), "{key}: {d:?}");
         assert_eq!(allocated, 0, "{key}: a local answer allocated {allocated} times");
     }
+    // Checked again and again, the key's entry is kept by this thread and answered from without
+    // the table: keeping it allocates nothing either.
+    for check in 0..3 {
+        let before = allocations();
+        let answer = poll_once(limiter.check("hot", &leased));
+        let allocated = allocations() - before;
+        let d = answer.expect("a local answer is ready on the first poll").unwrap();
+        assert_eq!(d.fallback(), Some(Fallback::LocalCache), "{check}: {d:?}");
+        assert_eq!(allocated, 0, "{check}: a local answer allocated {allocated} times");
+    }
 }
