@@ -30,3 +30,5 @@ pub(super) use prefetch::{note_contention, prefetch_line};
 pub(super) use shard::{LineHit, LineShard, MAX_KEYS};
 #[cfg(kova_loom)]
 pub(super) use sizing::keys_in_first_array;
+#[cfg(test)]
+pub(super) use sizing::{FRESH_DEN, FRESH_NUM, SPARSE_LINES};

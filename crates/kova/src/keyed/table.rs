@@ -21,7 +21,10 @@ use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
 ///   state word (plus the thread's own epoch record, `epoch.rs`). New keys take their shard's lock.
 /// - **Inline state**: a `u64` key and a single-word algorithm's state take 16 bytes side by side
 ///   in the probed array (one cache line per check); with the array's spare room and marks, at
-///   most 32 bytes per key (`line/shard.rs`'s load constants).
+///   most 32 bytes per key once a shard holds a few thousand keys (`line/sizing.rs`). Below that
+///   a shard's array is kept four times as sparse, at most 64 KiB of `u64` lines a shard, so
+///   that a check finds its key on its home line and threads checking different keys seldom
+///   write one cache line.
 /// - **Bounded**: at most [`max_keys`](KeyedBuilder::max_keys) keys and
 ///   [`memory_bound_bytes`](Self::memory_bound_bytes) bytes; idle keys are reclaimed by inserts
 ///   into full shards and by [`sweep_idle`](Self::sweep_idle); beyond that a

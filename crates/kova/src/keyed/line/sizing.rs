@@ -13,14 +13,14 @@ pub(in crate::keyed) const HELD_DEN: usize = 20;
 /// and removes, sheds no more often than when both were 3/4.
 pub(in crate::keyed) const FULL_NUM: usize = 3;
 pub(in crate::keyed) const FULL_DEN: usize = 4;
-/// How loaded an array is right after a rehash: 11/20. So a `u64` key takes at most 17 / 0.55
-/// = 31 bytes (a 16-byte line and a 1-byte mark), and a probe is short (a hit at 11/20 looks at
-/// 1.6 lines on average).
+/// How loaded a dense array is right after a rehash: 11/20. So a `u64` key takes at most 17 /
+/// 0.55 = 31 bytes (a 16-byte line and a 1-byte mark), and a probe is short (a hit at 11/20 looks
+/// at 1.6 lines on average). Small arrays are sparser ([`SPARSE_LINES`]).
 pub(in crate::keyed) const FRESH_NUM: usize = 11;
 pub(in crate::keyed) const FRESH_DEN: usize = 20;
-/// The least an array grows by, 6/5, so that growth is geometric; no more, so that an array
-/// grown when its held keys fill it starts at a load of at least 13/20 / 6/5 = 0.54 (32 bytes a `u64` key at most,
-/// whole groups included, from a thousand keys).
+/// The least an array grows by, 6/5, so that growth is geometric; no more, so that a dense array
+/// grown when its held keys fill it starts at a load of at least 13/20 / 6/5 = 0.54 (32 bytes a
+/// `u64` key at most, whole groups included, once arrays are dense).
 pub(in crate::keyed) const GROWTH_NUM: usize = 6;
 pub(in crate::keyed) const GROWTH_DEN: usize = 5;
 /// The smallest array.
@@ -33,9 +33,27 @@ pub(in crate::keyed) const START_LINES: usize = 8 * GROUP_LINES;
 /// array (see `take_place`).
 pub(in crate::keyed) const RETIRED_ARRAYS: usize = 4;
 
-/// Lines for `keys` held keys right after a rehash (whole groups).
+/// Arrays are made sparse up to this many lines (64 KiB of `u64` lines): a shard's array holds
+/// its keys at a quarter of the load [`FRESH_NUM`]/[`FRESH_DEN`] would give them, until that many
+/// lines hold them at that load. A check then nearly always finds its key on its home line,
+/// where at the dense load a hit looks at 1.6 lines, and whether it looks at one or two is a
+/// branch the CPU mispredicts; and the keys that different threads check seldom share a cache
+/// line, whose every admission writes. Up to a few thousand keys a shard, memory is cheap
+/// against both: at most [`SPARSE_FACTOR`] times the bytes per key of a dense array, and at most
+/// this many lines a shard.
+pub(in crate::keyed) const SPARSE_LINES: usize = 4096;
+/// How many times the dense lines a sparse array takes. 1 (dense) under loom and Miri: sparsity
+/// changes how large an array is, not how it is read and written, and there every line is work
+/// (a loom atomic to explore, an interpreted write to make).
+pub(in crate::keyed) const SPARSE_FACTOR: usize = if cfg!(any(kova_loom, miri)) { 1 } else { 4 };
+
+/// Lines for `keys` held keys right after a rehash (whole groups): the dense array's lines, or
+/// [`SPARSE_FACTOR`] times as many up to [`SPARSE_LINES`]. Never fewer for more keys, so that
+/// arrays only grow as keys arrive and a shard's key bound bounds its array.
 pub(in crate::keyed) fn lines_for(keys: usize) -> usize {
-    (keys.saturating_mul(FRESH_DEN).div_ceil(FRESH_NUM)).max(MIN_LINES).next_multiple_of(GROUP_LINES)
+    let dense =
+        (keys.saturating_mul(FRESH_DEN).div_ceil(FRESH_NUM)).max(MIN_LINES).next_multiple_of(GROUP_LINES);
+    dense.max(dense.saturating_mul(SPARSE_FACTOR).min(SPARSE_LINES))
 }
 
 /// The lines a shard of at most `max_keys` keys starts with.
@@ -67,17 +85,27 @@ mod tests {
     use super::*;
 
     /// Right after a rehash an array holds its keys at a load of at most 11/20, so they fit
-    /// (at most 13/20 held) with room to grow; and a `u64` key then costs at most 32 bytes, also in
-    /// an array grown by the least growth from a full one.
+    /// (at most 13/20 held) with room to grow; a small array at a quarter of that, at most
+    /// [`SPARSE_LINES`] lines; and once arrays are dense a `u64` key costs at most 32 bytes, also
+    /// in an array grown by the least growth from a full one.
     #[test]
     fn sizing_keeps_the_loads() {
+        let mut last = 0;
         for keys in (1..5_000).chain([123_456, 1 << 20]) {
             let len = lines_for(keys);
+            assert!(len >= last, "{keys} keys: {len} lines, fewer than for one key less");
+            last = len;
             assert!(keys * FRESH_DEN <= len * FRESH_NUM, "{keys} keys in {len} lines");
             assert!(fits(keys, keys, len));
             let bytes_per_key = (len * (std::mem::size_of::<Line<u64>>() + 1)) as f64 / keys as f64;
-            // Whole groups add up to 7 lines, which matters only below a thousand keys.
-            assert!(keys < 1_000 || bytes_per_key <= 32.0, "{keys} keys: {bytes_per_key} bytes each");
+            if len <= SPARSE_LINES {
+                // Sparse: a quarter of the dense load while four times the dense lines fit.
+                let dense = keys * FRESH_DEN / FRESH_NUM;
+                assert!(len >= (SPARSE_FACTOR * dense).min(SPARSE_LINES), "{keys} keys in {len} lines");
+            } else {
+                // Whole groups add up to 7 lines, which matters only below a thousand keys.
+                assert!(bytes_per_key <= 32.0, "{keys} keys: {bytes_per_key} bytes each");
+            }
         }
         // A full array of held keys takes one more: the grown array holds them at 32 bytes
         // each at most.
@@ -86,7 +114,7 @@ mod tests {
             let held = len * HELD_NUM / HELD_DEN;
             assert!(fits(held, held, len) && !fits(held + 1, held + 1, len));
             let needed = lines_for(held + 1);
-            if held + 1 < 1_000 || needed <= len {
+            if needed <= SPARSE_LINES || needed <= len {
                 continue;
             }
             let grown = grown_lines(len, needed, usize::MAX / 2).next_multiple_of(GROUP_LINES);
