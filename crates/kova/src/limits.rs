@@ -7,6 +7,7 @@ mod decision;
 mod keyed;
 mod keyed_builder;
 mod link;
+mod seen;
 
 pub use decision::LimitsDecision;
 pub use keyed::KeyedLimits;
@@ -161,7 +162,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     #[inline]
     pub fn check(&self) -> LimitsDecision {
         // Every capacity is at least 1.
-        self.cells.check(&self.algorithms, &self.clock, 1)
+        self.cells.check(&self.algorithms, &self.clock, 1).answer(&self.algorithms, 1)
     }
 
     /// Checks `cost` units against every limit, all or nothing; an error when `cost` exceeds
@@ -179,12 +180,12 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
         if cost > self.capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity: self.capacity });
         }
-        Ok(self.cells.check(&self.algorithms, &self.clock, cost))
+        Ok(self.cells.check(&self.algorithms, &self.clock, cost).answer(&self.algorithms, cost))
     }
 
     /// Every limit's state, changing nothing.
     pub fn peek(&self) -> LimitsDecision {
-        self.cells.check(&self.algorithms, &self.clock, 0)
+        self.cells.check(&self.algorithms, &self.clock, 0).answer(&self.algorithms, 0)
     }
 
     /// Gives `cost` units back to every limit (see [`WordAlgorithm::refund`]). Returns whether

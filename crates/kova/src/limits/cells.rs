@@ -2,11 +2,12 @@
 //! compare-and-swap over every word (one or two limits), or two links checked then refunded
 //! (three or four limits: the first two in one 128-bit word, the rest in a second word).
 
-use super::link::{self, Link, NONE};
-use super::{LimitsDecision, MAX_LIMITS};
+use super::link::{self, Link, Sight};
+use super::seen::Seen;
+use super::MAX_LIMITS;
 use crate::loom::atomic::AtomicU64;
 use crate::loom::AtomicU128;
-use crate::{Clock, Decision, WordAlgorithm};
+use crate::{Clock, WordAlgorithm};
 
 pub(crate) enum Cells {
     One(AtomicU64),
@@ -61,24 +62,25 @@ impl Cells {
         }
     }
 
-    /// Checks `cost` units against every limit, all or nothing.
+    /// Checks `cost` units against every limit, all or nothing: what the check saw, from which
+    /// its answer follows ([`Seen::answer`]).
     #[inline(always)]
     pub(super) fn check<W: WordAlgorithm, C: Clock + ?Sized>(
         &self,
         algorithms: &[W],
         clock: &C,
         cost: u64,
-    ) -> LimitsDecision {
+    ) -> Seen {
         match self {
             Cells::One(cell) => {
-                let (decisions, allowed) = link::check(cell, exactly::<W, 1>(algorithms), clock, cost);
-                LimitsDecision::of(decisions, allowed)
+                let sight = link::check(cell, exactly::<W, 1>(algorithms), clock, cost);
+                Seen::of(sight, Sight::NONE, sight.admitted)
             }
             // Both words decided together and swapped in one 128-bit CAS: the composite is
             // exactly the sequential one.
             Cells::Pair(cell) => {
-                let (decisions, allowed) = link::check(cell, exactly::<W, 2>(algorithms), clock, cost);
-                LimitsDecision::of(decisions, allowed)
+                let sight = link::check(cell, exactly::<W, 2>(algorithms), clock, cost);
+                Seen::of(sight, Sight::NONE, sight.admitted)
             }
             Cells::PairThenOne(first, second) => {
                 check_then_refund::<_, _, W, C, 2, 1>(first, second, algorithms, clock, cost)
@@ -203,7 +205,7 @@ fn check_then_refund<L0, L1, W, C, const A: usize, const B: usize>(
     algorithms: &[W],
     clock: &C,
     cost: u64,
-) -> LimitsDecision
+) -> Seen
 where
     L0: Link<A>,
     L1: Link<B>,
@@ -211,22 +213,20 @@ where
     C: Clock + ?Sized,
 {
     let (head, tail) = cut::<W, A, B>(algorithms);
-    let (decided, allowed) = link::check(first, head, clock, cost);
-    if !allowed {
-        // Nothing was taken: the second link says what it would say now.
-        let standing = link::standing(second, tail, clock.now_nanos(), cost);
-        return joined(decided, standing, false);
+    let decided = link::check(first, head, clock, cost);
+    if !decided.admitted {
+        // Nothing was taken: the second link as it stands now.
+        return Seen::of(decided, link::look(second, clock.now_nanos()), false);
     }
-    let (then, allowed) = link::check(second, tail, clock, cost);
-    if !allowed {
-        return joined(undo_first(first, head, clock, cost), then, false);
+    let then = link::check(second, tail, clock, cost);
+    if !then.admitted {
+        return Seen::of(undo_first(first, head, clock, cost), then, false);
     }
-    joined(decided, then, true)
+    Seen::of(decided, then, true)
 }
 
-/// The second link's denial: the first link's limits get their units back, and say what they
-/// would say now. Out of line, returning the decisions by value: the hot path's decisions never
-/// have their address taken, so they stay in registers.
+/// The second link's denial: the first link's limits get their units back, and are looked at as
+/// they stand now. Out of line: the hit path stays small.
 #[cold]
 #[inline(never)]
 fn undo_first<L: Link<N>, W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
@@ -234,22 +234,7 @@ fn undo_first<L: Link<N>, W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     algorithms: &[W; N],
     clock: &C,
     cost: u64,
-) -> [Decision; N] {
+) -> Sight<N> {
     link::refund(cell, algorithms, clock, cost);
-    link::standing(cell, algorithms, clock.now_nanos(), cost)
-}
-
-/// The answer from the decisions of two links, in the composite's order, each at a constant
-/// place.
-#[inline(always)]
-fn joined<const A: usize, const B: usize>(
-    first: [Decision; A],
-    second: [Decision; B],
-    allowed: bool,
-) -> LimitsDecision {
-    let mut decisions = [NONE; MAX_LIMITS];
-    for (place, decision) in decisions.iter_mut().zip(first.into_iter().chain(second)) {
-        *place = decision;
-    }
-    LimitsDecision::new(decisions, A + B, allowed)
+    link::look(cell, clock.now_nanos())
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use crossbeam_utils::CachePadded;
 
 use super::cells::Cells;
+use super::seen::Seen;
 use super::{LimitsDecision, LimitsError, MAX_LIMITS};
 use crate::cell::BoxedCell;
 use crate::{Algorithm, Clock, Decision, Quota, QuotaError, WordAlgorithm};
@@ -50,11 +51,18 @@ impl<W: WordAlgorithm> Composite<W> {
         self.algorithms.len()
     }
 
-    /// Checks `cost` units (0: a peek) against every limit of `cell`, all or nothing. The
-    /// caller has checked `cost` against the [capacity](Algorithm::capacity).
+    /// Checks `cost` units (0: a peek) against every limit of `cell`, all or nothing: what the
+    /// check saw, which [`answer`](Self::answer) turns into the answer. The caller has checked
+    /// `cost` against the [capacity](Algorithm::capacity).
     #[inline(always)]
-    pub(super) fn check<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> LimitsDecision {
+    pub(super) fn check<C: Clock + ?Sized>(&self, cell: &Cells, clock: &C, cost: u64) -> Seen {
         cell.check(&self.algorithms, clock, cost)
+    }
+
+    /// The answer of a check of `cost` units of this composite's cell that saw `seen`.
+    #[inline(always)]
+    pub(super) fn answer(&self, seen: &Seen, cost: u64) -> LimitsDecision {
+        seen.answer(&self.algorithms, cost)
     }
 }
 
@@ -110,7 +118,7 @@ impl<W: WordAlgorithm> Algorithm for Composite<W> {
     /// The deciding limit's decision ([`LimitsDecision::decision`]): admitted exactly when
     /// every limit admitted.
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &Padded, clock: &C, cost: u64) -> Decision {
-        self.check(cell, clock, cost).decision()
+        self.answer(&self.check(cell, clock, cost), cost).decision()
     }
 
     fn reset_cell(&self, cell: &Padded) {

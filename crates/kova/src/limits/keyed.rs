@@ -4,6 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 
 use super::composite::Composite;
+use super::seen::Seen;
 use super::{KeyedLimitsBuilder, LimitsDecision, LimitsError, MAX_LIMITS};
 use crate::clock::BuilderClock;
 use crate::reservation::Settlement;
@@ -120,19 +121,25 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
         self.decide(key, 0)
     }
 
-    /// `cost` units of `key` (at most the capacity) decided on its cell.
+    /// `cost` units of `key` (at most the capacity) decided on its cell. What the check saw
+    /// passes through the table's paths, and the answer is worked out from it here, where the
+    /// caller reads it: a part the caller never reads is never built.
     #[inline(always)]
     fn decide(&self, key: &K, cost: u64) -> LimitsDecision {
-        let len = self.len;
-        self.table.visit(
+        let visited = self.table.visit(
             key,
             cost,
             #[inline(always)]
-            |composite, cell, clock| composite.check(cell, clock, cost),
-            LimitsDecision::is_allowed,
-            // The table-full policy's decision, for every limit.
-            |decision| full_answer(decision, len),
-        )
+            |composite, cell, clock| Visited::Seen(composite.check(cell, clock, cost)),
+            Visited::is_allowed,
+            Visited::Full,
+        );
+        match visited {
+            // The table's one composite: a key's cell is always checked by the composite the
+            // table was built with.
+            Visited::Seen(seen) => self.table.algorithm().answer(&seen, cost),
+            Visited::Full(decision) => full_answer(decision, self.len),
+        }
     }
 
     /// Gives `cost` units of `key` back to every limit. Returns whether units were given back,
@@ -199,6 +206,25 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
     /// Reclaims every idle key (see [`Keyed::sweep_idle`]): how many.
     pub fn sweep_idle(&self) -> usize {
         self.table.sweep_idle()
+    }
+}
+
+/// What a check of a key's cell returned through the table.
+#[derive(Clone, Copy)]
+enum Visited {
+    /// What the check saw of the key's limits.
+    Seen(Seen),
+    /// The table-full policy's decision for a new key the table had no room for.
+    Full(Decision),
+}
+
+impl Visited {
+    #[inline(always)]
+    fn is_allowed(&self) -> bool {
+        match self {
+            Visited::Seen(seen) => seen.is_allowed(),
+            Visited::Full(decision) => decision.is_allowed(),
+        }
     }
 }
 

@@ -66,17 +66,20 @@ impl Link<2> for AtomicU128 {
     }
 }
 
-/// What a link's step tells the CAS loop, in one word so that it travels in a register: 0 when
-/// every limit admitted, else how long until the whole check could pass (a denial always waits
-/// at least 1 ns), which the loop needs for the near miss. The limits' own decisions go
-/// straight into the caller's answer.
+/// What a link's step tells the CAS loop: how long until the whole check could pass (0 when
+/// every limit admitted; a denial always waits at least 1 ns), which the loop needs for the near
+/// miss, and the words and time it decided on, from which each limit's decision follows
+/// (`seen.rs`).
 #[derive(Clone, Copy)]
-struct Verdict(u64);
+struct Verdict<const N: usize> {
+    denied_for: u64,
+    sight: Sight<N>,
+}
 
-impl Outcome for Verdict {
+impl<const N: usize> Outcome for Verdict<N> {
     #[inline(always)]
     fn denied_for_nanos(&self) -> u64 {
-        self.0
+        self.denied_for
     }
 }
 
@@ -89,9 +92,23 @@ impl<const N: usize> Outcome for Charged<N> {
     }
 }
 
+/// What a check saw of a link's limits: their words as decided on (or looked at), the time, and
+/// whether every one of them admitted and took the cost.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sight<const N: usize> {
+    pub(super) words: [u64; N],
+    pub(super) now: u64,
+    pub(super) admitted: bool,
+}
+
+impl Sight<0> {
+    /// The second link of a composite that has one.
+    pub(super) const NONE: Self = Sight { words: [], now: 0, admitted: true };
+}
+
 /// The sequential composite over `N` plain words: every limit decides `cost` at `now`; if all
-/// admit, every word takes it; otherwise nothing changes and the admitting limits report a peek.
-/// Each limit's decision is written to `decisions`.
+/// admit, every word takes it (the new words); otherwise nothing changes. Also how long until
+/// the whole check could pass: 0 while every limit admits.
 #[inline(always)]
 #[expect(clippy::indexing_slicing, reason = "every index runs over 0..N, the length of each array")]
 fn decide_all<W: WordAlgorithm, const N: usize>(
@@ -99,70 +116,51 @@ fn decide_all<W: WordAlgorithm, const N: usize>(
     words: [u64; N],
     now: u64,
     cost: u64,
-    decisions: &mut [Decision; N],
-) -> (Verdict, [u64; N]) {
+) -> (u64, [u64; N]) {
     let mut new = words;
-    // The denying limit that must be waited for longest says when the whole check could pass;
-    // 0 while every limit admits.
+    // The denying limit that must be waited for longest says when the whole check could pass.
     let mut denied_for = 0;
     for i in 0..N {
         let (decision, word) = algorithms[i].decide(words[i], now, cost);
         denied_for = denied_for.max(decision.retry_after_nanos());
-        decisions[i] = decision;
         new[i] = word;
     }
     if denied_for == 0 {
-        return (Verdict(0), new);
+        (0, new)
+    } else {
+        (denied_for, words)
     }
-    for i in 0..N {
-        if decisions[i].is_allowed() {
-            decisions[i] = algorithms[i].decide(words[i], now, 0).0;
-        }
-    }
-    (Verdict(denied_for), words)
 }
 
-/// Checks `cost` units against the `N` limits of `cell`, all or nothing, by one CAS loop: each
-/// limit's decision, and whether all admitted. Only the verdict travels through the loop; the
-/// decisions stay in a fixed-size local the compiler keeps in registers.
+/// Checks `cost` units against the `N` limits of `cell`, all or nothing, by one CAS loop: what
+/// it saw. Only the verdict and the words the loop already holds travel through it; the limits'
+/// decisions are worked out from them when the answer is read (`seen.rs`).
 #[inline(always)]
 pub(super) fn check<L: Link<N>, W: WordAlgorithm, C: crate::Clock + ?Sized, const N: usize>(
     cell: &L,
     algorithms: &[W; N],
     clock: &C,
     cost: u64,
-) -> ([Decision; N], bool) {
-    let mut decisions = [NONE; N];
+) -> Sight<N> {
     let verdict = update_word(
         cell,
         clock,
         #[inline(always)]
         |value, now| {
-            let (verdict, words) = decide_all(algorithms, L::split(value), now, cost, &mut decisions);
-            (verdict, L::join(words))
+            let words = L::split(value);
+            let (denied_for, new) = decide_all(algorithms, words, now, cost);
+            (Verdict { denied_for, sight: Sight { words, now, admitted: denied_for == 0 } }, L::join(new))
         },
     );
-    (decisions, verdict.0 == 0)
+    verdict.sight
 }
 
-/// What each limit of `cell` would say to `cost` units at `now`, changing nothing: its denial
-/// if it would deny, else a peek (the limits of a link a composite's check did not charge, or
-/// has just refunded).
+/// The words of `cell`, looked at `now`, changing nothing: what its limits would say to a
+/// check, for a link a composite's check did not charge, or has just given its units back.
 #[inline(always)]
-pub(super) fn standing<L: Link<N>, W: WordAlgorithm, const N: usize>(
-    cell: &L,
-    algorithms: &[W; N],
-    now: u64,
-    cost: u64,
-) -> [Decision; N] {
+pub(super) fn look<L: Link<N>, const N: usize>(cell: &L, now: u64) -> Sight<N> {
     // Acquire as in the CAS loop: the caller's clock reading is no older than the writer's.
-    let words = L::split(cell.load_acquire());
-    let mut decisions = [NONE; N];
-    for ((place, algorithm), word) in decisions.iter_mut().zip(algorithms).zip(words) {
-        let (decision, _) = algorithm.decide(word, now, cost);
-        *place = if decision.is_allowed() { algorithm.decide(word, now, 0).0 } else { decision };
-    }
-    decisions
+    Sight { words: L::split(cell.load_acquire()), now, admitted: false }
 }
 
 /// Gives `cost` units back to every limit of `cell` (see [`WordAlgorithm::refund`]).
