@@ -1,5 +1,7 @@
 //! Fixed window: a counter per aligned window.
 
+use strength_reduce::StrengthReducedU64;
+
 use super::WordAlgorithm;
 use crate::{Decision, Quota, QuotaError};
 
@@ -23,12 +25,25 @@ use crate::{Decision, Quota, QuotaError};
 ///   stored window is a clock running backwards: it is counted in the stored window (never a
 ///   fresh count). A key untouched for a multiple of 2^32 windows (136 years of 1 s windows,
 ///   4.3 s of 1 ns windows) reads as still in its old window: stricter, never looser.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct FixedWindow {
     quota: Quota,
     limit: u64,
     period: u64,
+    /// `period` as a multiply-and-shift divisor: every check finds its window index with it,
+    /// between the load and the compare-and-swap, where a hardware division's latency would
+    /// widen the span in which another core's write makes the compare-and-swap fail.
+    period_divisor: StrengthReducedU64,
 }
+
+/// Two windows are equal when built from the same quota (everything else derives from it).
+impl PartialEq for FixedWindow {
+    fn eq(&self, other: &Self) -> bool {
+        self.quota == other.quota
+    }
+}
+
+impl Eq for FixedWindow {}
 
 /// Bits of the window index.
 pub(crate) const WINDOW_BITS: u32 = 32;
@@ -75,7 +90,7 @@ impl FixedWindow {
         let (stored, count) = unpack(word);
         // A count above the limit (a word stored under a larger quota) reads as a full window.
         let count = count.min(self.limit);
-        let index = now / self.period;
+        let index = now / self.period_divisor;
         let window = index & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
         let (window, count, end_index) = if behind == 0 || count == 0 {
@@ -97,7 +112,13 @@ impl WordAlgorithm for FixedWindow {
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
-        Ok(FixedWindow { quota, limit: quota.limit(), period: quota.period_nanos() })
+        let period = quota.period_nanos();
+        Ok(FixedWindow {
+            quota,
+            limit: quota.limit(),
+            period,
+            period_divisor: StrengthReducedU64::new(period),
+        })
     }
 
     fn quota(&self) -> Quota {

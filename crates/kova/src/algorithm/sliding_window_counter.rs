@@ -152,6 +152,22 @@ impl SlidingWindowCounter {
         }
     }
 
+    /// Whether `current` (the current window's count with the cost) and `prev` weighted at
+    /// `elapsed` fit the limit together: `current + weighted(prev, elapsed) <= limit`, decided
+    /// without the weighting's division. An admission's word depends on this test alone, so it
+    /// runs between the load and the compare-and-swap, where every cycle widens the span in
+    /// which another core's write makes the compare-and-swap fail.
+    #[inline(always)]
+    fn fits(&self, prev: u64, elapsed: u64, current: u64) -> bool {
+        let Some(room) = self.limit.checked_sub(current) else { return false };
+        // The weighted count is at most `prev`.
+        if prev <= room {
+            return true;
+        }
+        // `floor(prev * (p - e) / p) <= room` holds exactly when `prev * (p - e) < (room + 1) * p`.
+        u128::from(prev) * u128::from(self.period - elapsed) < u128::from(room + 1) * u128::from(self.period)
+    }
+
     /// `limit - current - weighted`, or 0 when over.
     fn remaining(&self, weighted: u64, current: u64) -> u64 {
         self.limit.saturating_sub(current).saturating_sub(weighted)
@@ -245,7 +261,7 @@ impl WordAlgorithm for SlidingWindowCounter {
             return (decision, word);
         }
         let current = v.current.saturating_add(cost);
-        if current.saturating_add(weighted) <= self.limit {
+        if self.fits(v.prev, v.elapsed, current) {
             let reset = self.until_fresh(&v, current).saturating_add(v.lag);
             let decision = Decision::allowed(self.limit, self.remaining(weighted, current), reset);
             (decision, pack(v.window, v.prev, current))
@@ -337,5 +353,40 @@ mod tests {
         // Back to full 1 ns into the next window, where the unit weighs 999/1000, rounded down.
         assert_eq!(decision.reset_after_nanos(), 750 + 1);
         assert_eq!(unpack(word), ((1u64 << WINDOW_BITS) - 5, 0, 1));
+    }
+
+    /// The admission test without the division agrees with the weighted count it stands for,
+    /// at the edges of every field and at random points between them.
+    #[test]
+    fn fits_agrees_with_the_weighted_count() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for (limit, period) in [(1, 1), (3, 1000), (10, 999_983), (MAX_LIMIT, 1 << 44), (MAX_LIMIT, u64::MAX)]
+        {
+            let swc = <SlidingWindowCounter as WordAlgorithm>::from_quota(
+                Quota::from_nanos(limit, period).unwrap(),
+            )
+            .unwrap();
+            let counts = [0, 1, limit / 2, limit.saturating_sub(1), limit, limit + 1];
+            let elapsed = [0, 1, period / 2, period - 1];
+            let mut cases = Vec::new();
+            for prev in counts {
+                for e in elapsed {
+                    for current in counts {
+                        cases.push((prev, e, current));
+                    }
+                }
+            }
+            for _ in 0..20_000 {
+                cases.push((rng.u64(0..=limit), rng.u64(0..period), rng.u64(0..=limit + 1)));
+            }
+            for (prev, e, current) in cases {
+                let expected = current.saturating_add(swc.weighted(prev, e)) <= limit;
+                assert_eq!(
+                    swc.fits(prev, e, current),
+                    expected,
+                    "limit {limit}, period {period}: {prev} {e} {current}"
+                );
+            }
+        }
     }
 }
