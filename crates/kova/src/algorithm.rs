@@ -11,6 +11,7 @@ mod any;
 mod carry_over;
 mod fixed_window;
 mod gcra;
+mod period;
 mod sliding_window_counter;
 mod sliding_window_log;
 mod token_bucket;

@@ -1,7 +1,6 @@
 //! Fixed window: a counter per aligned window.
 
-use strength_reduce::StrengthReducedU64;
-
+use super::period::Period;
 use super::WordAlgorithm;
 use crate::{Decision, Quota, QuotaError};
 
@@ -25,25 +24,12 @@ use crate::{Decision, Quota, QuotaError};
 ///   stored window is a clock running backwards: it is counted in the stored window (never a
 ///   fresh count). A key untouched for a multiple of 2^32 windows (136 years of 1 s windows,
 ///   4.3 s of 1 ns windows) reads as still in its old window: stricter, never looser.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     quota: Quota,
     limit: u64,
-    period: u64,
-    /// `period` as a multiply-and-shift divisor: every check finds its window index with it,
-    /// between the load and the compare-and-swap, where a hardware division's latency would
-    /// widen the span in which another core's write makes the compare-and-swap fail.
-    period_divisor: StrengthReducedU64,
+    period: Period,
 }
-
-/// Two windows are equal when built from the same quota (everything else derives from it).
-impl PartialEq for FixedWindow {
-    fn eq(&self, other: &Self) -> bool {
-        self.quota == other.quota
-    }
-}
-
-impl Eq for FixedWindow {}
 
 /// Bits of the window index.
 pub(crate) const WINDOW_BITS: u32 = 32;
@@ -90,7 +76,7 @@ impl FixedWindow {
         let (stored, count) = unpack(word);
         // A count above the limit (a word stored under a larger quota) reads as a full window.
         let count = count.min(self.limit);
-        let index = now / self.period_divisor;
+        let index = self.period.divide(now);
         let window = index & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
         let (window, count, end_index) = if behind == 0 || count == 0 {
@@ -101,7 +87,7 @@ impl FixedWindow {
         } else {
             (window, 0, index as u128 + 1)
         };
-        let end = end_index * self.period as u128;
+        let end = end_index * self.period.nanos() as u128;
         let until_end = u64::try_from(end - now as u128).unwrap_or(u64::MAX);
         (window, count, until_end)
     }
@@ -112,13 +98,7 @@ impl WordAlgorithm for FixedWindow {
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
-        let period = quota.period_nanos();
-        Ok(FixedWindow {
-            quota,
-            limit: quota.limit(),
-            period,
-            period_divisor: StrengthReducedU64::new(period),
-        })
+        Ok(FixedWindow { quota, limit: quota.limit(), period: Period::new(quota.period_nanos()) })
     }
 
     fn quota(&self) -> Quota {

@@ -1,7 +1,6 @@
 //! Sliding window counter (Cloudflare's): two counts weighted by the window's progress.
 
-use strength_reduce::StrengthReducedU64;
-
+use super::period::Period;
 use super::WordAlgorithm;
 use crate::{Decision, Quota, QuotaError};
 
@@ -43,24 +42,12 @@ use crate::{Decision, Quota, QuotaError};
 ///   provides runs backwards by that much; only [`ManualClock::set`](crate::ManualClock::set) can).
 ///   A key untouched for a multiple of 2^24 windows (194 days of 1 s windows) reads as if no time
 ///   had passed: stricter, never looser.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindowCounter {
     quota: Quota,
     limit: u64,
-    period: u64,
-    /// `period` as a multiply-and-shift divisor: every check divides by it twice (the window
-    /// index, the weighted count).
-    period_divisor: StrengthReducedU64,
+    period: Period,
 }
-
-/// Two counters are equal when built from the same quota (everything else derives from it).
-impl PartialEq for SlidingWindowCounter {
-    fn eq(&self, other: &Self) -> bool {
-        self.quota == other.quota
-    }
-}
-
-impl Eq for SlidingWindowCounter {}
 
 /// Bits of the window index.
 pub(crate) const WINDOW_BITS: u32 = 24;
@@ -117,7 +104,7 @@ impl SlidingWindowCounter {
     #[inline]
     fn view(&self, word: u64, now: u64) -> View {
         let (stored, prev, current) = unpack(word);
-        let (index, elapsed) = StrengthReducedU64::div_rem(now, self.period_divisor);
+        let (index, elapsed) = self.period.window_and_elapsed(now);
         let window = index & WINDOW_MASK;
         let ahead = window.wrapping_sub(stored) & WINDOW_MASK;
         let behind = stored.wrapping_sub(window) & WINDOW_MASK;
@@ -129,8 +116,8 @@ impl SlidingWindowCounter {
             0 => View { window, prev, current, elapsed, lag: 0 },
             1 => View { window, prev: current, current: 0, elapsed, lag: 0 },
             _ if behind <= BACKWARD_TOLERANCE => {
-                let lag =
-                    (behind as u128 * self.period as u128 - elapsed as u128).min(u64::MAX as u128) as u64;
+                let lag = (behind as u128 * self.period.nanos() as u128 - elapsed as u128)
+                    .min(u64::MAX as u128) as u64;
                 View { window: stored, prev, current, elapsed: 0, lag }
             }
             _ => View { window, prev: 0, current: 0, elapsed, lag: 0 },
@@ -146,9 +133,11 @@ impl SlidingWindowCounter {
         if prev == 0 {
             return 0;
         }
-        match prev.checked_mul(self.period - elapsed) {
-            Some(product) => product / self.period_divisor,
-            None => (prev as u128 * (self.period - elapsed) as u128 / self.period as u128) as u64,
+        match prev.checked_mul(self.period.nanos() - elapsed) {
+            Some(product) => self.period.divide(product),
+            None => {
+                (prev as u128 * (self.period.nanos() - elapsed) as u128 / self.period.nanos() as u128) as u64
+            }
         }
     }
 
@@ -165,7 +154,8 @@ impl SlidingWindowCounter {
             return true;
         }
         // `floor(prev * (p - e) / p) <= room` holds exactly when `prev * (p - e) < (room + 1) * p`.
-        u128::from(prev) * u128::from(self.period - elapsed) < u128::from(room + 1) * u128::from(self.period)
+        u128::from(prev) * u128::from(self.period.nanos() - elapsed)
+            < u128::from(room + 1) * u128::from(self.period.nanos())
     }
 
     /// `limit - current - weighted`, or 0 when over.
@@ -184,18 +174,18 @@ impl SlidingWindowCounter {
         }
         // `room + 1 <= prev`, so the quotient is below the period: no cap needed. In u64 when
         // the product fits, as in `weighted`.
-        let spared = match (room + 1).checked_mul(self.period) {
+        let spared = match (room + 1).checked_mul(self.period.nanos()) {
             Some(product) => (product - 1) / prev,
-            None => (((room as u128 + 1) * self.period as u128 - 1) / prev as u128) as u64,
+            None => (((room as u128 + 1) * self.period.nanos() as u128 - 1) / prev as u128) as u64,
         };
-        self.period - spared
+        self.period.nanos() - spared
     }
 
     /// Nanoseconds (from the view's instant) until the limiter is back to full: `current` and
     /// the previous window's weighted count both zero.
     #[inline(always)]
     fn until_fresh(&self, v: &View, current: u64) -> u64 {
-        let to_end = self.period - v.elapsed;
+        let to_end = self.period.nanos() - v.elapsed;
         if current > 0 {
             // Next window: `current` becomes the previous count.
             to_end.saturating_add(self.weighted_at_most(current, 0))
@@ -211,7 +201,7 @@ impl SlidingWindowCounter {
             // Fits this window once the previous count, weighted, leaves room for it.
             Some(room) => self.weighted_at_most(v.prev, room).saturating_sub(v.elapsed),
             // Next window: the previous count is then `current`, the current one empty.
-            None => (self.period - v.elapsed)
+            None => (self.period.nanos() - v.elapsed)
                 .saturating_add(self.weighted_at_most(v.current, self.limit.saturating_sub(cost))),
         }
     }
@@ -224,13 +214,7 @@ impl WordAlgorithm for SlidingWindowCounter {
 
     fn from_quota(quota: Quota) -> Result<Self, QuotaError> {
         super::check_window_quota(&quota, Self::NAME, MAX_LIMIT)?;
-        let period = quota.period_nanos();
-        Ok(SlidingWindowCounter {
-            quota,
-            limit: quota.limit(),
-            period,
-            period_divisor: StrengthReducedU64::new(period),
-        })
+        Ok(SlidingWindowCounter { quota, limit: quota.limit(), period: Period::new(quota.period_nanos()) })
     }
 
     fn quota(&self) -> Quota {
