@@ -42,6 +42,7 @@ pub mod rate_targets;
 pub mod readme;
 pub mod replay;
 pub mod report;
+pub mod scenario_keys;
 pub mod scenarios;
 pub mod sketch_accuracy;
 pub mod sketch_subject;

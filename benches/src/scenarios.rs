@@ -1,56 +1,32 @@
-//! Running the throughput scenarios ([`crate::catalog`] defines them): which subjects, which
-//! keys.
+//! Running the throughput scenarios ([`crate::catalog`] defines them): which subjects each
+//! runs (their keys: [`crate::scenario_keys`]).
 //!
 //! Every scenario runs kova's five algorithms, the peers and one floor, at every thread count,
 //! in rounds that interleave the subjects (so a slow moment of a shared machine hits them all),
 //! and keeps each subject's best round on one thread and its median round on more
 //! ([`kept_round`]).
 
-use std::sync::Arc;
-
 use kova::{
     Algorithm, AlgorithmKind, FixedWindow, Gcra, Quota, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
     TokenBucket,
 };
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
-use rayon::prelude::*;
 
 pub use crate::catalog::{quota_words, Scenario, LARGE_KEYS, SMALL_KEYS, ZIPF_EXPONENT};
 use crate::kova_tables::{flood_table, hot_table, kova_table, no_door_table};
 pub use crate::kova_tables::{FLOOD_BOUND, GCRA_HOT, GCRA_NO_DOOR};
 
-/// The many-key scenarios where [`GCRA_HOT`] is measured beside the default GCRA table (as in
-/// the churn and flood scenarios): what hot keys cost a table whose keys never get hot.
-pub const COLD_WITH_HOT_KEYS: [Scenario; 2] = [Scenario::Keyed1k, Scenario::Keyed1mUniform];
 use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
+use crate::scenario_keys::{keys_for, measure_with_keys, Keys};
 use crate::sketch_subject::{KovaSketch, SKETCH};
 use crate::subject::{CasFloor, KovaDirect, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
-use crate::throughput::{measure, CycleKeys, FixedKey, FreshKeys, RunPlan, RunResult};
+use crate::throughput::{RunPlan, RunResult};
 
-/// Where a scenario's keys come from.
-#[derive(Debug, Clone)]
-enum Keys {
-    Fixed,
-    PerThread,
-    Cycle(Arc<Vec<Arc<[u32]>>>),
-    Fresh,
-}
-
-fn run<S: Subject + ?Sized>(subject: &S, keys: &Keys, threads: usize, plan: &RunPlan) -> RunResult {
-    match keys {
-        Keys::Fixed => measure(subject, threads, plan, |_| FixedKey(0)),
-        Keys::PerThread => measure(subject, threads, plan, |t| FixedKey(t as u64)),
-        Keys::Cycle(seqs) => {
-            measure(subject, threads, plan, |t| CycleKeys::new(Arc::clone(&seqs[t % seqs.len()]), t * 7919))
-        }
-        Keys::Fresh => measure(subject, threads, plan, |t| FreshKeys::new(t as u64, threads as u64)),
-    }
-}
+/// The many-key scenarios where [`GCRA_HOT`] is measured beside the default GCRA table (as in
+/// the churn and flood scenarios): what hot keys cost a table whose keys never get hot.
+pub const COLD_WITH_HOT_KEYS: [Scenario; 2] = [Scenario::Keyed1k, Scenario::Keyed1mUniform];
 
 type Runner = Box<dyn Fn(usize, &RunPlan, &Keys) -> RunResult + Send + Sync>;
 
@@ -62,14 +38,14 @@ struct Entry {
 }
 
 fn shared<S: Subject + Send + 'static>(subject: S) -> Runner {
-    Box::new(move |threads, plan, keys| run(&subject, keys, threads, plan))
+    Box::new(move |threads, plan, keys| measure_with_keys(&subject, keys, threads, plan))
 }
 
 /// A fresh subject for each measurement (churn: every run starts from an empty table).
 fn fresh<S: Subject, F: Fn() -> S + Send + Sync + 'static>(make: F) -> Runner {
     Box::new(move |threads, plan, keys| {
         let subject = make();
-        let result = run(&subject, keys, threads, plan);
+        let result = measure_with_keys(&subject, keys, threads, plan);
         // Dropping a table of millions of keys is not part of the measurement.
         drop(subject);
         result
@@ -122,23 +98,6 @@ fn fill<S: Subject + Send + 'static>(
         cell_bytes,
     };
     Filled { entry: Entry { subject: name.to_owned(), kind, runner: shared(subject) }, memory }
-}
-
-/// Pre-computed key sequences, one per thread, drawn in parallel.
-fn sequences(
-    threads: usize,
-    len: usize,
-    draw: impl Fn(&mut SmallRng) -> u32 + Sync,
-    seed: u64,
-) -> Arc<Vec<Arc<[u32]>>> {
-    let seqs = (0..threads.max(1))
-        .into_par_iter()
-        .map(|t| {
-            let mut rng = SmallRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            (0..len).map(|_| draw(&mut rng)).collect::<Arc<[u32]>>()
-        })
-        .collect();
-    Arc::new(seqs)
 }
 
 /// What running the throughput scenarios needs to know.
@@ -408,44 +367,6 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
     Built { entries, memory, floor_bytes }
 }
 
-fn keys_for(scenario: Scenario, threads: usize) -> Keys {
-    match scenario {
-        Scenario::Direct
-        | Scenario::DirectWork
-        | Scenario::DirectDeny
-        | Scenario::KeyedHot
-        | Scenario::KeyedHotWork => Keys::Fixed,
-        Scenario::KeyedPerThread => Keys::PerThread,
-        Scenario::Keyed1k => {
-            Keys::Cycle(sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 11))
-        }
-        Scenario::Keyed1kOwn => {
-            // Thread t draws from its own keys, t * 1,000 and up (thread 0's are the prefilled ones).
-            let drawn = sequences(threads, 1 << 16, |r| r.random_range(0..SMALL_KEYS as u32), 14);
-            let own = drawn.iter().enumerate().map(|(t, keys)| {
-                let first = u32::try_from(t * SMALL_KEYS).expect("threads * 1,000 keys fit in u32");
-                keys.iter().map(|&k| first + k).collect::<Arc<[u32]>>()
-            });
-            Keys::Cycle(Arc::new(own.collect()))
-        }
-        Scenario::Keyed1mUniform => {
-            Keys::Cycle(sequences(threads, 1 << 20, |r| r.random_range(0..LARGE_KEYS as u32), 12))
-        }
-        Scenario::Keyed1mZipf => {
-            let zipf = zipf_keys(LARGE_KEYS, ZIPF_EXPONENT);
-            Keys::Cycle(sequences(threads, 1 << 20, zipf, 13))
-        }
-        Scenario::KeyedChurn | Scenario::KeyedFlood => Keys::Fresh,
-    }
-}
-
-/// Draws key indices `0..n` with Zipf(`n`, `s`) probabilities, 0 the most frequent
-/// (`rand_distr::Zipf` draws ranks `1..=n` by rejection-inversion, exactly).
-pub fn zipf_keys(n: usize, s: f64) -> impl Fn(&mut SmallRng) -> u32 + Sync {
-    let zipf = Zipf::new(n as f64, s).expect("n >= 1 and s >= 0");
-    move |rng| zipf.sample(rng) as u32 - 1
-}
-
 /// Runs the throughput scenarios, calling `tick` after each measurement.
 pub fn run_scenarios(
     scenarios: &[Scenario],
@@ -598,24 +519,5 @@ mod tests {
         assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
         assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
         assert!(kept_round(Vec::new(), 2).is_none());
-    }
-
-    #[test]
-    fn zipf_keys_start_at_zero_and_follow_the_power_law() {
-        let draw = zipf_keys(1_000, 1.0);
-        let mut rng = SmallRng::seed_from_u64(7);
-        let draws = 200_000;
-        let mut counts = vec![0u32; 1_000];
-        for _ in 0..draws {
-            counts[draw(&mut rng) as usize] += 1;
-        }
-        // p(rank k) = 1 / (k H(1000)), H(1000) = 7.4855: key 0 is rank 1, key 9 rank 10.
-        let expected = |k: f64| draws as f64 / (k * 7.485_471);
-        for (key, rank) in [(0, 1.0), (1, 2.0), (9, 10.0)] {
-            let got = f64::from(counts[key]);
-            assert!((got - expected(rank)).abs() / expected(rank) < 0.05, "key {key}: {got}");
-        }
-        // Every key can be drawn, the last included, and none beyond.
-        assert!(counts[999] > 0);
     }
 }
