@@ -126,7 +126,10 @@ local function decide_from_i()
       allowed, remaining, retry, reset, granted = r[1], r[2], r[3], r[4], r[5]
     end
     local o = i * 3
-    if allowed == 1 then
+    if remaining < 0 then
+      -- Not a decision any script makes; encoded as one, a denial would read as an admission.
+      out[o - 2], out[o - 1], out[o] = 0, 0, 0
+    elseif allowed == 1 then
       out[o - 2], out[o - 1], out[o] = remaining + 1, reset, granted
     else
       out[o - 2], out[o - 1], out[o] = -(remaining + 1), reset, retry

@@ -2,6 +2,10 @@
 -- State: "window:count", the window index (now / period, full width) and its count. No key = an
 -- empty window. a = limit, b = period (microseconds).
 
+-- How many windows behind the stored window a reading may be and still count in it (a clock
+-- running backwards), as kova::FixedWindow's BACKWARD_TOLERANCE.
+local FIXED_WINDOW_BACKWARD_WINDOWS = 65536
+
 -- The decision on the key's stored value `state` (false: no key), and what to write (see the
 -- prelude).
 local function decide_fixed_window_state(state, now, cost, extra, margin, limit, period)
@@ -11,13 +15,19 @@ local function decide_fixed_window_state(state, now, cost, extra, margin, limit,
   if state then
     local sep = string.find(state, ':', 1, true)
     local stored = tonumber(string.sub(state, 1, sep - 1))
-    local stored_count = tonumber(string.sub(state, sep + 1))
-    if stored == index then
+    -- A count above the limit (written under a larger quota of the same key) reads as a full
+    -- window.
+    local stored_count = math.min(tonumber(string.sub(state, sep + 1)), limit)
+    if stored_count == 0 then
+      -- Empty: whatever its window, it counts nothing.
+    elseif stored == index then
       count = stored_count
-    elseif stored > index then
+    elseif stored > index and stored - index <= FIXED_WINDOW_BACKWARD_WINDOWS then
       -- The clock is behind the stored window: count in the stored window (never a fresh count).
       window, count, end_index = stored, stored_count, stored + 1
     end
+    -- Further ahead, the index is another period's (a quota of the same key with a shorter
+    -- one), not a clock running backwards: the window is fresh, as in memory.
   end
   local until_end = end_index * period - now
   local reset = 0

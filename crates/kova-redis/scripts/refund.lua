@@ -102,7 +102,7 @@ end
 -- The other algorithms' charge: what a peek reports remaining, at most cost (no debt).
 local function charge_by_check(decide, key, now, cost, margin, a, b)
   local take = math.min(cost, decide(key, now, 0, 0, margin, a, b)[2])
-  if take == 0 then return 0 end
+  if take <= 0 then return 0 end
   if decide(key, now, take, 0, margin, a, b)[1] == 1 then return take end
   return 0
 end

@@ -30,6 +30,10 @@ local function counter_until_fresh(c, period, prev, elapsed)
   return math.max(counter_weighted_at_most(prev, period, 0) - elapsed, 0)
 end
 
+-- How many windows behind the stored window a reading may be and still be read at its start (a
+-- clock running backwards), as kova::SlidingWindowCounter's BACKWARD_TOLERANCE.
+local COUNTER_BACKWARD_WINDOWS = 256
+
 -- The decision on the key's stored value `state` (false: no key), and what to write (see the
 -- prelude).
 local function decide_sliding_window_counter_state(state, now, cost, extra, margin, limit, period)
@@ -44,16 +48,20 @@ local function decide_sliding_window_counter_state(state, now, cost, extra, marg
     local stored_prev = tonumber(string.sub(state, a + 1, b - 1))
     local stored_current = tonumber(string.sub(state, b + 1))
     local ahead = index - stored
-    if ahead == 0 then
+    if stored_prev == 0 and stored_current == 0 then
+      -- Empty: whatever its window, it counts nothing.
+    elseif ahead == 0 then
       prev, current = stored_prev, stored_current
     elseif ahead == 1 then
       prev, current = stored_current, 0
-    elseif ahead < 0 then
+    elseif ahead < 0 and -ahead <= COUNTER_BACKWARD_WINDOWS then
       -- The clock is behind the stored window: read it at the stored window's start (the
       -- strictest point of it); durations are then longer by the lag.
       window, prev, current, lag, elapsed = stored, stored_prev, stored_current, -ahead * period - elapsed, 0
     end
-    -- Two or more windows on, both counts have aged out.
+    -- Two or more windows on, both counts have aged out. Further behind than the tolerance,
+    -- the index is another period's (a quota of the same key with a shorter one), not a clock
+    -- running backwards: fresh, as in memory.
   end
 
   local reset = counter_until_fresh(current, period, prev, elapsed) + lag

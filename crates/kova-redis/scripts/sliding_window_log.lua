@@ -14,7 +14,8 @@ local function decide_sliding_window_log(key, now, cost, extra, margin, limit, p
   -- A unit at time t is inside the window while now - t < period, i.e. t > now - period.
   local inside = '(' .. fmt(now - period)
   local in_window = redis.call('ZCOUNT', key, inside, '+inf')
-  local remaining = limit - in_window
+  -- More units than the limit (admitted under a larger quota of the same key) leave none.
+  local remaining = math.max(limit - in_window, 0)
   local reset = 0
   if last then reset = math.max(last + period - now, 0) end
 

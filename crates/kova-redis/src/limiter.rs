@@ -128,6 +128,12 @@ impl RedisLimiter {
 
     /// Checks `cost` units for `key` against `limit`. A cost above
     /// [`limit.capacity()`](RedisLimit::capacity) is [`Error::Cost`]; a cost of 0 is a peek.
+    ///
+    /// `key`'s state lives in one Redis key per algorithm ([`redis_key`](Self::redis_key)), not
+    /// per quota: limits of one algorithm with different quotas on the same `key` share it, and
+    /// each reads what the others wrote as kova's in-memory algorithm reads a word stored under
+    /// another quota: a count above its limit as a full window, another period's window index
+    /// as a fresh window (a clock running backwards is a few windows at most).
     pub async fn check_n(
         &self,
         key: impl AsRef<[u8]>,
@@ -315,7 +321,10 @@ impl RedisLimiter {
             <[i64; 5]>::try_from(raw.as_slice()).map_err(|_| StoreError::Reply(format!("{raw:?}")))?;
         let as_u64 = |v: i64| u64::try_from(v).map_err(|_| StoreError::Reply(format!("{raw:?}")));
         let (remaining, granted) = (as_u64(remaining)?, as_u64(granted)?);
-        let (retry_ns, reset_ns) = (as_u64(retry)? * MICROS, as_u64(reset)? * MICROS);
+        let nanos = |micros: i64| {
+            as_u64(micros)?.checked_mul(MICROS).ok_or_else(|| StoreError::Reply(format!("{raw:?}")))
+        };
+        let (retry_ns, reset_ns) = (nanos(retry)?, nanos(reset)?);
         let capacity = limit.capacity();
         let decision = match allowed {
             // Leased units are this server's to spend: they count as remaining.

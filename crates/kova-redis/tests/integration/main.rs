@@ -17,6 +17,7 @@ mod local;
 mod local_answers;
 mod policies;
 mod settle_reserve;
+mod shared_key;
 mod single;
 
 use std::time::Duration;
