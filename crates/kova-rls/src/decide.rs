@@ -6,9 +6,10 @@ use crate::backend::{took_local_units, took_units, Backend, BackendError};
 use crate::limit_override::override_rule;
 use crate::response::{self, Outcome};
 use crate::telemetry::{self, UNKNOWN_DOMAIN};
-use crate::{descriptor_key, Config, Limit, MemoryBackend, Rule};
+use crate::{descriptor_key, Config, Limit, Limited, MemoryBackend, Rule};
 use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use kova::{AlgorithmKind, Decision};
 
 /// Bounds on one request's shape. Envoy's route configuration, not the client, decides how
 /// many descriptors and entries a request carries, so a request past them is a configuration
@@ -131,11 +132,12 @@ impl<B: Backend> Decider<B> {
         &self.backend
     }
 
-    /// Answers one request. The cost of a descriptor is its own `hits_addend` when set, else
-    /// the request's, where 0 means 1 (as Envoy sends it). A descriptor's own `limit` replaces
-    /// the file's (see the README). When any enforced limit denies, the whole request is over
-    /// the limit and the units the other descriptors took are given back: a request Envoy
-    /// rejects consumes nothing.
+    /// Answers one request. The cost of a descriptor is its own `hits_addend` when set (0: a
+    /// check that counts nothing), else the request's, where 0 means 1 (as Envoy sends it). A
+    /// descriptor's own `limit` replaces the file's (see the README). When any enforced limit
+    /// denies, the whole request is over the limit and the units the other descriptors took are
+    /// given back: a request Envoy rejects consumes nothing (a sliding window log, which takes
+    /// no refunds, is charged last and only when everything fits: `check_logs`).
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
         self.check_shape(request)?;
         let config = self.config.load();
@@ -171,9 +173,14 @@ impl<B: Backend> Decider<B> {
         }
 
         let base_cost = u64::from(request.hits_addend).max(1);
-        let mut outcomes = Vec::with_capacity(rules.len());
+        let mut outcomes: Vec<Outcome<'_>> = Vec::with_capacity(rules.len());
+        // The sliding window log's checks, decided after every other (`check_logs`).
+        let mut logs = Vec::new();
         for (descriptor, rule) in request.descriptors.iter().zip(rules) {
-            let cost = descriptor.hits_addend.as_ref().map_or(base_cost, |h| h.value.max(1));
+            // Envoy's own rule (envoyproxy/ratelimit's too): a descriptor's `hits_addend`, when
+            // set, is its cost, 0 included (checked without counting); else the request's,
+            // where 0 means 1.
+            let cost = descriptor.hits_addend.as_ref().map_or(base_cost, |h| h.value);
             let outcome = match rule.map(|r| (r, r.limit())) {
                 None => Outcome::Free,
                 Some((_, Limit::Unlimited)) => Outcome::Unlimited,
@@ -182,6 +189,9 @@ impl<B: Backend> Decider<B> {
                     if descriptor.is_negative_hits {
                         self.backend.refund(limited, &key, cost).await;
                         Outcome::Refunded { rule, limited }
+                    } else if !takes_refunds(limited) {
+                        logs.push((outcomes.len(), LogCheck { rule, limited, key, cost }));
+                        Outcome::Free
                     } else {
                         match self.backend.check(limited, &key, cost).await {
                             Ok(decision) => Outcome::Checked { rule, limited, key, cost, decision },
@@ -195,6 +205,22 @@ impl<B: Backend> Decider<B> {
                 }
             };
             outcomes.push(outcome);
+        }
+        if !logs.is_empty() {
+            let over = outcomes.iter().any(Outcome::enforced_denial);
+            match self.check_logs(&logs, over).await {
+                Ok(decided) => {
+                    for ((at, _), outcome) in logs.iter().zip(decided) {
+                        if let Some(slot) = outcomes.get_mut(*at) {
+                            *slot = outcome;
+                        }
+                    }
+                }
+                Err(problem) => {
+                    self.give_back(&outcomes).await;
+                    return Err(RequestError::Backend(problem));
+                }
+            }
         }
         let over_limit = outcomes.iter().any(Outcome::enforced_denial);
         if over_limit {
@@ -224,6 +250,52 @@ impl<B: Backend> Decider<B> {
         }
     }
 
+    /// Decides the sliding window log's checks of a request, whose other limits are decided
+    /// (`over`: one of them denied). A log takes no refunds, so no log is charged unless every
+    /// log's cost fits now (a peek of each) and nothing else denied; otherwise each answers
+    /// without taking anything: a peek's answer where its cost fits, else a check's denial (a
+    /// denial takes nothing). Two checks of the same log racing between the peeks and the
+    /// charges can still deny a later log after an earlier one was charged.
+    async fn check_logs<'r>(
+        &self,
+        logs: &[(usize, LogCheck<'r>)],
+        over: bool,
+    ) -> Result<Vec<Outcome<'r>>, String> {
+        let mut peeks = Vec::with_capacity(logs.len());
+        for (_, log) in logs {
+            peeks.push(match self.backend.check(log.limited, &log.key, 0).await {
+                Ok(peek) => Some(peek),
+                Err(BackendError::TooCostly) => None,
+                Err(BackendError::Unavailable(problem)) => return Err(problem),
+            });
+        }
+        let fits =
+            |log: &LogCheck<'_>, peek: &Option<Decision>| peek.is_some_and(|p| p.remaining() >= log.cost);
+        let charge = !over && logs.iter().zip(&peeks).all(|((_, log), peek)| fits(log, peek));
+        let mut decided = Vec::with_capacity(logs.len());
+        for ((_, log), peek) in logs.iter().zip(peeks) {
+            let (rule, limited) = (log.rule, log.limited);
+            let outcome = match peek {
+                None => Outcome::TooCostly { rule, limited },
+                Some(peek) if !charge && peek.remaining() >= log.cost => {
+                    Outcome::Checked { rule, limited, key: log.key.clone(), cost: 0, decision: peek }
+                }
+                Some(_) => match self.backend.check(limited, &log.key, log.cost).await {
+                    Ok(decision) => {
+                        Outcome::Checked { rule, limited, key: log.key.clone(), cost: log.cost, decision }
+                    }
+                    Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
+                    Err(BackendError::Unavailable(problem)) => {
+                        self.give_back(&decided).await;
+                        return Err(problem);
+                    }
+                },
+            };
+            decided.push(outcome);
+        }
+        Ok(decided)
+    }
+
     /// Refunds what the allowed checks among `outcomes` took.
     async fn give_back(&self, outcomes: &[Outcome<'_>]) {
         for outcome in outcomes {
@@ -236,6 +308,20 @@ impl<B: Backend> Decider<B> {
             }
         }
     }
+}
+
+/// A sliding window log's check, waiting for the request's other limits (`check_logs`).
+struct LogCheck<'r> {
+    rule: &'r Rule,
+    limited: &'r Limited,
+    key: Vec<u8>,
+    cost: u64,
+}
+
+/// Whether `limited`'s algorithm gives units back on a refund (every algorithm but the sliding
+/// window log, whose ring of times cannot take a unit out).
+fn takes_refunds(limited: &Limited) -> bool {
+    limited.algorithm() != AlgorithmKind::SlidingWindowLog
 }
 
 /// envoyproxy/ratelimit's `replaces`: a matched rule that another matched rule of the request
