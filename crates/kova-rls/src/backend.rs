@@ -36,6 +36,14 @@ pub trait Backend: Send + Sync + 'static {
         cost: u64,
     ) -> impl Future<Output = Result<Decision, BackendError>> + Send;
 
+    /// Whether this backend can serve `limit` at all; `Err` says why not. A configuration is
+    /// checked with it where it is loaded ([`Config::check_limits`](crate::Config::check_limits)).
+    /// The in-memory tables serve every limit a configuration can hold: by default `Ok`.
+    fn accepts(&self, limit: &Limited) -> Result<(), String> {
+        let _ = limit;
+        Ok(())
+    }
+
     /// Gives back `cost` units an allowed check of `key` took. Best effort: a refund that
     /// cannot be made leaves the units consumed (stricter, never looser), and the backend says
     /// so in its logs and metrics.

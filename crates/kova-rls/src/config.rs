@@ -42,6 +42,8 @@ pub struct Domain {
     name: String,
     root: tree::Level,
     line: u64,
+    /// The file it came from.
+    file: PathBuf,
 }
 
 impl Domain {
@@ -116,6 +118,27 @@ impl Config {
     /// The files read.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// Checks every limit of every rule with `accepts` (a backend's own bounds, such as what
+    /// Redis's scripts can hold: [`Backend::accepts`](crate::Backend::accepts)), so that a
+    /// limit the backend cannot serve is refused where the file is loaded, naming its line,
+    /// rather than failing every request that reaches it.
+    pub fn check_limits(&self, accepts: impl Fn(&Limited) -> Result<(), String>) -> Result<(), ConfigError> {
+        let mut names: Vec<&String> = self.domains.keys().collect();
+        names.sort();
+        for domain in names.into_iter().filter_map(|name| self.domains.get(name)) {
+            let mut rules = Vec::new();
+            domain.root.rules(&mut rules);
+            rules.sort_by_key(|rule| rule.line());
+            for rule in rules {
+                if let Limit::Limited(limited) = rule.limit() {
+                    accepts(limited)
+                        .map_err(|problem| ConfigError::new(&domain.file, rule.line(), 0, problem))?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

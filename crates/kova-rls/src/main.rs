@@ -213,6 +213,8 @@ async fn serve<B: Backend>(
     limits: RequestLimits,
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // A limit the backend cannot serve is refused now, naming its line, not on every request.
+    config.check_limits(|l| backend.accepts(l))?;
     let decider = Arc::new(Decider::new(config, backend, limits));
     let _reloader = match args.reload_interval_ms {
         0 => None,

@@ -71,6 +71,13 @@ fn by_policy(decision: &Decision) -> bool {
 }
 
 impl Backend for RedisBackend {
+    fn accepts(&self, limited: &Limited) -> Result<(), String> {
+        match kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("Redis's scripts cannot hold this limit: {e}")),
+        }
+    }
+
     async fn check(&self, limited: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, BackendError> {
         let limit = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota())
             .map_err(|e| BackendError::Unavailable(format!("Redis's scripts cannot hold this limit: {e}")))?;

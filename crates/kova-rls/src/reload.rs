@@ -47,7 +47,10 @@ impl Reloader {
                     .as_ref()
                     .map_err(Clone::clone)
                     .and_then(|s| Config::from_sources(s).map_err(|e| e.to_string()))
-                {
+                    .and_then(|config| {
+                        config.check_limits(|l| decider.backend().accepts(l)).map_err(|e| e.to_string())?;
+                        Ok(config)
+                    }) {
                     Ok(config) => {
                         let domains = config.domain_names().count();
                         decider.set_config(config);

@@ -128,3 +128,32 @@ fn a_directory_is_one_domain_per_file_and_a_domain_twice_is_refused() {
     assert!(error.problem().contains("defined twice"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A limit the Redis backend's scripts cannot hold is refused where the file is checked against
+/// that backend, naming its line (and at startup and on reload, which run the same check);
+/// the in-memory backend, which holds it, accepts the same file.
+#[test]
+fn limits_the_redis_scripts_cannot_hold_are_refused_naming_their_line() {
+    use kova_rls::{Backend, MemoryBackend, MemoryOptions, RedisBackend};
+    let text = "domain: d
+descriptors:
+  - key: fine
+    rate_limit: { unit: second, requests_per_unit: 10 }
+  - key: nested
+    descriptors:
+      - key: counter
+        rate_limit: { unit: day, requests_per_unit: 100000 }
+        kova: { algorithm: sliding_window_counter }
+";
+    let config = load(text).expect("kova's in-memory algorithms hold every limit here");
+    let memory = MemoryBackend::new(MemoryOptions::default()).unwrap();
+    assert_eq!(config.check_limits(|l| memory.accepts(l)), Ok(()));
+    // Opening a one-node limiter connects on first use: nothing listens on this port, and
+    // nothing is sent.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let limiter = runtime.block_on(async { kova_redis::RedisLimiter::builder().open("redis://127.0.0.1:1") });
+    let redis = RedisBackend::new(limiter.expect("a limiter that connects on first use"));
+    let error = config.check_limits(|l| redis.accepts(l)).expect_err("refused for Redis");
+    assert_eq!((error.file(), error.line()), (Path::new("test.yaml"), Some(7)), "{error}");
+    assert!(error.problem().contains("Redis"), "{error}");
+}

@@ -27,7 +27,7 @@ pub(crate) fn parse_domain(file: &Path, text: &str) -> Result<Domain, ConfigErro
     }
     let mut path = Vec::new();
     let root = builder.level(raw.descriptors.as_deref().unwrap_or_default(), &mut path)?;
-    Ok(Domain { name: domain.to_owned(), root, line: raw.domain.referenced.line() })
+    Ok(Domain { name: domain.to_owned(), root, line: raw.domain.referenced.line(), file: file.to_owned() })
 }
 
 struct Builder<'a> {

@@ -29,6 +29,17 @@ pub(crate) struct Node {
 }
 
 impl Level {
+    /// Every rule at or below this level, in no particular order.
+    pub(crate) fn rules<'a>(&'a self, out: &mut Vec<&'a Arc<Rule>>) {
+        for nodes in self.keys.values() {
+            let named = nodes.exact.values().chain(nodes.prefixes.iter().map(|(_, node)| node));
+            for node in named.chain(nodes.any.as_deref()) {
+                out.extend(node.rule.as_ref());
+                node.children.rules(out);
+            }
+        }
+    }
+
     /// The node an entry leads to: the key with this exact value, else the first prefix (in the
     /// file's order) the value starts with, else the key without a value.
     fn lookup(&self, key: &str, value: &str) -> Option<&Node> {
