@@ -50,12 +50,14 @@ mod limit_override;
 mod memory;
 mod response;
 pub mod telemetry;
+mod unix_clock;
 
 pub use backend::{Backend, BackendError};
 pub use config::{read_sources, Config, ConfigError, Domain, Limit, Limited, Rule, Unit, DEFAULT_ALGORITHM};
 pub use decide::{Decider, RequestError, RequestLimits};
 pub use key::{descriptor_key, MAX_EXACT_KEY_BYTES};
 pub use memory::{MemoryBackend, MemoryOptions};
+pub use unix_clock::UnixClock;
 mod redis_backend;
 mod reload;
 mod server;

@@ -5,7 +5,7 @@
 use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
 use kova::{AlgorithmKind, AnyAlgorithm, Clock, CoarseClock, Decision, Keyed, Quota};
 
-use crate::Limited;
+use crate::{Limited, UnixClock};
 
 /// The sizes and policy of the in-memory tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,19 +30,20 @@ impl Default for MemoryOptions {
 
 /// One bounded table per algorithm.
 #[derive(Debug)]
-pub struct MemoryBackend<C: Clock = CoarseClock> {
+pub struct MemoryBackend<C: Clock = UnixClock> {
     tables: Vec<Keyed<Vec<u8>, AnyAlgorithm, C>>,
 }
 
-impl MemoryBackend<CoarseClock> {
-    /// Tables on kova's coarse clock.
+impl MemoryBackend<UnixClock> {
+    /// Tables on kova's coarse clock counted from the Unix epoch ([`UnixClock`]), so that
+    /// fixed windows start where envoyproxy/ratelimit's do.
     ///
     /// ```
     /// let backend = kova_rls::MemoryBackend::new(kova_rls::MemoryOptions::default())?;
     /// # Ok::<(), kova::keyed::KeyedError>(())
     /// ```
     pub fn new(options: MemoryOptions) -> Result<Self, kova::keyed::KeyedError> {
-        MemoryBackend::with_clock(options, CoarseClock::new())
+        MemoryBackend::with_clock(options, UnixClock::new())
     }
 }
 

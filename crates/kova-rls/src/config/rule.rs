@@ -8,7 +8,8 @@ use kova::{AlgorithmKind, Quota};
 ///
 /// Fixed windows, because that is what envoyproxy/ratelimit counts with: a file written for it
 /// means the same here (`requests_per_unit` per aligned `unit`, the count starting again at the
-/// window's edge, `duration_until_reset` the time to that edge). A node opts into a smoother
+/// window's edge, `duration_until_reset` the time to that edge; windows are aligned to the Unix
+/// epoch in memory ([`UnixClock`](crate::UnixClock)) as in Redis, whose `TIME` it is). A node opts into a smoother
 /// algorithm with `kova: { algorithm: gcra, burst: N }`.
 pub const DEFAULT_ALGORITHM: AlgorithmKind = AlgorithmKind::FixedWindow;
 
