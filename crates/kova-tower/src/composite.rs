@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use kova::limits::{KeyedLimits, LimitsDecision, LimitsError};
-use kova::{Clock, CoarseClock, Gcra, Quota, WordAlgorithm};
+use kova::{Clock, CoarseClock, Decision, Gcra, Quota, WordAlgorithm};
 
 use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
@@ -27,11 +27,19 @@ impl KeyedLimiter for MemberLimiter {
         // A composite (a store's own, say) that answers for fewer limits is a failing backend.
         let pick = move |all: LimitsDecision| {
             let len = all.limit_decisions().len();
-            all.limit_decisions().get(position).copied().ok_or_else(|| {
+            let own = all.limit_decisions().get(position).copied().ok_or_else(|| {
                 LimiterError::backend(format!(
                     "a composite answered {len} decisions, none for limit {position}"
                 ))
-            })
+            })?;
+            if all.is_allowed() || !own.is_allowed() {
+                return Ok(own);
+            }
+            // Another member denied: this member's entry is a look at its state, which admits,
+            // but the composite took nothing, so the request is denied until the deciding
+            // member admits it.
+            let retry = all.decision().retry_after_nanos();
+            Ok(Decision::denied(own.limit(), own.remaining(), retry, own.reset_after_nanos()))
         };
         match self.0.group.limiter.check(key, cost).into_ready() {
             Ok(result) => CheckFuture::ready(result.and_then(pick)),

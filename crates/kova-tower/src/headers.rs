@@ -87,6 +87,15 @@ pub fn window_secs(quota: &Quota) -> u64 {
     u64::try_from(secs).unwrap_or(u64::MAX).max(1)
 }
 
+/// The largest integer a structured field holds (RFC 9651: at most 15 digits). A larger `q`, `w`,
+/// `r` or `t` is written as this, so that a strict parser does not drop the whole field.
+pub const MAX_SF_INTEGER: u64 = 999_999_999_999_999;
+
+/// `n` as a structured-field integer: at most [`MAX_SF_INTEGER`].
+fn sf_integer(n: u64) -> u64 {
+    n.min(MAX_SF_INTEGER)
+}
+
 /// Whether `name` can be a policy name: 1 to 64 characters of `A-Z a-z 0-9 _ - .` (a
 /// structured-field string that needs no escaping anywhere: headers, JSON, metrics labels).
 pub fn is_valid_policy_name(name: &str) -> bool {
@@ -146,14 +155,14 @@ pub fn write_policy_item_in(out: &mut String, name: &str, quota: &Quota, unit: Q
     out.push('"');
     out.push_str(name);
     out.push_str("\";q=");
-    out.push_str(itoa::Buffer::new().format(quota.burst()));
+    out.push_str(itoa::Buffer::new().format(sf_integer(quota.burst())));
     if unit != QuotaUnit::Requests {
         out.push_str(";qu=\"");
         out.push_str(unit.as_str());
         out.push('"');
     }
     out.push_str(";w=");
-    out.push_str(itoa::Buffer::new().format(window_secs(quota)));
+    out.push_str(itoa::Buffer::new().format(sf_integer(window_secs(quota))));
 }
 
 /// The `t` of a decision's `RateLimit` member: seconds until the quota is whole again, or, for a
@@ -188,8 +197,8 @@ pub fn write_state_item(out: &mut String, name: &str, decision: &Decision) {
 
 fn state_item(out: &mut impl Text, name: &str, decision: &Decision) {
     let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let pieces =
-        state_pieces(name, remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let (r, t) = (sf_integer(decision.remaining()), sf_integer(reset_secs(decision)));
+    let pieces = state_pieces(name, remaining.format(r), reset.format(t));
     for piece in pieces {
         out.put(piece);
     }

@@ -149,6 +149,25 @@ async fn concurrent_requests_admit_what_the_sequential_composite_admits_in_one_c
     assert_ne!(left, [18, 0], "a composite whose denials take units must fail this test");
 }
 
+/// A member used on its own is denied when another member of its composite denies: the
+/// composite took nothing, so neither may the request. (Its own entry of a denied composite is a
+/// look at its state, which admits.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_used_on_its_own_is_denied_when_another_member_denies() {
+    let clock = ManualClock::new();
+    let composite = CompositeLimit::in_memory_with::<Gcra, _>(Key::header(API_KEY), quotas(), clock).unwrap();
+    let minute_alone = router(RateLimitLayer::new(composite.limits()[0].clone()));
+    for remaining in [9, 8, 7] {
+        let state = format!(r#""minute";r={remaining};t={}"#, 6 * (10 - remaining));
+        assert_eq!(send(&minute_alone, "k").await, (StatusCode::OK, state));
+    }
+    // The hour (3) is used up: every later request is denied, the minute limit's units kept.
+    for _ in 0..5 {
+        let (status, state) = send(&minute_alone, "k").await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{state}");
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_used_on_its_own_checks_its_whole_composite() {
     let clock = ManualClock::new();

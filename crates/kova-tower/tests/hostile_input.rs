@@ -372,7 +372,15 @@ fn header_numbers_at_their_edges() {
     assert_eq!(headers::retry_after_secs(&Decision::denied(u64::MAX, 0, u64::MAX, u64::MAX)), max_secs);
     let mut out = String::new();
     headers::write_state_item(&mut out, "x", &Decision::allowed(u64::MAX, u64::MAX, u64::MAX));
-    assert_eq!(out, format!("\"x\";r={};t={max_secs}", u64::MAX));
+    // Structured-field integers have at most 15 digits: larger ones are written as the largest.
+    assert_eq!(out, format!("\"x\";r=999999999999999;t={max_secs}"));
+    let mut out = String::new();
+    headers::write_policy_item(
+        &mut out,
+        "x",
+        &Quota::new(10u64.pow(16), Duration::from_secs(365 * 86_400)).unwrap(),
+    );
+    assert_eq!(out, "\"x\";q=999999999999999;w=31536000");
     // Partition keys of any length, on the stack or not, are the standard base64.
     for len in [0, 1, 48, 49, 4096] {
         let digest = vec![0xa5; len];
