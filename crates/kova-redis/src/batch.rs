@@ -63,6 +63,19 @@ struct Waiting {
 struct Queue {
     waiting: Vec<Waiting>,
     in_flight: usize,
+    /// How many may wait before those whose callers stopped waiting are dropped (see
+    /// [`Queue::drop_abandoned`]).
+    prune_at: usize,
+}
+
+impl Queue {
+    /// Drops the checks whose callers stopped waiting (timed out or cancelled): they were
+    /// answered already (a failure policy's decision, an error), so sending them would charge
+    /// Redis for checks their callers never saw admitted, and under `FailClosed` make a denial
+    /// consume quota.
+    fn drop_abandoned(&mut self) {
+        self.waiting.retain(|w| !w.reply.is_closed());
+    }
 }
 
 #[derive(Default)]
@@ -101,6 +114,13 @@ impl Batcher {
     fn enqueue_or_fly(&self, call: Call) -> Result<oneshot::Receiver<RedisResult<Vec<i64>>>, Call> {
         let mut queue = self.lock();
         if queue.in_flight >= self.max_in_flight {
+            if queue.waiting.len() >= queue.prune_at {
+                // While Redis stalls, callers time out faster than flights end: dropping theirs
+                // here keeps the queue to about the callers still waiting (amortized: the bound
+                // doubles past what is left).
+                queue.drop_abandoned();
+                queue.prune_at = (2 * queue.waiting.len()).max(MAX_BATCH);
+            }
             let (reply, receiver) = oneshot::channel();
             queue.waiting.push(Waiting { call, since: Instant::now(), reply });
             Ok(receiver)
@@ -250,6 +270,7 @@ impl Drop for Flight {
 /// Takes up to [`MAX_BATCH`] waiting checks for the flight ending now, which goes on when there
 /// are any and ends otherwise.
 fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
+    queue.drop_abandoned();
     if queue.waiting.is_empty() {
         queue.in_flight -= 1;
         return Vec::new();
@@ -338,6 +359,35 @@ mod tests {
                 redis::Arg::Cursor => "<cursor>".to_owned(),
             })
             .collect()
+    }
+
+    /// A check whose caller stopped waiting (its receiver dropped: a timeout, a cancellation)
+    /// is never taken into a batch, and a queue growing while flights stall sheds such checks.
+    #[test]
+    fn checks_whose_callers_gave_up_are_never_sent() {
+        let gcra = [1, 0, 0, 10, 5];
+        let call = |key: &str| Call { kind: AlgorithmKind::Gcra, key: key.into(), now: None, args: gcra };
+        let batcher = Batcher::new(1);
+        assert!(batcher.enqueue_or_fly(call("flying")).is_err());
+        let mut kept = Vec::new();
+        for i in 0..40 {
+            let receiver = batcher.enqueue_or_fly(call(&format!("k{i}"))).expect("queued behind the flight");
+            if i % 4 == 0 {
+                kept.push(receiver);
+            }
+        }
+        let taken = take_batch(&mut batcher.lock());
+        let keys: Vec<String> =
+            taken.iter().map(|w| String::from_utf8_lossy(&w.call.key).into_owned()).collect();
+        let expected: Vec<String> = (0..40).step_by(4).map(|i| format!("k{i}")).collect();
+        assert_eq!(keys, expected);
+        // A stall: every caller gives up, the queue stays about as long as those still waiting.
+        drop(kept);
+        for i in 0..10 * MAX_BATCH {
+            drop(batcher.enqueue_or_fly(call(&format!("late{i}"))).expect("queued"));
+        }
+        assert!(batcher.lock().waiting.len() <= MAX_BATCH, "{}", batcher.lock().waiting.len());
+        assert!(take_batch(&mut batcher.lock()).is_empty());
     }
 
     #[test]

@@ -118,7 +118,10 @@ impl Builder {
     }
 
     /// The most one call may take, reconnecting and reloading scripts included (default 50 ms).
-    /// Past it the failure policy decides. `Duration::ZERO`: a call not answered at its first
+    /// Past it the failure policy decides. A check still queued for a batch when its caller gives
+    /// up is never sent; one already sent may still run when Redis answers late (Redis cannot be
+    /// told to skip it), so its units can count in Redis although its caller had the policy's
+    /// decision (marked with its [`Fallback`](kova::Fallback)). `Duration::ZERO`: a call not answered at its first
     /// poll is the failure policy's; a timeout of more than about 30 years (up to
     /// `Duration::MAX`) waits about 30 years.
     pub fn timeout(mut self, timeout: Duration) -> Self {
