@@ -23,8 +23,10 @@ fn limiter_error(error: kova_redis::Error) -> LimiterError {
 
 /// One [`kova_redis::RedisLimit`] on a [`kova_redis::RedisLimiter`], as a [`KeyedLimiter`].
 ///
-/// Keys are sent as their text form ([`LimitKey`]'s `Display`, e.g. `ip:203.0.113.7/32`), which
-/// the Redis limiter escapes into its own key space. The Redis limiter's
+/// Keys are sent as their text form ([`LimitKey`]'s `Display`, e.g. `ip:203.0.113.7/32`) after
+/// the limit's name (`per_ip/ip:203.0.113.7/32` for [`Limit::redis`]`("per_ip", ..)`), which the
+/// Redis limiter escapes into its own key space: limits of one algorithm on the same key keep
+/// their own state, as in-memory limits keep their own tables. The Redis limiter's
 /// [`StoreFailurePolicy`](kova_redis::StoreFailurePolicy) applies when Redis is down or slow: fail-open and
 /// fail-closed decisions come back marked with their [`Fallback`](kova::Fallback) (reported to
 /// the metrics hook as backend failures); with `ReturnError` the layer's
@@ -50,13 +52,17 @@ fn limiter_error(error: kova_redis::Error) -> LimiterError {
 pub struct RedisBackend {
     limiter: kova_redis::RedisLimiter,
     limit: Arc<kova_redis::RedisLimit>,
+    /// The limit's name, which [`Limit::redis`] sets: the Redis key of a layer's key is
+    /// `name/key`, so that limits of one algorithm on the same key keep their own state (their
+    /// Redis keys would otherwise be the same: kova-redis keys by algorithm, not by quota).
+    name: Arc<str>,
 }
 
 impl RedisBackend {
     /// `limit` enforced in the Redis behind `limiter` (one limiter, one connection, can serve
-    /// many limits).
+    /// many limits: each [`Limit::redis`] keeps its own state, under its name).
     pub fn new(limiter: kova_redis::RedisLimiter, limit: kova_redis::RedisLimit) -> Self {
-        RedisBackend { limiter, limit: Arc::new(limit) }
+        RedisBackend { limiter, limit: Arc::new(limit), name: Arc::from("") }
     }
 
     /// The quota the Redis limit enforces.
@@ -68,7 +74,7 @@ impl RedisBackend {
 impl KeyedLimiter for RedisBackend {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
         let backend = self.clone();
-        let key = key.to_string();
+        let key = redis_key(&self.name, key);
         CheckFuture::new(async move {
             backend.limiter.check_n(key.as_bytes(), &backend.limit, cost).await.map_err(limiter_error)
         })
@@ -80,7 +86,7 @@ impl KeyedLimiter for RedisBackend {
     /// ([`SettleError::Backend`]): no failure policy makes up a settlement.
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         let backend = self.clone();
-        let key = key.to_string();
+        let key = redis_key(&self.name, key);
         SettleFuture::new(async move {
             let redis = &backend.limiter;
             let settlement = redis
@@ -102,6 +108,9 @@ pub struct RedisCompositeBackend {
     limiter: kova_redis::RedisLimiter,
     limits: Arc<kova_redis::Limits>,
     quotas: Arc<[Quota]>,
+    /// The members' names joined by `+`, which [`CompositeLimit::redis`] sets: as
+    /// [`RedisBackend`]'s name, so that two composites on the same key keep their own state.
+    name: Arc<str>,
 }
 
 impl RedisCompositeBackend {
@@ -114,7 +123,7 @@ impl RedisCompositeBackend {
         let limits: Vec<kova_redis::RedisLimit> = limits.into_iter().collect();
         let quotas = limits.iter().map(kova_redis::RedisLimit::quota).collect();
         let limits = Arc::new(kova_redis::Limits::new(limits)?);
-        Ok(RedisCompositeBackend { limiter, limits, quotas })
+        Ok(RedisCompositeBackend { limiter, limits, quotas, name: Arc::from("") })
     }
 
     /// The quotas, in order.
@@ -126,7 +135,7 @@ impl RedisCompositeBackend {
 impl CompositeLimiter for RedisCompositeBackend {
     fn check(&self, key: &LimitKey, cost: u64) -> CompositeCheckFuture {
         let backend = self.clone();
-        let key = key.to_string();
+        let key = redis_key(&self.name, key);
         CompositeCheckFuture::new(async move {
             backend.limiter.check_limits_n(key.as_bytes(), &backend.limits, cost).await.map_err(limiter_error)
         })
@@ -160,7 +169,8 @@ impl CompositeLimit {
         limits: impl IntoIterator<Item = (&'a str, kova_redis::RedisLimit)>,
     ) -> Result<Self, ConfigError> {
         let (names, limits): (Vec<&str>, Vec<kova_redis::RedisLimit>) = limits.into_iter().unzip();
-        let backend = RedisCompositeBackend::new(limiter, limits).map_err(ConfigError::Composite)?;
+        let mut backend = RedisCompositeBackend::new(limiter, limits).map_err(ConfigError::Composite)?;
+        backend.name = Arc::from(names.join("+"));
         let named: Vec<(&str, Quota)> = names.into_iter().zip(backend.quotas().iter().copied()).collect();
         CompositeLimit::new(key, named, backend)
     }
@@ -169,8 +179,19 @@ impl CompositeLimit {
 impl Limit {
     /// A limit kept in Redis, shared by every server using the same Redis and prefix; its
     /// `RateLimit-Policy` announces the Redis limit's quota.
-    pub fn redis(name: &str, key: impl Into<Key>, backend: RedisBackend) -> Result<Self, ConfigError> {
+    pub fn redis(name: &str, key: impl Into<Key>, mut backend: RedisBackend) -> Result<Self, ConfigError> {
         let quota = backend.quota();
+        backend.name = Arc::from(name);
         Limit::new(name, quota, key, backend)
+    }
+}
+
+/// The text a layer's `key` is sent to Redis as under `name`: `name/key` (policy names have no
+/// `/`, so the first `/` ends the name), or the key alone without a name.
+fn redis_key(name: &str, key: &LimitKey) -> String {
+    if name.is_empty() {
+        key.to_string()
+    } else {
+        format!("{name}/{key}")
     }
 }

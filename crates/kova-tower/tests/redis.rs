@@ -211,3 +211,56 @@ async fn a_redis_limit_settles_the_cost_the_response_reports() {
         assert!(state.starts_with(&format!(r#""tokens";r={remaining};"#)), "{state}");
     }
 }
+
+/// Two limits of one algorithm on one Redis limiter and the same key each keep their own state
+/// in Redis (the limit's name is part of the Redis key), as two in-memory limits keep their own
+/// tables; so do two Redis composites on the same key.
+#[tokio::test]
+async fn two_redis_limits_on_one_key_keep_their_own_state() {
+    let Some(redis) = RedisServer::start() else {
+        panic!("redis-server is not installed: the redis feature's tests need it");
+    };
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let limiter = redis_limiter(&redis, &clock).await;
+    let burst = kova_redis::RedisLimit::gcra(Quota::per_minute(10).unwrap()).unwrap();
+    let daily = kova_redis::RedisLimit::gcra(Quota::per_day(1000).unwrap()).unwrap();
+    let layer = RateLimitLayer::new(
+        Limit::redis("burst", Key::peer_ip(), RedisBackend::new(limiter.clone(), burst)).unwrap(),
+    )
+    .limit(Limit::redis("daily", Key::peer_ip(), RedisBackend::new(limiter.clone(), daily)).unwrap());
+    let server = serve(app(layer)).await;
+    let client = HttpClient::new(server, CLIENT);
+    for n in 1..=3 {
+        let reply = client.get("/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.header("ratelimit"));
+        let got = reply.header("ratelimit").unwrap_or_default().to_owned();
+        assert!(got.starts_with(&format!(r#""burst";r={};"#, 10 - n)), "{got}");
+        assert!(got.contains(&format!(r#""daily";r={};"#, 1000 - n)), "{got}");
+    }
+    // Two composites on the same key, one in the other's way if they shared their state.
+    let tight = CompositeLimit::redis(
+        Key::peer_ip(),
+        limiter.clone(),
+        [("a", kova_redis::RedisLimit::gcra(Quota::per_minute(2).unwrap()).unwrap())],
+    )
+    .unwrap();
+    let loose = CompositeLimit::redis(
+        Key::peer_ip(),
+        limiter,
+        [("b", kova_redis::RedisLimit::gcra(Quota::per_minute(100).unwrap()).unwrap())],
+    )
+    .unwrap();
+    let tight = HttpClient::new(serve(app(RateLimitLayer::from_composite(tight))).await, CLIENT);
+    let loose = HttpClient::new(serve(app(RateLimitLayer::from_composite(loose))).await, CLIENT);
+    for _ in 0..2 {
+        assert_eq!(tight.get("/", &[]).await.status, StatusCode::OK);
+    }
+    assert_eq!(tight.get("/", &[]).await.status, StatusCode::TOO_MANY_REQUESTS);
+    for n in 1..=3 {
+        let reply = loose.get("/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let got = reply.header("ratelimit").unwrap_or_default().to_owned();
+        assert!(got.starts_with(&format!(r#""b";r={};"#, 100 - n)), "{got}");
+    }
+}
