@@ -283,11 +283,11 @@ impl Run {
             let settles = offset == 0 || !via_composite;
             self.note(config, index + offset, check, *decision, decision_time, settles);
         }
-        let any_fallback = decided.decisions.iter().any(|d| d.fallback().is_some());
-        // A real (not fallback) admission, with limits still to come that could reject the
-        // request: remember it, to give it back if one does.
+        let all_took_units = decided.decisions.iter().all(took_units);
+        // An admission that took units (not a failure policy's), with limits still to come that
+        // could reject the request: remember it, to give it back if one does.
         let more_to_come = index + decided.decisions.len() < config.limits.len();
-        if decided.allowed && !config.shadow && !any_fallback && more_to_come {
+        if decided.allowed && !config.shadow && all_took_units && more_to_come {
             let charge = Charge { index, key: check.key.clone(), cost: check.cost, composite: via_composite };
             self.charged.push(charge);
         }
@@ -405,9 +405,11 @@ impl Run {
         report(config, name, key, &decision, decision_time);
         let partition_key = config.partition_keys.as_ref().map(|keys| keys.digest(name, key));
         self.checked.entries.push(Entry { index, decision, partition_key });
-        // Only what was really charged is settled: not a failure policy's decision.
-        if settles && decision.is_allowed() && decision.fallback().is_none() && limit.settle_from().is_some()
-        {
+        // Only what was really charged is settled: not a failure policy's decision, nor a local
+        // share's while the store is down (the settlement could not reach it).
+        let settleable =
+            took_units(&decision) && decision.fallback() != Some(Fallback::StoreUnavailableLocal);
+        if settles && settleable && limit.settle_from().is_some() {
             let composite = limit
                 .member()
                 .is_some_and(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
@@ -526,6 +528,20 @@ fn report(config: &Config, name: &str, key: &LimitKey, decision: &Decision, deci
     crate::metrics_facade::record_decision_time(name, decision_time);
     #[cfg(not(feature = "metrics"))]
     let _ = decision_time;
+}
+
+/// Whether an allowed `decision` took units from its limiter, which a refund or a settlement
+/// then adjusts: every admission but a failure policy's, which counted nothing (a table too full
+/// to track the key, a store that could not be reached). A leased unit
+/// ([`Fallback::LocalCache`]), a stripe's ([`Fallback::StripeLease`]), a sketch's cells
+/// ([`Fallback::Sketch`]) or a local share while the store was down
+/// ([`Fallback::StoreUnavailableLocal`]) were taken.
+fn took_units(decision: &Decision) -> bool {
+    decision.is_allowed()
+        && !matches!(
+            decision.fallback(),
+            Some(Fallback::TableFullUntracked | Fallback::StoreUnavailableAllowed)
+        )
 }
 
 /// The store failure a limiter's own failure policy decided, if it did.

@@ -267,7 +267,9 @@ impl Limit {
     /// [`EventKind::Settled`](crate::EventKind::Settled)'s `uncharged`. The cost is read from
     /// the response's head, before its body streams (a count sent in trailers is not read). A
     /// request the layer does not pass on (denied) is never settled, and neither is a decision
-    /// a failure policy made (nothing was charged).
+    /// a failure policy made (nothing was charged) or a local share's while the store is down
+    /// (the settlement could not reach it). A decision answered from a lease of the store's
+    /// units (`Fallback::LocalCache`) took its units, and is settled like any other.
     ///
     /// ```
     /// use http::header::HeaderName;

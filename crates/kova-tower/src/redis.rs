@@ -80,6 +80,27 @@ impl KeyedLimiter for RedisBackend {
         })
     }
 
+    /// Gives the units back where they were counted: to this server's local share when Redis
+    /// was down (`kova_redis::RedisLimiter::refund_local`), else to Redis, in a task of the
+    /// current tokio runtime (the layer does not wait for it; a refund that fails leaves the
+    /// units consumed, stricter, never looser). `false` for the sliding window log, which takes
+    /// no refunds, and outside a runtime.
+    fn refund(&self, key: &LimitKey, cost: u64) -> bool {
+        if self.limit.kind() == kova::AlgorithmKind::SlidingWindowLog {
+            return false;
+        }
+        let key = redis_key(&self.name, key);
+        if self.limiter.refund_local(key.as_bytes(), &self.limit, cost) {
+            return true;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return false };
+        let backend = self.clone();
+        runtime.spawn(async move {
+            let _ = backend.limiter.refund(key.as_bytes(), &backend.limit, cost).await;
+        });
+        true
+    }
+
     /// Settles in Redis (`kova_redis::RedisLimiter::settle`: a refund when lower, a charge into
     /// the quota's overdraft when higher), then peeks the key for the `RateLimit` header. When
     /// Redis cannot answer, the estimate stands and the failure is reported

@@ -264,3 +264,69 @@ async fn two_redis_limits_on_one_key_keep_their_own_state() {
         assert!(got.starts_with(&format!(r#""b";r={};"#, 100 - n)), "{got}");
     }
 }
+
+/// A Redis limit's units come back when a later limit of the layer rejects the request (a
+/// rejected request consumes no quota), given back in Redis in a task of the runtime.
+#[tokio::test]
+async fn a_redis_limit_gives_its_units_back_when_a_later_limit_rejects() {
+    let redis =
+        RedisServer::start().expect("redis-server is not installed: the redis feature's tests need it");
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let limiter = redis_limiter(&redis, &clock).await;
+    let per_ip = kova_redis::RedisLimit::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let user = http::HeaderName::from_static("x-user");
+    let layer =
+        RateLimitLayer::new(Limit::redis("ip", Key::peer_ip(), RedisBackend::new(limiter, per_ip)).unwrap())
+            .limit(Limit::in_memory("user", Quota::per_minute(1).unwrap(), Key::header(user)).unwrap());
+    let client = HttpClient::new(serve(app(layer)).await, CLIENT);
+    assert_eq!(client.get("/", &[("x-user", "a")]).await.status, StatusCode::OK);
+    for _ in 0..3 {
+        assert_eq!(client.get("/", &[("x-user", "a")]).await.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    // Let the refunds' tasks reach Redis.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let reply = client.get("/", &[("x-user", "b")]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let state = reply.header("ratelimit").unwrap_or_default().to_owned();
+    assert!(
+        state.starts_with(r#""ip";r=3;"#),
+        "the three rejected requests took from the IP's limit: {state}"
+    );
+}
+
+/// A check answered from a lease of Redis units (`Fallback::LocalCache`) took its units, so the
+/// cost the response reports is settled in Redis like any other.
+#[tokio::test]
+async fn a_leased_redis_decision_is_settled_too() {
+    let redis =
+        RedisServer::start().expect("redis-server is not installed: the redis feature's tests need it");
+    let clock = ManualClock::new();
+    clock.set(1_000_000_000);
+    let leasing = kova_redis::RedisLimiter::builder()
+        .client_clock(clock.clone())
+        .timeout(Duration::from_secs(5))
+        .ttl_margin(Duration::from_secs(3600))
+        .leasing(kova_redis::Leasing::new(4, Duration::from_secs(10)))
+        .connect(&redis.url())
+        .await
+        .unwrap();
+    let limit = kova_redis::RedisLimit::gcra(Quota::per_minute(1000).unwrap()).unwrap();
+    let layer = RateLimitLayer::new(
+        Limit::redis("tokens", Key::peer_ip(), RedisBackend::new(leasing.clone(), limit))
+            .unwrap()
+            .settle_from_header(http::HeaderName::from_static("x-cost")),
+    );
+    let router = Router::new().route("/", get(|| async { ([("x-cost", "10")], "hello") }));
+    let client = HttpClient::new(serve(router.layer(layer)).await, CLIENT);
+    for _ in 0..20 {
+        assert_eq!(client.get("/", &[]).await.status, StatusCode::OK);
+    }
+    assert!(leasing.stats().local_decisions > 0, "{:?}", leasing.stats());
+    // Redis's own count, read without the lease: 20 requests of 10 each, and at most one lease
+    // of 4 units on top.
+    let plain = redis_limiter(&redis, &clock).await;
+    let key = format!("tokens/{}", kova_tower::LimitKey::ip("127.0.0.1".parse().unwrap(), 32));
+    let left = plain.peek(key, &limit).await.unwrap().remaining();
+    assert!((1000 - 200 - 4..=1000 - 200).contains(&left), "{left} left in Redis");
+}
