@@ -216,7 +216,7 @@ impl RedisLimiter {
         match self.eval(&key, limit, cost, extra, now, deadline).await {
             Ok(reply) => {
                 if let Some(local) = &self.inner.local {
-                    local.after(user_key, limit, cost, &reply.decision, reply.granted);
+                    local.after(user_key, limit, cost, &reply.decision, reply.granted, _guard.as_ref());
                 }
                 Ok(reply.decision)
             }
@@ -234,10 +234,23 @@ impl RedisLimiter {
     /// this limiter holds locally for it. A store failure is returned as [`Error::Store`]
     /// whatever the policy: a reset cannot be faked.
     pub async fn reset(&self, key: impl AsRef<[u8]>, limit: &RedisLimit) -> Result<(), Error> {
+        let redis_key = self.inner.keys.key(key.as_ref(), limit.kind());
+        if let Some(degraded) = &self.inner.degraded {
+            // What this server admitted while Redis was down is owed to the state the reset
+            // ends: paying it into the fresh key would deny what the reset frees.
+            degraded.forget(&redis_key, limit);
+        }
         if let Some(local) = &self.inner.local {
             local.forget(key.as_ref(), limit.kind());
         }
-        self.delete_key(&self.inner.keys.key(key.as_ref(), limit.kind())).await
+        let deleted = self.delete_key(&redis_key).await;
+        if let Some(local) = &self.inner.local {
+            // Again once the key is deleted: an entry a check made meanwhile may hold a lease
+            // Redis counted before the delete (a refill that began before the reset stores
+            // its lease only in the entry it began on, which the first forget removed).
+            local.forget(key.as_ref(), limit.kind());
+        }
+        deleted
     }
 
     /// The Redis key holding `key`'s state for `limit` (for inspection and tests).

@@ -247,7 +247,8 @@ impl Local {
         Before::Refill { extra: leasing.batch(), guard: RefillGuard { refilling: Arc::clone(entry) } }
     }
 
-    /// Records what Redis answered for `cost` (+ `granted` leased units) of `user_key`.
+    /// Records what Redis answered for `cost` (+ `granted` leased units) of `user_key`;
+    /// `refill` is the guard of the refill that asked for the lease.
     pub(crate) fn after(
         &self,
         user_key: &[u8],
@@ -255,8 +256,19 @@ impl Local {
         cost: u64,
         decision: &Decision,
         granted: u64,
+        refill: Option<&RefillGuard>,
     ) {
         let key = KeyRef { kind: limit.kind(), user_key };
+        if granted > 0 {
+            // A lease goes only into the entry its refill began on, while that is still the
+            // key's entry: one forgotten meanwhile (a reset, which deletes the Redis key) may
+            // hold units Redis no longer counts. The units are then left unspent (stricter).
+            let current = self.map.pin().get(&key).cloned();
+            let began_on = refill.map(|guard| &guard.refilling);
+            if !current.as_ref().zip(began_on).is_some_and(|(now, then)| Arc::ptr_eq(now, then)) {
+                return;
+            }
+        }
         // The precise time: what is recorded here is compared with coarse readings that may
         // trail it, never lead it.
         let now = self.clock.now_nanos_precise();
@@ -335,5 +347,43 @@ impl Drop for RefillGuard {
         if let Some(notify) = self.refilling.refilling().take() {
             notify.notify_waiters();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kova::{Clock, ManualClock, Quota};
+
+    use super::*;
+
+    /// A lease goes only into the entry its refill began on: when the key was forgotten (a
+    /// reset) while the refill was in flight, the units Redis granted may count against state
+    /// the reset deleted, so they are not kept, even in the entry a later check made meanwhile.
+    #[test]
+    fn a_lease_whose_key_was_forgotten_meanwhile_is_not_kept() {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(1_000_000_000));
+        let local = Local::new(
+            100,
+            false,
+            Some(Leasing::new(5, Duration::from_secs(10))),
+            LocalClock::new(Some(&clock)),
+        );
+        let limit = RedisLimit::gcra(Quota::per_minute(100).unwrap()).unwrap();
+        let key = b"k".as_slice();
+        // A first check makes the entry, a second finds the key hot and refills.
+        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
+        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
+        // A reset forgets the key; a check makes a new entry before the refill's answer.
+        local.forget(key, limit.kind());
+        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
+        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard));
+        assert_eq!(local.answer(key, &limit, 1), None, "a lease counted before the reset was kept");
+        // A refill that began on the entry it answers keeps its lease.
+        drop(guard);
+        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
+        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard));
+        assert!(local.answer(key, &limit, 1).is_some_and(|d| d.is_allowed()));
     }
 }

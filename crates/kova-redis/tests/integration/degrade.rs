@@ -88,6 +88,36 @@ async fn local_share_while_down_then_charged_to_redis() {
     assert!(window.with_local_quota(Quota::per_minute(4).unwrap().with_burst(2).unwrap()).is_err());
 }
 
+/// A reset after an outage ends what the key owed from it: the units admitted locally while
+/// Redis was down are not charged into the fresh key (which would deny what the reset frees).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_forgets_what_the_key_owed_from_an_outage() {
+    let Some(mut server) = RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(1_000_000_000_000);
+    let limiter = crate::deterministic(&clock)
+        .timeout(Duration::from_millis(200))
+        .reconnect_interval(Duration::from_millis(10))
+        .store_failure(degrade(1))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = RedisLimit::fixed_window(Quota::per_minute(10).unwrap()).unwrap();
+    assert!(limiter.check("k", &limit).await.unwrap().is_allowed());
+    server.kill9();
+    let shares = futures_count(&limiter, "k", &limit, 12).await;
+    assert_eq!(shares.iter().filter(|a| **a).count(), 10);
+    assert_eq!(limiter.degraded_keys(), 1);
+    server.restart();
+    let back = Instant::now();
+    while limiter.reset("k", &limit).await.is_err() {
+        assert!(back.elapsed() < Duration::from_secs(2), "Redis not used again within 2 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(limiter.degraded_keys(), 0);
+    let fresh = limiter.check("k", &limit).await.unwrap();
+    assert_eq!((fresh.fallback(), fresh.is_allowed(), fresh.remaining()), (None, true, 9));
+}
+
 async fn futures_count(limiter: &RedisLimiter, key: &str, limit: &RedisLimit, n: usize) -> Vec<bool> {
     let mut out = Vec::new();
     for _ in 0..n {
