@@ -213,10 +213,20 @@ impl RedisLimiter {
                 degraded.forget(&key, limit);
             }
         }
+        // The local time the script decides at or after: its own `now` with a client clock (on
+        // the same clock as the local layer's), else a reading taken before the call, which
+        // Redis's TIME then follows. A lease or a cached denial timed from it ends no later
+        // than Redis's own boundary, however long the round trip.
+        let decided_from = match (&self.inner.local, now) {
+            (Some(_), Some(micros)) => micros.saturating_mul(MICROS),
+            (Some(local), None) => local.now_precise(),
+            (None, _) => 0,
+        };
         match self.eval(&key, limit, cost, extra, now, deadline).await {
             Ok(reply) => {
                 if let Some(local) = &self.inner.local {
-                    local.after(user_key, limit, cost, &reply.decision, reply.granted, _guard.as_ref());
+                    let refill = _guard.as_ref();
+                    local.after(user_key, limit, cost, &reply.decision, reply.granted, refill, decided_from);
                 }
                 Ok(reply.decision)
             }

@@ -247,8 +247,15 @@ impl Local {
         Before::Refill { extra: leasing.batch(), guard: RefillGuard { refilling: Arc::clone(entry) } }
     }
 
+    /// The local clock's precise time.
+    pub(crate) fn now_precise(&self) -> u64 {
+        self.clock.now_nanos_precise()
+    }
+
     /// Records what Redis answered for `cost` (+ `granted` leased units) of `user_key`;
-    /// `refill` is the guard of the refill that asked for the lease.
+    /// `refill` is the guard of the refill that asked for the lease, `decided_from` a local
+    /// time at or before the one Redis decided at: the answer's durations count from it.
+    #[expect(clippy::too_many_arguments, reason = "the answer's parts, each used once")]
     pub(crate) fn after(
         &self,
         user_key: &[u8],
@@ -257,6 +264,7 @@ impl Local {
         decision: &Decision,
         granted: u64,
         refill: Option<&RefillGuard>,
+        decided_from: u64,
     ) {
         let key = KeyRef { kind: limit.kind(), user_key };
         if granted > 0 {
@@ -269,9 +277,9 @@ impl Local {
                 return;
             }
         }
-        // The precise time: what is recorded here is compared with coarse readings that may
-        // trail it, never lead it.
-        let now = self.clock.now_nanos_precise();
+        // Durations count from the time Redis decided at (or before it), not from the reply:
+        // a lease or a cached denial then ends no later than Redis's own boundary.
+        let now = decided_from;
         let caching = self.cache_denials && !decision.is_allowed() && cost > 0;
         if granted == 0 && !caching {
             if decision.is_allowed() && cost > 0 {
@@ -378,12 +386,36 @@ mod tests {
         // A reset forgets the key; a check makes a new entry before the refill's answer.
         local.forget(key, limit.kind());
         assert!(matches!(local.before(key, &limit, 1), Before::Plain));
-        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard));
+        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard), clock.now_nanos());
         assert_eq!(local.answer(key, &limit, 1), None, "a lease counted before the reset was kept");
         // A refill that began on the entry it answers keeps its lease.
         drop(guard);
         let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
-        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard));
+        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard), clock.now_nanos());
         assert!(local.answer(key, &limit, 1).is_some_and(|d| d.is_allowed()));
+    }
+
+    /// A fixed window's lease ends with the window Redis decided in, counted from the time Redis
+    /// decided at, not from when its reply came: a late reply must not carry a lease into the
+    /// next window, whose limit Redis grants whole again.
+    #[test]
+    fn a_lease_ends_with_the_window_redis_decided_in_however_late_the_reply() {
+        let manual = ManualClock::starting_at(1_000_000_000);
+        let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+        let local = Local::new(
+            100,
+            false,
+            Some(Leasing::new(5, Duration::from_secs(10))),
+            LocalClock::new(Some(&clock)),
+        );
+        let limit = RedisLimit::fixed_window(Quota::per_second(100).unwrap()).unwrap();
+        let key = b"k".as_slice();
+        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
+        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
+        // Redis decided 1 ms before its window's end; the reply comes 5 ms later.
+        let decided = manual.now_nanos();
+        manual.advance(Duration::from_millis(5));
+        local.after(key, &limit, 1, &Decision::allowed(100, 94, 1_000_000), 5, Some(&guard), decided);
+        assert_eq!(local.answer(key, &limit, 1), None, "a lease outlived the window Redis granted it in");
     }
 }
