@@ -117,3 +117,39 @@ fn the_async_keyed_form_admits_within_its_deadline() {
     timer.advance(100 * MS);
     assert!(matches!(poll(waiting.as_mut()), Poll::Ready(Ok(d)) if d.is_allowed()));
 }
+
+/// In fair mode, a wait with a deadline does not wait for its turn past the deadline: queued
+/// behind a waiter that sleeps long, it fails once its deadline passes, taking nothing, and one
+/// whose turn comes after its deadline fails without checking.
+#[test]
+fn a_fair_wait_gives_up_its_place_in_line_at_its_deadline() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let timer = ManualTimer::new(clock.clone());
+    let pacer = Pacer::with_timer(timer.clone()).fair();
+    assert!(limiter.check().is_allowed());
+    // First in line: sleeps 100 ms for the next unit.
+    let mut first = pin!(pacer.until_n_ready(&limiter, 1));
+    assert!(poll(first.as_mut()).is_pending());
+    // Second, with 10 ms to spare: queued behind the first.
+    let mut second = pin!(pacer.until_n_ready_within(&limiter, 1, 10 * MS));
+    assert!(poll(second.as_mut()).is_pending());
+    timer.advance(20 * MS);
+    match poll(second.as_mut()) {
+        Poll::Ready(Err(WaitError::DeadlinePassed { max_wait, .. })) => assert_eq!(max_wait, 10 * MS),
+        other => panic!("still waiting for its turn past its deadline: {other:?}"),
+    }
+    // The first is admitted at its time, the line goes on.
+    timer.advance(80 * MS);
+    assert!(matches!(poll(first.as_mut()), Poll::Ready(Ok(d)) if d.is_allowed()));
+    // A turn that comes after the deadline: the waiter fails without checking, taking nothing.
+    let mut third = pin!(pacer.until_n_ready(&limiter, 1));
+    assert!(poll(third.as_mut()).is_pending());
+    let mut fourth = pin!(pacer.until_n_ready_within(&limiter, 1, 500 * MS));
+    assert!(poll(fourth.as_mut()).is_pending());
+    timer.advance(600 * MS);
+    assert!(matches!(poll(third.as_mut()), Poll::Ready(Ok(d)) if d.is_allowed()));
+    let before = limiter.peek();
+    assert!(matches!(poll(fourth.as_mut()), Poll::Ready(Err(WaitError::DeadlinePassed { .. }))));
+    assert_eq!(limiter.peek(), before, "the late turn took nothing");
+}

@@ -68,6 +68,16 @@ impl<'c, C: Clock + ?Sized> Deadline<'c, C> {
         Deadline { clock, start: clock.now_nanos(), max_wait }
     }
 
+    /// What is left of `max_wait`, or the error once more than that has passed (read on the
+    /// limiter's clock).
+    fn left(&self) -> Result<Duration, WaitError> {
+        let waited = Duration::from_nanos(self.clock.now_nanos().saturating_sub(self.start));
+        if waited > self.max_wait {
+            return Err(WaitError::DeadlinePassed { wait: waited, max_wait: self.max_wait });
+        }
+        Ok(self.max_wait - waited)
+    }
+
     /// How long to sleep before checking again, after a denial that says `retry_after`:
     /// its jittered wait cut to what is left of `max_wait`.
     fn pace<T: Timer>(&self, pacer: &Pacer<T>, retry_after: Duration) -> Result<Duration, WaitError> {
@@ -80,11 +90,21 @@ impl<'c, C: Clock + ?Sized> Deadline<'c, C> {
     }
 }
 
+/// A blocking wait's bound: judged before each check, but its turn in line is waited for
+/// without one (a blocking sleep cannot run beside the turn it would race).
+fn blocking_left<'d, C: Clock + ?Sized>(
+    deadline: &'d Deadline<'_, C>,
+) -> impl FnMut() -> Result<Option<Duration>, WaitError> + 'd {
+    move || deadline.left().map(|_| None)
+}
+
 impl<T: Timer> Pacer<T> {
     /// [`until_n_ready`](Self::until_n_ready) that gives up at once, taking nothing, as soon as
     /// a denial shows the admission would come more than `max_wait` after the wait began (read
     /// on the limiter's clock). In [`fair`](Self::fair) mode the time spent waiting for its
-    /// turn counts, and the deadline is judged at each of its checks.
+    /// turn counts: the wait gives up its place in line once the deadline passes, and a turn
+    /// that comes after it fails without checking. (The blocking forms wait for their turn,
+    /// then fail without checking when the deadline passed meanwhile.)
     pub async fn until_n_ready_within<A: Algorithm, C: Clock>(
         &self,
         limiter: &RateLimiter<A, C>,
@@ -93,7 +113,14 @@ impl<T: Timer> Pacer<T> {
     ) -> Result<Decision, WaitError> {
         let deadline = Deadline::new(limiter.clock(), max_wait);
         let check = || limiter.check_n(cost).map_err(WaitError::from);
-        self.wait_paced(DIRECT_LINE, check, |d| deadline.pace(self, d), |d| self.timer().sleep(d)).await
+        self.wait_paced(
+            DIRECT_LINE,
+            check,
+            |d| deadline.pace(self, d),
+            |d| self.timer().sleep(d),
+            || deadline.left().map(Some),
+        )
+        .await
     }
 
     /// [`until_n_ready_within`](Self::until_n_ready_within) for `key` of a keyed table.
@@ -112,7 +139,14 @@ impl<T: Timer> Pacer<T> {
         let deadline = Deadline::new(table.clock(), max_wait);
         let check = || table.check_n(key, cost).map_err(WaitError::from);
         let line = self.line_of(key);
-        self.wait_paced(line, check, |d| deadline.pace(self, d), |d| self.timer().sleep(d)).await
+        self.wait_paced(
+            line,
+            check,
+            |d| deadline.pace(self, d),
+            |d| self.timer().sleep(d),
+            || deadline.left().map(Some),
+        )
+        .await
     }
 
     /// The blocking [`until_n_ready_within`](Self::until_n_ready_within).
@@ -124,7 +158,13 @@ impl<T: Timer> Pacer<T> {
     ) -> Result<Decision, WaitError> {
         let deadline = Deadline::new(limiter.clock(), max_wait);
         let check = || limiter.check_n(cost).map_err(WaitError::from);
-        block_on(self.wait_paced(DIRECT_LINE, check, |d| deadline.pace(self, d), |d| self.sleep_now(d)))
+        block_on(self.wait_paced(
+            DIRECT_LINE,
+            check,
+            |d| deadline.pace(self, d),
+            |d| self.sleep_now(d),
+            blocking_left(&deadline),
+        ))
     }
 
     /// The blocking [`until_key_n_ready_within`](Self::until_key_n_ready_within).
@@ -143,7 +183,13 @@ impl<T: Timer> Pacer<T> {
         let deadline = Deadline::new(table.clock(), max_wait);
         let check = || table.check_n(key, cost).map_err(WaitError::from);
         let line = self.line_of(key);
-        block_on(self.wait_paced(line, check, |d| deadline.pace(self, d), |d| self.sleep_now(d)))
+        block_on(self.wait_paced(
+            line,
+            check,
+            |d| deadline.pace(self, d),
+            |d| self.sleep_now(d),
+            blocking_left(&deadline),
+        ))
     }
 }
 

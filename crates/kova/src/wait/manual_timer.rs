@@ -51,8 +51,15 @@ impl ManualTimer {
     /// Moves the clock on by `by` and wakes every sleeping future (each completes if its
     /// deadline has come, and sleeps on otherwise).
     pub fn advance(&self, by: Duration) {
-        self.clock.advance(by);
-        for waker in std::mem::take(&mut *lock(&self.sleepers)) {
+        // The clock moves under the sleepers' lock, which a sleep holds from its reading of the
+        // clock to its registration: a sleep on another thread either reads the new time or is
+        // registered in time to be woken here (no wakeup is lost between the two).
+        let wakers = {
+            let mut sleepers = lock(&self.sleepers);
+            self.clock.advance(by);
+            std::mem::take(&mut *sleepers)
+        };
+        for waker in wakers {
             waker.wake();
         }
     }
@@ -80,10 +87,12 @@ impl Future for ManualSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Read and register under one lock (see `ManualTimer::advance`).
+        let mut sleepers = lock(&self.sleepers);
         if self.clock.now_nanos() >= self.deadline {
             return Poll::Ready(());
         }
-        lock(&self.sleepers).push(cx.waker().clone());
+        sleepers.push(cx.waker().clone());
         Poll::Pending
     }
 }
@@ -100,7 +109,8 @@ impl Timer for ManualTimer {
 
     fn sleep_blocking(&self, duration: Duration) {
         lock(&self.slept).push(duration);
-        self.clock.advance(duration);
+        // The shared clock moves: the futures sleeping on it are woken, as by `advance`.
+        self.advance(duration);
     }
 }
 
@@ -133,5 +143,38 @@ mod tests {
         timer.sleep_blocking(Duration::from_millis(5));
         assert_eq!(timer.clock().now_nanos(), 15_000_000);
         assert_eq!(timer.slept(), [Duration::from_millis(10), Duration::from_millis(5)]);
+    }
+
+    /// A blocking sleep moves the shared clock, so it wakes the futures sleeping on it.
+    #[test]
+    fn a_blocking_sleep_wakes_the_futures_sleeping_on_the_timer() {
+        let timer = ManualTimer::new(ManualClock::new());
+        let woken = Arc::new(Count(0.into()));
+        let waker = Waker::from(woken.clone());
+        let mut sleep = Box::pin(timer.sleep(Duration::from_millis(10)));
+        assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        timer.sleep_blocking(Duration::from_millis(10));
+        assert_eq!(woken.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
+    }
+
+    /// A sleep polled on one thread while another advances the clock past its deadline either
+    /// completes or is woken: never left pending with nobody to wake it. (Without one lock
+    /// around the poll's reading and registration, the advance can fall between the two.)
+    #[test]
+    fn a_sleep_racing_an_advance_is_never_left_unwoken() {
+        for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
+            let timer = ManualTimer::new(ManualClock::new());
+            let woken = Arc::new(Count(0.into()));
+            let waker = Waker::from(woken.clone());
+            let mut sleep = Box::pin(timer.sleep(Duration::from_nanos(1)));
+            let advancer = {
+                let timer = timer.clone();
+                std::thread::spawn(move || timer.advance(Duration::from_nanos(1)))
+            };
+            let ready = sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_ready();
+            advancer.join().unwrap();
+            assert!(ready || woken.0.load(std::sync::atomic::Ordering::Relaxed) == 1);
+        }
     }
 }

@@ -2,6 +2,8 @@
 
 use std::future::Future;
 use std::hash::Hash;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use super::block_on::block_on;
@@ -162,24 +164,37 @@ impl<T: Timer> Pacer<T> {
         check: impl FnMut() -> Result<Decision, E>,
         sleep: impl Fn(Duration) -> S,
     ) -> Result<Decision, E> {
-        self.wait_paced(line, check, |wait| Ok(self.jittered(wait)), sleep).await
+        self.wait_paced(line, check, |wait| Ok(self.jittered(wait)), sleep, || Ok(None)).await
     }
 
     /// [`wait`](Self::wait), where `pace` turns each denial's wait into how long to sleep, or
-    /// the error that ends the wait at once (a deadline the wait would pass).
+    /// the error that ends the wait at once (a deadline the wait would pass), and `left` says
+    /// how long the wait may still last: the error once a deadline has passed (judged before
+    /// every check, so a turn or a sleep that ends past it checks nothing), `Some` to wait for
+    /// the turn in line at most that long, `None` to wait for it without a bound.
     pub(super) async fn wait_paced<S: Future<Output = ()>, E>(
         &self,
         line: u64,
         mut check: impl FnMut() -> Result<Decision, E>,
         mut pace: impl FnMut(Duration) -> Result<Duration, E>,
         sleep: impl Fn(Duration) -> S,
+        mut left: impl FnMut() -> Result<Option<Duration>, E>,
     ) -> Result<Decision, E> {
         let place = self.queue.as_ref().map(|(queue, _)| queue.join(line));
         if let Some(place) = &place {
-            place.first().await;
+            loop {
+                match left()? {
+                    None => place.first().await,
+                    // The timer may run ahead of the limiter's clock: judged again on it.
+                    Some(left) if !turn_within(place.first(), sleep(left)).await => continue,
+                    Some(_) => {}
+                }
+                break;
+            }
         }
         loop {
             // Leaving (an error or an admission) drops the place: the next in line goes.
+            left()?;
             let decision = check()?;
             if decision.is_allowed() {
                 return Ok(decision);
@@ -195,6 +210,22 @@ impl<T: Timer> Pacer<T> {
         let max = u64::try_from(self.jitter.as_nanos()).unwrap_or(u64::MAX);
         wait.saturating_add(Duration::from_nanos(fastrand::u64(0..=max)))
     }
+}
+
+/// Waits for `turn` or for `sleep` to end, whichever comes first: true when the turn came.
+/// Dropping the place in line afterwards (an error) lets the next waiter go.
+async fn turn_within(turn: impl Future<Output = ()>, sleep: impl Future<Output = ()>) -> bool {
+    let (mut turn, mut sleep) = (pin!(turn), pin!(sleep));
+    std::future::poll_fn(|cx| {
+        if turn.as_mut().poll(cx).is_ready() {
+            Poll::Ready(true)
+        } else if sleep.as_mut().poll(cx).is_ready() {
+            Poll::Ready(false)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// The line of a direct limiter (it has one).
