@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kova::keyed::HotKeys;
-use kova::{FixedWindow, Keyed, Quota};
+use kova::{FixedWindow, Gcra, Keyed, Quota};
 
 /// A fixed window of an hour counts every admitted unit for the whole test (its window does not
 /// end while the test runs), so admitted units plus what remains equal the limit exactly when
@@ -137,4 +137,25 @@ fn a_contended_key_is_promoted_by_itself_and_a_lone_one_is_not() {
     });
     assert_eq!(table.hot_len(), 1, "two threads contending for 10 s never got the key striped");
     assert_eq!(table.check(&1).fallback(), Some(kova::Fallback::StripeLease));
+}
+
+/// A hot key with its own quota, smaller than the stripes' batch, is checked exactly: its
+/// algorithm is never asked for a lease above its capacity (which overflowed its arithmetic:
+/// a panic in debug builds, a lease of a batch of units in release ones).
+#[test]
+fn a_hot_key_whose_own_quota_is_below_the_batch_is_checked_exactly() {
+    for quota in
+        [Quota::per_day(1).unwrap(), Quota::from_nanos(1, 1 << 54).unwrap(), Quota::per_hour(3).unwrap()]
+    {
+        let table: Keyed<u64, Gcra> = Keyed::builder(Quota::per_second(1_000_000).unwrap())
+            .shards(1)
+            .hot_keys(HotKeys::new(1).stripes(2).batch(1024))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert!(table.check_n_with_quota(&7, quota, 1).unwrap().is_allowed());
+        assert!(table.promote(&7));
+        let admitted = (0..2_000).filter(|_| table.check(&7).is_allowed()).count() as u64;
+        assert!(admitted < quota.burst(), "{quota:?}: {admitted} more admitted");
+    }
 }

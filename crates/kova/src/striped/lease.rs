@@ -154,11 +154,16 @@ impl Stripes {
         let now_stamp = stamp_of(now);
         let expired_here = |stamp| expired(stamp, now_stamp, self.lease_units);
         let mut stranded = self.empty_stripe(central, stripe, expired_here).1;
-        let Some(lease) = central.decide(self.batch) else { return Leased::closed(stranded) };
-        if lease.is_allowed() {
-            let left = self.batch - cost;
-            stranded += self.put_back(central, stripe, left, now_stamp);
-            return Leased::decided(self.spent(central, left, now_stamp, now_stamp), stranded);
+        // An algorithm decides costs up to its capacity only: a central whose capacity is below
+        // the batch (a keyed hot key with its own, smaller quota) leases nothing, and each check
+        // is decided alone, exactly, below.
+        if self.batch <= central.capacity() {
+            let Some(lease) = central.decide(self.batch) else { return Leased::closed(stranded) };
+            if lease.is_allowed() {
+                let left = self.batch - cost;
+                stranded += self.put_back(central, stripe, left, now_stamp);
+                return Leased::decided(self.spent(central, left, now_stamp, now_stamp), stranded);
+            }
         }
         // Less than a batch left: this check alone, exactly, on the central word.
         let Some(exact) = central.decide(cost) else { return Leased::closed(stranded) };
