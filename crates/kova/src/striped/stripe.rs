@@ -12,9 +12,14 @@ pub(crate) const MAX_UNITS: u64 = UNITS_MASK;
 /// A stamp counts time in units of `2^STAMP_UNIT_SHIFT` ns (65.5 us): 32 bits then cover 78 hours.
 pub(crate) const STAMP_UNIT_SHIFT: u32 = 16;
 /// A stamp this many units or more ahead of the clock reads as the clock being behind it (not as
-/// a lease from long ago): half the stamp's range.
+/// a lease from long ago): half the stamp's range. For ordering two stamps ([`older`]).
 const BEHIND: u64 = 1 << (STAMP_BITS - 1);
-/// The longest lease, in stamp units: well inside the part of the range read as "ahead".
+/// How far ahead of a reading a lease's stamp may be and still be one (another thread read a
+/// later time; a coarse clock trails the precise one by milliseconds): 2^20 units, 68.7 s. A
+/// stamp further ahead is a lease from long ago, whose stamp has wrapped around: expired. Only a
+/// lease within this much of a whole multiple of the stamp's range (78 hours) old reads as new.
+const AHEAD: u64 = 1 << 20;
+/// The longest lease, in stamp units: well inside the part of the range read as the past.
 pub(crate) const MAX_LEASE_UNITS: u64 = 1 << (STAMP_BITS - 2);
 
 /// An empty stripe.
@@ -34,21 +39,22 @@ pub(crate) fn stamp_of(now: u64) -> u64 {
     (now >> STAMP_UNIT_SHIFT) & STAMP_MASK
 }
 
-/// Whether a lease stamped `stamp` is at least `lease_units` old at `now_stamp`. A stamp ahead
-/// of the clock (another thread read a later time) is not expired.
-pub(crate) fn expired(stamp: u64, now_stamp: u64, lease_units: u64) -> bool {
+/// How long ago (in stamp units) a lease stamped `stamp` was taken at `now_stamp`, or `None`
+/// when its stamp is at most [`AHEAD`] ahead of the reading (another thread read a later time).
+fn age(stamp: u64, now_stamp: u64) -> Option<u64> {
     let elapsed = now_stamp.wrapping_sub(stamp) & STAMP_MASK;
-    elapsed < BEHIND && elapsed >= lease_units
+    (elapsed <= STAMP_MASK - AHEAD).then_some(elapsed)
+}
+
+/// Whether a lease stamped `stamp` is at least `lease_units` old at `now_stamp`. A stamp a little
+/// ahead of the clock (another thread read a later time) is not expired.
+pub(crate) fn expired(stamp: u64, now_stamp: u64, lease_units: u64) -> bool {
+    age(stamp, now_stamp).is_some_and(|age| age >= lease_units)
 }
 
 /// Stamp units until a lease stamped `stamp` expires (0 when it has).
 pub(crate) fn until_expiry(stamp: u64, now_stamp: u64, lease_units: u64) -> u64 {
-    let elapsed = now_stamp.wrapping_sub(stamp) & STAMP_MASK;
-    if elapsed >= BEHIND {
-        lease_units
-    } else {
-        lease_units.saturating_sub(elapsed)
-    }
+    age(stamp, now_stamp).map_or(lease_units, |age| lease_units.saturating_sub(age))
 }
 
 /// The older of two stamps: units merged into one stripe expire with the oldest of them, so no
@@ -88,6 +94,12 @@ mod tests {
         assert_eq!(until_expiry(20, 12, 3), 3);
         assert_eq!(until_expiry(10, 11, 3), 2);
         assert_eq!(until_expiry(10, 19, 3), 0);
+        // A lease from long ago, past half the stamp's range (39 hours), is expired, not read as
+        // a stamp ahead of the clock; only one at most AHEAD ahead is.
+        assert!(expired(0, BEHIND + 5, 3));
+        assert!(expired(AHEAD + 1, 0, 3));
+        assert!(!expired(AHEAD, 0, 3));
+        assert_eq!(until_expiry(0, BEHIND + 5, 3), 0);
     }
 
     #[test]
