@@ -188,3 +188,22 @@ fn reservations_and_charges_of_a_key_at_the_door_insert_it() {
     assert_eq!(door.reserve_n(&3, 1).unwrap().delay(), Duration::from_secs(1));
     assert_eq!(door.len(), 3);
 }
+
+/// A key seen once at the door and back much later is a new key: its first check admitted long
+/// ago has long been idle. An entry's time is kept modulo its range, so an old entry must not
+/// come back as one written in the future (which charged the key at that future time: a client
+/// returning after 9 to 18 minutes was denied for minutes).
+#[test]
+fn a_key_back_long_after_its_door_entry_is_a_new_key() {
+    let clock = ManualClock::new();
+    let table = Keyed::<u64, Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock.clone()).unwrap();
+    assert!(table.check(&7).is_allowed());
+    for minutes in [10, 15, 25, 40] {
+        clock.set(minutes * 60 * 1_000_000_000);
+        assert_eq!(table.peek(&7).remaining(), 10, "after {minutes} min");
+        let back = table.check(&7);
+        assert!(back.is_allowed(), "after {minutes} min: {back:?}");
+        assert!(back.reset_after() <= Duration::from_millis(100), "after {minutes} min: {back:?}");
+        table.remove(&7);
+    }
+}

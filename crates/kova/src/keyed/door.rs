@@ -42,9 +42,13 @@ use crate::clock::At;
 /// Bits of an entry's time (in the door's units); the rest hold the fingerprint.
 const TIME_BITS: u32 = 40;
 const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
-/// Entries whose age (in units, modulo the time range) is in the upper half read as written
-/// after `now` (a clock read older than the writer's): young.
-const FUTURE: u64 = 1 << (TIME_BITS - 1);
+/// How far after a reading an entry may have been written and still read as young: a clock read
+/// older than the writer's (another thread's later reading, a coarse clock's lag of
+/// milliseconds). An older entry's age wraps around the time range: read as written this far in
+/// the future at most, it is expired otherwise, as its age says, and a key back long after its
+/// first check is a new key (only one back within this of a whole multiple of the range reads
+/// its entry as young again, and is charged at most this far ahead).
+const FUTURE_NANOS: u64 = 1_000_000_000;
 /// The most units a ttl takes: well inside the half of the range that reads as the past.
 const MAX_TTL_UNITS: u64 = 1 << (TIME_BITS - 2);
 /// Fingerprint bits: its top bit is always set, so no entry is 0 (an empty word).
@@ -110,6 +114,8 @@ pub(super) struct Door {
     shift: u32,
     /// Units after which an entry is expired.
     ttl_units: u64,
+    /// [`FUTURE_NANOS`] in units (at least 1).
+    future_units: u64,
 }
 
 impl std::fmt::Debug for Door {
@@ -146,7 +152,9 @@ impl Door {
         }
         // Rounded up, plus one for the rounding of `now` to units.
         let ttl_units = ttl.div_ceil(1 << shift) + 1;
-        Door { words: zeroed_atomics(words), bits: words.trailing_zeros(), shift, ttl_units }
+        // Both bounds within a quarter of the time range: the past and the future never meet.
+        let future_units = (FUTURE_NANOS >> shift).clamp(1, MAX_TTL_UNITS);
+        Door { words: zeroed_atomics(words), bits: words.trailing_zeros(), shift, ttl_units, future_units }
     }
 
     /// Heap bytes of the array.
@@ -196,8 +204,8 @@ impl Door {
         }
         let now_units = now >> self.shift;
         let age = now_units.wrapping_sub(entry) & TIME_MASK;
-        let written = if age >= FUTURE {
-            // Written after `now`: a later clock read than ours. Young.
+        let written = if age > TIME_MASK - self.future_units {
+            // Written just after `now`: a later clock read than ours. Young.
             now_units.wrapping_add((TIME_MASK + 1) - age)
         } else if age < self.ttl_units {
             now_units - age.min(now_units)
