@@ -346,7 +346,12 @@ impl SlidingWindowLog {
             match ring.read(head - 1) {
                 // Keep times non-decreasing even if the clock ran backwards.
                 UnitRead::Written(t) => now = now.max(t),
-                UnitRead::InFlight => {}
+                // Its time is not written yet, and may be a precise reading (a near miss decided
+                // again) later than our coarse one, which can trail it by the clock's lag: the
+                // precise time, read after our Acquire load of its reservation, is no earlier
+                // (kova's precise time never runs backwards across threads, and a coarse reading
+                // is an earlier precise one). So the times stay in unit order.
+                UnitRead::InFlight => now = now.max(clock.now_nanos_precise()),
                 UnitRead::Overwritten => return Attempt::Retry,
             }
         }
@@ -474,6 +479,52 @@ mod tests {
 
     fn log(limit: u64) -> SlidingWindowLog {
         SlidingWindowLog::from_quota(Quota::per_second(limit).unwrap()).unwrap()
+    }
+
+    /// A clock whose coarse reading trails its precise one, as the default clock's may.
+    struct Lagging {
+        coarse: AtomicU64,
+        precise: AtomicU64,
+    }
+
+    impl Clock for Lagging {
+        fn now_nanos(&self) -> u64 {
+            self.coarse.load(Ordering::Relaxed)
+        }
+
+        fn now_nanos_precise(&self) -> u64 {
+            self.precise.load(Ordering::Relaxed)
+        }
+
+        fn max_lag_nanos(&self) -> u64 {
+            1_000_000
+        }
+    }
+
+    /// A reservation still being written, decided on a precise time (a near miss decided again),
+    /// and one after it decided on a coarse reading that trails that time: the later unit must
+    /// not be stamped earlier, or a window later holds more than the limit (a check reusing the
+    /// earlier-stamped unit sees it expired while the unit before it is still in the window).
+    #[test]
+    fn a_unit_after_one_in_flight_is_stamped_no_earlier() {
+        const S: u64 = 1_000_000_000;
+        let log = log(2);
+        let cell = log.new_cell();
+        let clock = Lagging { coarse: AtomicU64::new(0), precise: AtomicU64::new(0) };
+        assert!(log.decide_cell(&cell, &clock, 2).is_allowed());
+        // A reserves unit 2 on the precise time 1.0005 s and has not written it yet.
+        assert!(cell.head().compare_exchange(2, 3, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+        let a_time = S + 500_000;
+        // B decides on a coarse 1.0000 s while the precise time is 1.0006 s.
+        clock.coarse.store(S, Ordering::Relaxed);
+        clock.precise.store(S + 600_000, Ordering::Relaxed);
+        assert!(matches!(log.attempt(&cell, &clock, 1), Attempt::Done(d) if d.is_allowed()));
+        cell.ring(3).write(2, a_time);
+        // At 2.0002 s unit 2 (1.0005 s) is still in the window beside B's unit: no room for 2.
+        clock.coarse.store(2 * S + 200_000, Ordering::Relaxed);
+        clock.precise.store(2 * S + 200_000, Ordering::Relaxed);
+        let late = log.decide_cell(&cell, &clock, 2);
+        assert!(!late.is_allowed(), "3 units in one window of a log of 2: {late:?}");
     }
 
     /// The ring wraps round many times, each window admitting exactly its limit.
