@@ -37,8 +37,14 @@ pub const MAX_LIMITS: usize = 4;
 /// - **three or four**: check then refund over two words. Limits 0 and 1 share one 128-bit
 ///   word, the rest a second word (64-bit for three limits, 128-bit for four), each charged by
 ///   one compare-and-swap, the first word before the second; when the second denies, the first
-///   is given its units back before the check returns. Nothing is ever admitted beyond any
-///   limit's own bound, and a denial has taken nothing once it returns. The exact bound on the
+///   is given its units back before the check returns. While the clock does not move between
+///   a check's charge of the first word and that refund, nothing is ever admitted beyond any
+///   limit's own bound, and a denial has taken nothing once it returns. **Known limit:** the
+///   refund works on the first word as it stands when it runs. A check that stalls between its
+///   two words across a window's edge (fixed window, sliding window counter) can take back
+///   units that other checks took in the new window, and one that stalls while a full bucket
+///   refills (GCRA, token bucket) can give back units that had refilled anyway; limits 0 and 1
+///   can then admit up to that check's cost beyond their bound. Two limits are exact. The bound on the
 ///   difference from the sequential composite: while a check that the second word will deny
 ///   runs, the units it took from limits 0 and 1 are held, so a concurrent check can be denied
 ///   because of them: at any instant, limit 0 or 1 may deny a check the sequential composite
