@@ -81,6 +81,13 @@ fn keyed<A: Algorithm>(quota: Quota, step: u64, near_miss: bool, span: u64) -> u
     offer(&clock, quota.emission_interval_nanos(), span, || limiter.check(&7).is_allowed())
 }
 
+/// The fixed-memory sketch (GCRA on shared cells) on one key.
+fn sketch(quota: Quota, step: u64, near_miss: bool, span: u64) -> u64 {
+    let clock = SteppedClock::new(step, near_miss);
+    let sketch = kova::sketch::Sketch::with_clock(quota, clock.clone()).unwrap();
+    offer(&clock, quota.emission_interval_nanos(), span, || sketch.check(&7).is_allowed())
+}
+
 type Run = fn(Quota, u64, bool, u64) -> u64;
 
 /// Every algorithm, direct and keyed, with the quota it takes: a rate with a burst for the
@@ -100,6 +107,7 @@ fn subjects(rate: u64, burst: u64) -> Vec<(&'static str, Quota, Run)> {
         ("keyed fixed_window", window, keyed::<FixedWindow>),
         ("keyed sliding_window_counter", window, keyed::<SlidingWindowCounter>),
         ("keyed sliding_window_log", window, keyed::<SlidingWindowLog>),
+        ("sketch", bucket, sketch),
     ]
 }
 

@@ -3,6 +3,7 @@
 //! [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) both decide here.
 
 use super::layout::{Line, Place, Subsets, LINE_BYTES, WORDS_PER_LINE};
+use crate::cas::is_near_miss;
 use crate::loom::atomic::Ordering;
 use crate::loom::faults::{self, SketchRaise};
 use crate::{Clock, Decision, Fallback, Gcra, WordAlgorithm};
@@ -74,6 +75,10 @@ impl Cells {
         let count = self.subsets.cells();
         // A failed commit means another check holds the line: a few spins let it finish.
         let backoff = crossbeam_utils::Backoff::new();
+        // The near miss, as the one CAS loop has it (`cas.rs`): a denial within the clock's
+        // possible lag of its retry time is decided again, once, on the precise time, and so is
+        // every later step of this check.
+        let mut precise = false;
         loop {
             // Acquire pairs with the Release half of the write that stored each TAT: its writer
             // read its clock before writing, so the clock read below is no older.
@@ -86,10 +91,15 @@ impl Cells {
                     (least, base) = (position, tat);
                 }
             }
-            let (decision, new) = gcra.decide(base, clock.now_nanos(), cost);
+            let now = if precise { clock.now_nanos_precise() } else { clock.now_nanos() };
+            let (decision, new) = gcra.decide(base, now, cost);
             let decision = decision.with_fallback(Fallback::Sketch);
             // A denial or a peek writes nothing.
             if new == base {
+                if !precise && is_near_miss(clock, decision.retry_after_nanos()) {
+                    precise = true;
+                    continue;
+                }
                 return decision;
             }
             let raise = faults::sketch_raise();
