@@ -130,10 +130,13 @@ impl RedisLimiter {
     /// [`limit.capacity()`](RedisLimit::capacity) is [`Error::Cost`]; a cost of 0 is a peek.
     ///
     /// `key`'s state lives in one Redis key per algorithm ([`redis_key`](Self::redis_key)), not
-    /// per quota: limits of one algorithm with different quotas on the same `key` share it, and
-    /// each reads what the others wrote as kova's in-memory algorithm reads a word stored under
+    /// per quota, so that a key whose quota changes (a plan upgrade) keeps its state. The new
+    /// quota reads the old one's state as kova's in-memory algorithm reads a word stored under
     /// another quota: a count above its limit as a full window, another period's window index
-    /// as a fresh window (a clock running backwards is a few windows at most).
+    /// as a fresh window (a clock running backwards is a few windows at most). Two limits of one
+    /// algorithm enforced together on the same thing are two states: give each its own `key`
+    /// (kova-tower's `Limit::redis` puts the limit's name in it). Checked alternately under two
+    /// quotas, one key is not two limits: each reads the other's state as its own.
     pub async fn check_n(
         &self,
         key: impl AsRef<[u8]>,
