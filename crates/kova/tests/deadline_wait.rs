@@ -153,3 +153,19 @@ fn a_fair_wait_gives_up_its_place_in_line_at_its_deadline() {
     assert!(matches!(poll(fourth.as_mut()), Poll::Ready(Err(WaitError::DeadlinePassed { .. }))));
     assert_eq!(limiter.peek(), before, "the late turn took nothing");
 }
+
+/// A fair wait with no time to spare behind another waiter fails at once, taking nothing: at its
+/// deadline without its turn, it does not sleep for nothing and come round again.
+#[test]
+fn a_fair_wait_at_its_deadline_without_its_turn_fails_at_once() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let pacer = Pacer::with_timer(ManualTimer::new(clock.clone())).fair();
+    assert!(limiter.check().is_allowed());
+    let mut first = pin!(pacer.until_n_ready(&limiter, 1));
+    assert!(poll(first.as_mut()).is_pending());
+    let before = limiter.peek();
+    let mut second = pin!(pacer.until_n_ready_within(&limiter, 1, Duration::ZERO));
+    assert!(matches!(poll(second.as_mut()), Poll::Ready(Err(WaitError::DeadlinePassed { .. }))));
+    assert_eq!(limiter.peek(), before);
+}

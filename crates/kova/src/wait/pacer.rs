@@ -185,6 +185,11 @@ impl<T: Timer> Pacer<T> {
             loop {
                 match left()? {
                     None => place.first().await,
+                    // At the deadline without the turn: any wait at all passes it, and `pace`
+                    // says so (its error). A sleep of nothing would only come round again.
+                    Some(left) if left.is_zero() => {
+                        pace(Duration::from_nanos(1))?;
+                    }
                     // The timer may run ahead of the limiter's clock: judged again on it.
                     Some(left) if !turn_within(place.first(), sleep(left)).await => continue,
                     Some(_) => {}
