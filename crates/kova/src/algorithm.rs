@@ -259,6 +259,29 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     /// are not given back (they no longer count).
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
 
+    /// Gives back `cost` units that an allowed check took by writing `written` (the word its
+    /// [`decide`](Self::decide) returned), now that the state is `word` and the time `now` (no
+    /// earlier than that check's): a composite undoing its charge of a limit after a later limit
+    /// denied the check ([`Limits`](crate::limits::Limits) of three or four). Unlike
+    /// [`refund`](Self::refund), which gives back into the state at `now` whatever window or
+    /// refill that is, this gives back only what that check's units still count at `now`: the
+    /// state is never fuller than had the check never happened, whatever other checks did and
+    /// however far the clock moved in between. A window that has closed keeps its count, and a
+    /// bucket is not credited for refill that the charge's own deficit has already absorbed.
+    ///
+    /// What a check's units still count is read from `written`, which an earlier check's give-back
+    /// since can make out of date: for a bucket (GCRA, the token bucket), giving back a check
+    /// charged before this one moves this one's units earlier, and this one can then give back
+    /// up to the emission intervals it was in flight beyond what they count.
+    ///
+    /// By default: [`refund`](Self::refund) of at most the units `written` still counts at
+    /// `now` ([`consumed`](Self::consumed)). Override it where a refund at `now` can reach
+    /// another window than the one the check wrote (kova's window algorithms do), or where
+    /// `consumed` rounds a part of a unit up (kova's GCRA and token bucket do).
+    fn undo(&self, word: u64, now: u64, cost: u64, written: u64) -> u64 {
+        self.refund(word, now, cost.min(self.consumed(written, now)))
+    }
+
     /// Takes `cost` units at `now` even when they are only available later (a reservation):
     /// `Some((wait_nanos, new_word))`, where the units may be used `wait_nanos` after `now`, or
     /// `None` when the state cannot hold units taken ahead of time. Only [`Gcra`] can (its

@@ -37,14 +37,16 @@ pub const MAX_LIMITS: usize = 4;
 /// - **three or four**: check then refund over two words. Limits 0 and 1 share one 128-bit
 ///   word, the rest a second word (64-bit for three limits, 128-bit for four), each charged by
 ///   one compare-and-swap, the first word before the second; when the second denies, the first
-///   is given its units back before the check returns. While the clock does not move between
-///   a check's charge of the first word and that refund, nothing is ever admitted beyond any
-///   limit's own bound, and a denial has taken nothing once it returns. **Known limit:** the
-///   refund works on the first word as it stands when it runs. A check that stalls between its
-///   two words across a window's edge (fixed window, sliding window counter) can take back
-///   units that other checks took in the new window, and one that stalls while a full bucket
-///   refills (GCRA, token bucket) can give back units that had refilled anyway; limits 0 and 1
-///   can then admit up to that check's cost beyond their bound. Two limits are exact. The bound on the
+///   is given back what its charge still counts ([`WordAlgorithm::undo`]: the units in the
+///   window the charge went into, or the part of a bucket's deficit not yet refilled) before
+///   the check returns. A denial has taken nothing once it returns. Nothing is admitted beyond
+///   a fixed window's or a sliding window counter's bound, however long a check stalls between
+///   its two words. GCRA and the token bucket are exact too while the checks in flight
+///   together are given their units back youngest first, or the clock does not move while they
+///   are; otherwise a check's give-back can exceed what its charge still counts by up to the
+///   emission intervals it was in flight, rounded up (at most its cost), because an older
+///   check's give-back moved the younger's units earlier than the word it wrote says
+///   (`tests/undo.rs` checks both bounds). Two limits are exact. The bound on the
 ///   difference from the sequential composite: while a check that the second word will deny
 ///   runs, the units it took from limits 0 and 1 are held, so a concurrent check can be denied
 ///   because of them: at any instant, limit 0 or 1 may deny a check the sequential composite

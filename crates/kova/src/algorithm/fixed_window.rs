@@ -139,6 +139,18 @@ impl WordAlgorithm for FixedWindow {
         pack(window, count - cost.min(count))
     }
 
+    /// Takes the units from the window the check wrote while the state still counts that
+    /// window, whatever `now` is; once the state has moved to a later window, the check's
+    /// window has closed with them (the later window's count is other checks' alone).
+    fn undo(&self, word: u64, _now: u64, cost: u64, written: u64) -> u64 {
+        let (charged, _) = unpack(written);
+        let (stored, count) = unpack(word);
+        if stored != charged {
+            return word;
+        }
+        pack(stored, count - cost.min(count))
+    }
+
     fn is_idle_word(&self, word: u64, now: u64) -> bool {
         self.current(word, now).1 == 0
     }

@@ -142,6 +142,16 @@ impl WordAlgorithm for Gcra {
         tat.saturating_sub(back).max(now.min(tat))
     }
 
+    /// Takes off the TAT what the check's units still hold of it: the part of their `cost`
+    /// intervals that lies after `now`, which is `written` less `now` at most. The part before
+    /// `now` has elapsed: the state without the check would have refilled it too, or wasted it
+    /// on a full bucket. Exact while nothing charged before the check is given back first (that
+    /// moves the check's units earlier than `written` says; see `Limits` for the bound).
+    fn undo(&self, tat: u64, now: u64, cost: u64, written: u64) -> u64 {
+        let back = cost.saturating_mul(self.interval).min(written.saturating_sub(now));
+        tat.saturating_sub(back).max(now.min(tat))
+    }
+
     fn is_idle_word(&self, tat: u64, now: u64) -> bool {
         tat <= now
     }

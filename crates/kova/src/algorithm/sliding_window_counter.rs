@@ -273,6 +273,22 @@ impl WordAlgorithm for SlidingWindowCounter {
         }
     }
 
+    /// Takes the units from the count of the window the check wrote: `current` while the state
+    /// is still in that window, `prev` once it has moved one window on (the check's units weigh
+    /// in there), nothing later (they no longer count). Never from the count of a window the
+    /// check was not in.
+    fn undo(&self, word: u64, _now: u64, cost: u64, written: u64) -> u64 {
+        let (charged, _, _) = unpack(written);
+        let (stored, prev, current) = unpack(word);
+        if stored == charged {
+            pack(stored, prev, current - cost.min(current))
+        } else if stored == (charged + 1) & WINDOW_MASK {
+            pack(stored, prev - cost.min(prev), current)
+        } else {
+            word
+        }
+    }
+
     fn is_idle_word(&self, word: u64, now: u64) -> bool {
         let v = self.view(word, now);
         v.prev == 0 && v.current == 0

@@ -134,6 +134,19 @@ impl TokenBucket {
         (tokens + earned, stamp, (elapsed - earned * self.interval_units) as i64)
     }
 
+    /// The word of a bucket `deficit` units from full at `now_units`: the tokens it lacks
+    /// rounded up, and the stamp set back by the progress towards the next (or ahead, by what a
+    /// deficit beyond an empty bucket's holds).
+    fn until_full_at(&self, deficit: u64, now_units: u64) -> u64 {
+        let empty = self.burst * self.interval_units;
+        if deficit >= empty {
+            return pack(0, now_units.wrapping_add(deficit - empty));
+        }
+        let lacking = deficit.div_ceil(self.interval_units);
+        let progress = lacking * self.interval_units - deficit;
+        pack(self.burst - lacking, now_units.wrapping_sub(progress))
+    }
+
     /// Units until a bucket holding `tokens` with `progress` is full.
     fn until_full(&self, tokens: u64, progress: i64) -> u64 {
         if tokens >= self.burst {
@@ -226,6 +239,21 @@ impl WordAlgorithm for TokenBucket {
         } else {
             refunded
         }
+    }
+
+    /// The bucket read as GCRA reads its TAT, by its time until full: that time is shortened
+    /// by what the check's own state (`written`) still lacks of full at `now`, at most `cost`
+    /// intervals. The part of the charge already refilled is not given back again, and a part
+    /// of a token comes back as the progress towards the next one.
+    fn undo(&self, word: u64, now: u64, cost: u64, written: u64) -> u64 {
+        let now_units = (now >> self.shift) & STAMP_MASK;
+        let (tokens, _, progress) = self.refill(written, now_units);
+        let back = cost.saturating_mul(self.interval_units).min(self.until_full(tokens, progress));
+        if back == 0 {
+            return word;
+        }
+        let (tokens, _, progress) = self.refill(word, now_units);
+        self.until_full_at(self.until_full(tokens, progress).saturating_sub(back), now_units)
     }
 
     fn is_idle_word(&self, word: u64, now: u64) -> bool {

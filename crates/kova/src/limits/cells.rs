@@ -220,13 +220,14 @@ where
     }
     let then = link::check(second, tail, clock, cost);
     if !then.admitted {
-        return Seen::of(undo_first(first, head, clock, cost), then, false);
+        return Seen::of(undo_first(first, head, clock, cost, &decided), then, false);
     }
     Seen::of(decided, then, true)
 }
 
-/// The second link's denial: the first link's limits get their units back, and are looked at as
-/// they stand now. Out of line: the hit path stays small.
+/// The second link's denial: the first link's limits get back what the check that saw
+/// `charged` took ([`link::undo`]), and are looked at as they stand now. Out of line: the hit
+/// path stays small.
 #[cold]
 #[inline(never)]
 fn undo_first<L: Link<N>, W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
@@ -234,7 +235,82 @@ fn undo_first<L: Link<N>, W: WordAlgorithm, C: Clock + ?Sized, const N: usize>(
     algorithms: &[W; N],
     clock: &C,
     cost: u64,
+    charged: &Sight<N>,
 ) -> Sight<N> {
-    link::refund(cell, algorithms, clock, cost);
+    link::undo(cell, algorithms, clock, cost, charged);
     link::look(cell, clock.now_nanos())
+}
+
+#[cfg(all(test, not(kova_loom)))]
+mod tests {
+    use super::*;
+    use crate::{FixedWindow, Gcra, ManualClock, Quota, SlidingWindowCounter, TokenBucket};
+
+    /// A check that charged the first link at `charged_at` and is undone at `undone_at`, after
+    /// another check took `between` units there at `undone_at`: how many single units the first
+    /// link then admits at `undone_at` and at each of `later`.
+    fn admitted_after_an_undo<W: WordAlgorithm>(
+        algorithms: [W; 2],
+        cost: u64,
+        charged_at: u64,
+        undone_at: u64,
+        between: u64,
+        later: &[u64],
+    ) -> u64 {
+        let clock = ManualClock::starting_at(charged_at);
+        let first: AtomicU128 = link::fresh(&algorithms);
+        let charged = link::check(&first, &algorithms, &clock, cost);
+        assert!(charged.admitted);
+        clock.advance_nanos(undone_at - charged_at);
+        assert!(link::check(&first, &algorithms, &clock, between).admitted);
+        undo_first(&first, &algorithms, &clock, cost, &charged);
+        let mut admitted = 0;
+        for &at in std::iter::once(&undone_at).chain(later) {
+            clock.advance_nanos(at - clock.now_nanos());
+            while link::check(&first, &algorithms, &clock, 1).admitted {
+                admitted += 1;
+            }
+        }
+        admitted
+    }
+
+    const SECOND: u64 = 1_000_000_000;
+
+    fn algorithms<W: WordAlgorithm>(quota: Quota) -> [W; 2] {
+        [W::from_quota(quota).unwrap(), W::from_quota(Quota::per_second(1_000).unwrap()).unwrap()]
+    }
+
+    /// A check charged late in one window and undone in the next: the units of the check taken
+    /// in the next window stay taken (2 a window: one more there, not two).
+    #[test]
+    fn an_undo_across_a_window_edge_keeps_the_new_windows_units() {
+        let quota = Quota::per_second(2).unwrap();
+        let fixed = algorithms::<FixedWindow>(quota);
+        assert_eq!(admitted_after_an_undo(fixed, 1, 9 * SECOND / 10, SECOND, 1, &[]), 1);
+        let counter = algorithms::<SlidingWindowCounter>(quota);
+        // The undone unit no longer weighs in from the previous window: by the window's end the
+        // other check's unit and one more make the window's two.
+        assert_eq!(admitted_after_an_undo(counter, 1, 9 * SECOND / 10, SECOND, 1, &[2 * SECOND - 1]), 1);
+    }
+
+    /// A bucket (burst 3, one a second) charged 2 at 0 and undone at 1.5 s, after another check
+    /// took 1 at 1.5 s: without the undone check the bucket was full until 1.5 s, so 2 are left,
+    /// not 3 (the 1.5 s that refilled behind the charge are not credited again).
+    #[test]
+    fn an_undo_after_a_refill_gives_back_only_what_is_still_missing() {
+        let quota = Quota::per_second(1).unwrap().with_burst(3).unwrap();
+        let at = 3 * SECOND / 2;
+        assert_eq!(admitted_after_an_undo(algorithms::<Gcra>(quota), 2, 0, at, 1, &[]), 2);
+        assert_eq!(admitted_after_an_undo(algorithms::<TokenBucket>(quota), 2, 0, at, 1, &[]), 2);
+    }
+
+    /// Undone at once, with nothing in between: every algorithm is back as it was.
+    #[test]
+    fn an_undo_at_once_gives_everything_back() {
+        let quota = Quota::per_second(3).unwrap();
+        assert_eq!(admitted_after_an_undo(algorithms::<Gcra>(quota), 2, 0, 0, 0, &[]), 3);
+        assert_eq!(admitted_after_an_undo(algorithms::<TokenBucket>(quota), 2, 0, 0, 0, &[]), 3);
+        assert_eq!(admitted_after_an_undo(algorithms::<FixedWindow>(quota), 2, 0, 0, 0, &[]), 3);
+        assert_eq!(admitted_after_an_undo(algorithms::<SlidingWindowCounter>(quota), 2, 0, 0, 0, &[]), 3);
+    }
 }

@@ -180,6 +180,32 @@ pub(super) fn refund<L: Link<N>, W: WordAlgorithm, C: crate::Clock + ?Sized, con
     });
 }
 
+/// Gives back the `cost` units that the check which saw `charged` took from every limit of
+/// `cell` (see [`WordAlgorithm::undo`]): each limit's word that check wrote is decided again
+/// from what it saw, so only what those units still count comes back, however far the clock
+/// and other checks have moved the words since.
+#[expect(clippy::indexing_slicing, reason = "every index runs over 0..N, the length of each array")]
+pub(super) fn undo<L: Link<N>, W: WordAlgorithm, C: crate::Clock + ?Sized, const N: usize>(
+    cell: &L,
+    algorithms: &[W; N],
+    clock: &C,
+    cost: u64,
+    charged: &Sight<N>,
+) {
+    let written: [u64; N] =
+        std::array::from_fn(|i| algorithms[i].decide(charged.words[i], charged.now, cost).1);
+    update_word(cell, clock, |value, now| {
+        // A reading older than the charge's (the charge's may have been the precise time after
+        // a near miss) is taken as the charge's: the undo reasons from the charge forwards.
+        let now = now.max(charged.now);
+        let mut words = L::split(value);
+        for ((word, algorithm), written) in words.iter_mut().zip(algorithms).zip(written) {
+            *word = algorithm.undo(*word, now, cost, written);
+        }
+        ((), L::join(words))
+    });
+}
+
 /// Charges up to `cost` units to every limit of `cell` whatever its state
 /// ([`WordAlgorithm::charge`]): the units each took.
 pub(super) fn charge<L: Link<N>, W: WordAlgorithm, C: crate::Clock + ?Sized, const N: usize>(

@@ -116,8 +116,14 @@ pub enum Tried {
     Nothing,
     /// Not reached, or took units now given back: the answer is a look.
     Looks,
-    /// Took the units: the `Undo` gives them back.
-    Took,
+    /// Took the units, writing `written` at `at`: the `Undo` gives back what they still count
+    /// ([`WordAlgorithm::undo`], at a time no earlier than `at`).
+    Took {
+        /// The word the check wrote.
+        written: u64,
+        /// The time it decided at.
+        at: u64,
+    },
     /// Denied: the word it met and when (the denial is decided again from them).
     Denied(u64, u64),
 }
@@ -170,16 +176,19 @@ impl<W: WordAlgorithm> Spec for OneLimit<W> {
                 if decision.is_allowed() {
                     let mut after = word.clone();
                     after.word = taken;
-                    ways.push((word_api::Output::Done, with(&after, lane, Tried::Took)));
+                    ways.push((
+                        word_api::Output::Done,
+                        with(&after, lane, Tried::Took { written: taken, at: now }),
+                    ));
                 } else {
                     ways.push((word_api::Output::Done, with(word, lane, Tried::Denied(word.word, now))));
                 }
                 ways
             }
             LimitStep::Undo(cost, lane) => match lanes[usize::from(lane)] {
-                Tried::Took => {
+                Tried::Took { written, at } => {
                     let mut after = word.clone();
-                    after.word = algorithm.refund(word.word, now, cost);
+                    after.word = algorithm.undo(word.word, now.max(at), cost, written);
                     vec![(word_api::Output::Done, with(&after, lane, Tried::Looks))]
                 }
                 _ => vec![(word_api::Output::Done, state.clone())],
