@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::loom::atomic::{AtomicU64, Ordering};
-use crate::loom::{Arc, StaticAtomicU64};
+use crate::loom::{Arc, StaticAtomicBool, StaticAtomicU64};
 
 /// A source of monotonic time in nanoseconds.
 ///
@@ -110,6 +110,13 @@ struct Timeline {
 /// reading is a number, not a publication of other memory.
 static RECENT_NANOS: StaticAtomicU64 = StaticAtomicU64::new(0);
 
+/// What [`RECENT_NANOS`] holds in a process forked from one whose upkeep thread ran: `fork`
+/// copies only the forking thread, so no thread moves the coarse time there, and a limiter would
+/// read the time of the fork for ever (every denial final). The first coarse reading that finds it
+/// starts a new upkeep thread ([`after_fork`]) and reads the precise time until that thread has
+/// written. No reading is ever this late (584 years from the origin).
+const FORKED: u64 = u64::MAX;
+
 /// How far [`RECENT_NANOS`] may trail the precise time, as the upkeep thread sees it: twice the
 /// longest gap between two of its rounds over the current and the previous window of
 /// [`LAG_WINDOW_ROUNDS`], and at least [`MIN_LAG_BOUND_NANOS`]. A reader's lag is less than the
@@ -131,8 +138,48 @@ fn timeline() -> &'static Timeline {
         // `recent_is_live` stays false and the coarse clock reads the precise time: a limiter
         // never sees a clock stuck at the origin.
         let upkeep = std::thread::Builder::new().name("kova-clock".into()).spawn(move || upkeep(origin));
+        if upkeep.is_ok() {
+            forget_upkeep_in_forked_children();
+        }
         Timeline { origin, recent_is_live: upkeep.is_ok() }
     })
+}
+
+/// Has a child forked from this process mark the coarse time as [`FORKED`]: its copy of the
+/// upkeep thread does not exist.
+#[cfg(all(unix, not(miri), not(kova_loom)))]
+fn forget_upkeep_in_forked_children() {
+    extern "C" fn in_child() {
+        // A store only: all a child may do before it execs or starts threads of its own.
+        RECENT_NANOS.store(FORKED, Ordering::Relaxed);
+        UPKEEP_RESTARTED.store(false, Ordering::Relaxed);
+    }
+    // SAFETY: `in_child` is a plain `extern "C" fn` with no arguments that only stores to two
+    // atomics (async-signal-safe); registered once, from the timeline's one initialisation.
+    // Registration fails only for want of memory; the child then keeps the frozen time, as
+    // before the handler existed.
+    let _ = unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+}
+
+/// Without `fork` (or under Miri and loom, which cannot run the handler) there is nothing to do.
+#[cfg(not(all(unix, not(miri), not(kova_loom))))]
+fn forget_upkeep_in_forked_children() {}
+
+/// Whether a forked child has started its own upkeep thread (one per process, as the first).
+static UPKEEP_RESTARTED: StaticAtomicBool = StaticAtomicBool::new(false);
+
+/// The coarse time in a forked child before its upkeep thread has written: the first reader
+/// starts that thread, and every reader reads the precise time meanwhile (no earlier than any
+/// coarse reading the parent gave, which were precise readings once). Out of line: the hit path
+/// stays one load and one compare.
+#[cold]
+#[inline(never)]
+fn after_fork(origin: quanta::Instant) -> u64 {
+    if UPKEEP_RESTARTED.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        // If it cannot be spawned, every reading stays precise: slower, never stuck.
+        let _ = std::thread::Builder::new().name("kova-clock".into()).spawn(move || upkeep(origin));
+    }
+    precise_nanos(origin)
 }
 
 /// The upkeep thread's loop: refresh the coarse time, and keep the lag bound.
@@ -142,7 +189,13 @@ fn upkeep(origin: quanta::Instant) -> ! {
     let mut round = 0u32;
     loop {
         let now = precise_nanos(origin);
-        RECENT_NANOS.fetch_max(now, Ordering::Relaxed);
+        // The only writers are this thread and a fork's child handler, which leaves `FORKED`
+        // for this thread (the child's) to replace; `fetch_max` alone would keep it.
+        if RECENT_NANOS.load(Ordering::Relaxed) == FORKED {
+            RECENT_NANOS.store(now, Ordering::Relaxed);
+        } else {
+            RECENT_NANOS.fetch_max(now, Ordering::Relaxed);
+        }
         longest = longest.max(now.saturating_sub(last));
         last = now;
         let bound = longest.max(longest_before).saturating_mul(2).max(MIN_LAG_BOUND_NANOS);
@@ -205,7 +258,9 @@ fn monotonic(high: &StaticAtomicU64, raw: u64) -> u64 {
 ///
 /// Every reading, coarse or precise, is monotonic for every thread (see [`PreciseClock`]). If no
 /// upkeep thread can run, it reads the precise time instead: a limiter never sees a clock stuck
-/// at zero. A keyed table decides whether a key is idle on
+/// at zero. A process forked from one whose clock had started (a pre-forking server's workers)
+/// has no upkeep thread, since `fork` copies only the forking thread: on Unix its first coarse
+/// reading starts one, and its limiters, built before or after the fork, go on moving with it. A keyed table decides whether a key is idle on
 /// [`now_nanos_precise`](Clock::now_nanos_precise).
 #[derive(Debug, Clone, Copy)]
 pub struct CoarseClock {
@@ -274,7 +329,10 @@ impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
         if self.live {
-            RECENT_NANOS.load(Ordering::Relaxed)
+            match RECENT_NANOS.load(Ordering::Relaxed) {
+                FORKED => after_fork(self.origin),
+                recent => recent,
+            }
         } else {
             precise_nanos(self.origin)
         }

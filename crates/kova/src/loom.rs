@@ -21,9 +21,9 @@ pub(crate) use self::mocked::*;
 #[cfg(not(kova_loom))]
 pub(crate) use self::std::*;
 
-/// std's atomic even under loom, for process-wide statics (loom's atomics cannot be statics)
+/// std's atomics even under loom, for process-wide statics (loom's atomics cannot be statics)
 /// that no model reads: the coarse clock's time, kept by its upkeep thread.
-pub(crate) use ::std::sync::atomic::AtomicU64 as StaticAtomicU64;
+pub(crate) use ::std::sync::atomic::{AtomicBool as StaticAtomicBool, AtomicU64 as StaticAtomicU64};
 
 /// A randomly seeded hasher, so that no one can choose keys that collide (a keyed table's
 /// shards and lines, a sketch's cells); fixed seeds under loom, whose models must be
