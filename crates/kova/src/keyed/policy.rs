@@ -14,6 +14,33 @@ use crate::{Algorithm, AnyAlgorithm, Clock, Decision, Fallback, Gcra};
 /// Every decision a policy makes carries a [`Fallback`](crate::Fallback), so the caller can tell
 /// it from a measurement of the client's usage.
 ///
+/// With the [doorkeeper](crate::keyed::KeyedBuilder::doorkeeper) on (the default), a new key's
+/// first check of one unit is admitted at the door, which needs no line, so no policy is asked:
+/// that decision is exact (the door counts the unit, and the key's insert later carries it) and
+/// unmarked, even while the table is full. A policy decides from the key's next check, when
+/// the key must be inserted. Turn the door off (`doorkeeper(0)`, as in the second example) for
+/// a table that denies a new key's very first check while it is full.
+///
+/// ```
+/// use kova::keyed::TableFullPolicy;
+/// use kova::{Fallback, Gcra, Keyed, ManualClock, Quota};
+/// let limiter = Keyed::<u32, Gcra>::builder(Quota::per_second(1)?.with_burst(5)?)
+///     .clock(ManualClock::new())
+///     .shards(1)
+///     .max_keys(1)
+///     .table_full(TableFullPolicy::DenyNew)
+///     .build()?; // the doorkeeper on, by default
+/// assert!(limiter.check(&1).is_allowed()); // at the door
+/// assert!(limiter.check(&1).is_allowed()); // inserted: the table is full
+/// let first = limiter.check(&2);
+/// assert!(first.is_allowed());
+/// assert_eq!(first.fallback(), None); // at the door: exact, counted
+/// let second = limiter.check(&2);
+/// assert!(!second.is_allowed());
+/// assert_eq!(second.fallback(), Some(Fallback::TableFullDenied));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// "Actively limited" below means: a check of one unit at this instant would be denied
 /// (`remaining() == 0`). Such a key is never evicted by any policy: evicting it would reset a
 /// client that is being limited right now, which is exactly what a flood of new keys would try
