@@ -28,7 +28,7 @@ pub(super) use cell::held_bytes;
 pub(super) use locked::{LineLocked, NewKey};
 pub(super) use prefetch::{note_contention, prefetch_line};
 pub(super) use shard::{LineHit, LineShard, MAX_KEYS};
-#[cfg(kova_loom)]
+#[cfg(any(kova_loom, test))]
 pub(super) use sizing::keys_in_first_array;
 #[cfg(test)]
 pub(super) use sizing::{FRESH_DEN, FRESH_NUM, SPARSE_LINES};

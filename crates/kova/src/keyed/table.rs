@@ -345,5 +345,9 @@ mod visit;
 
 pub use reserve::KeyedReservation;
 
+#[cfg(all(test, not(kova_loom)))]
+mod door_tests;
+#[cfg(all(test, not(kova_loom)))]
+mod hostile_key_tests;
 #[cfg(test)]
 mod tests;

@@ -119,12 +119,14 @@ impl<A: Algorithm> Freezer<A::Cell> for WordFreezer<'_, A> {
             A::Storage::cell_word(self.0, &copy)?.store(word.load(Ordering::Acquire), Ordering::Relaxed);
             return Some(copy);
         }
+        // The copy is made before the swap: `new_cell` is the algorithm's code, and a panic in
+        // it must leave the word as it was, not frozen.
+        let copy = self.0.new_cell();
+        let copy_word = A::Storage::cell_word(self.0, &copy)?;
         // AcqRel: Acquire, to see what the CAS that wrote the value saw (as a check's load does);
         // Release is not needed by checks (they decide nothing on `FROZEN`) but keeps the swap a
         // plain exchange of ownership. Racing checks: see `cas`.
-        let value = word.swap(FROZEN, Ordering::AcqRel);
-        let copy = self.0.new_cell();
-        A::Storage::cell_word(self.0, &copy)?.store(value, Ordering::Relaxed);
+        copy_word.store(word.swap(FROZEN, Ordering::AcqRel), Ordering::Relaxed);
         Some(copy)
     }
 

@@ -75,14 +75,18 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         for place in ready.places {
             let pos = place.line as usize;
             debug_assert_eq!(self.writer.marks[pos], Mark::Dead);
+            // Free before the drops: a user's key or cell whose drop panics is dropped (its
+            // fields are, as it unwinds) and must never be dropped again, as the shard's own
+            // drop would drop a dead line's key. The places after it then stay dead: their
+            // keys are dropped with the shard, their cells leak, nothing is dropped twice.
+            self.writer.marks[pos] = Mark::Free;
+            self.writer.cell_bytes -= cell::held_bytes::<A>(place.heap);
             // SAFETY: removed before a grace period that has ended: no check reads the key or
             // the cell; we hold the lock.
             unsafe {
                 ptr::drop_in_place((*write(&self.line(pos).key)).as_mut_ptr());
                 cell::drop_cell::<A>(place.cell);
             }
-            self.writer.cell_bytes -= cell::held_bytes::<A>(place.heap);
-            self.writer.marks[pos] = Mark::Free;
             self.vacate_run_end(pos);
         }
     }
@@ -168,7 +172,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         clippy::indexing_slicing,
         reason = "positions come from 0..array.len() and home/next over the fresh array, as long as the new marks"
     )]
-    fn rehash(&mut self, len: usize, hash_key: &impl Fn(&K) -> u64) {
+    fn rehash(&mut self, len: usize, hash_key: &impl Fn(&K) -> u64, keep: usize) -> usize {
         // User code first: nothing is frozen if a `Hash` panics.
         let held: Vec<(usize, u64)> = (0..self.writer.array.len())
             .filter(|&pos| self.writer.marks[pos] == Mark::Held)
@@ -178,6 +182,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         let w = &mut *self.writer;
         let fresh = OwnedArray::<K>::new(len);
         let mut marks = vec![Mark::Vacant; len];
+        let mut kept = keep;
         for (from, hash) in held {
             let old = w.array.line(from);
             // AcqRel: as a freeze (`word.rs`): a check's CAS came before (its write is in
@@ -201,6 +206,9 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             // Relaxed: published by the array's Release store below.
             fresh.line(to).word.store_word(value, Ordering::Relaxed);
             marks[to] = Mark::Held;
+            if from == keep {
+                kept = to;
+            }
         }
         // Release: checks that load the new array (Acquire) see its lines.
         self.shard.hot.view.store(fresh.as_ptr(), Ordering::Release);
@@ -217,6 +225,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         w.marks = marks;
         w.removed = 0;
         w.cursor = 0;
+        kept
     }
 
     fn memory(&self) -> usize {
@@ -245,7 +254,11 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             let Some(copy) = freezer.freeze(self.cell(pos)) else {
                 unreachable!("an inline cell is a word, which freezes");
             };
-            return (f(&copy), Look { value, frozen: Some(copy) });
+            let look = Look { value, frozen: Some(copy) };
+            let restore = Restore { locked: self, pos, freezer, look: &look };
+            let result = f(look.frozen.as_ref().unwrap_or(self.cell(pos)));
+            restore.disarm();
+            return (result, look);
         }
         // SeqCst, then the fence: in the total order with a check's fence after its write
         // (`still_linked`), so that either the read below sees the write or the check sees the
@@ -254,13 +267,19 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         fence(Ordering::SeqCst);
         // SAFETY: the word a held line held; we hold the lock, so the cell is not dropped.
         let cell = unsafe { cell::cell::<A>(word, value) };
+        let hidden = Look { value, frozen: None };
+        let restore = Restore { locked: self, pos, freezer, look: &hidden };
         let frozen = freezer.freeze(cell);
-        let result = f(frozen.as_ref().unwrap_or(cell));
-        (result, Look { value, frozen })
+        restore.disarm();
+        let look = Look { value, frozen };
+        let restore = Restore { locked: self, pos, freezer, look: &look };
+        let result = f(look.frozen.as_ref().unwrap_or(cell));
+        restore.disarm();
+        (result, look)
     }
 
     /// Undoes [`look`](Self::look) for a key that stays: checks decide on the cell again.
-    fn unlook(&self, pos: usize, look: Look<A::Cell>, freezer: &impl Freezer<A::Cell>) {
+    fn unlook(&self, pos: usize, look: &Look<A::Cell>, freezer: &impl Freezer<A::Cell>) {
         let word = &self.line(pos).word;
         if !boxed::<A>() {
             if let Some(copy) = &look.frozen {
@@ -275,6 +294,31 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         }
         // Release: a check that loads the address (Acquire) sees the cell as we left it.
         word.store_word(look.value, Ordering::Release);
+    }
+}
+
+/// A look under way: if what runs during it unwinds (a user's `Algorithm` that panics while
+/// the lock holder asks whether a key is idle, or carries its state to another quota), the
+/// line is put back as the look found it ([`LineLocked::unlook`]), so that no check, and no
+/// drop of the shard, ever meets a frozen word or a hidden line of a key that stays.
+struct Restore<'l, 's, K, A: Algorithm, F: Freezer<A::Cell>> {
+    locked: &'l LineLocked<'s, K, A>,
+    pos: usize,
+    freezer: &'l F,
+    look: &'l Look<A::Cell>,
+}
+
+impl<K, A: Algorithm, F: Freezer<A::Cell>> Restore<'_, '_, K, A, F> {
+    /// The look went on without unwinding: the line stays as it is for the caller.
+    fn disarm(self) {
+        // Nothing is owned here (every field is a reference): forgetting it only skips `drop`.
+        std::mem::forget(self);
+    }
+}
+
+impl<K, A: Algorithm, F: Freezer<A::Cell>> Drop for Restore<'_, '_, K, A, F> {
+    fn drop(&mut self) {
+        self.locked.unlook(self.pos, self.look, self.freezer);
     }
 }
 
@@ -357,11 +401,18 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     /// largest array (for small arrays, shedding often), so that they stay bounded. Meanwhile
     /// the array is used past its load bound, up to its last open line.
     pub(in crate::keyed) fn make_space(&mut self, hash_key: &impl Fn(&K) -> u64) -> bool {
+        self.make_space_keeping(usize::MAX, hash_key).is_some()
+    }
+
+    /// [`make_space`](Self::make_space), saying where the held line `keep` is afterwards (a
+    /// rehash moves it): known from the move itself, never found again through the key's
+    /// `Eq` and `Hash`, which a user's key type may make disagree.
+    fn make_space_keeping(&mut self, keep: usize, hash_key: &impl Fn(&K) -> u64) -> Option<usize> {
         for attempt in 0..3 {
             let w = &*self.writer;
             let len = w.array.len();
             if fits(w.held + 1, w.held + w.removed + 1, len) {
-                return true;
+                return Some(keep);
             }
             let needed = lines_for(w.held + 1);
             let target = if needed > len {
@@ -375,8 +426,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
             let floor = LineArray::<K>::bytes_for(lines_for(w.max_keys), true);
             let budget = (RETIRED_ARRAYS * LineArray::<K>::bytes_for(target, true)).max(floor);
             if w.retired.array_bytes() <= budget {
-                self.rehash(target, hash_key);
-                return true;
+                return Some(self.rehash(target, hash_key, keep));
             }
             if attempt < 2 {
                 // Seal what this section retired so far, collect what earlier sections sealed
@@ -387,7 +437,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         }
         // A line is still open (the load bound is below 1): use it rather than wait.
         let w = &*self.writer;
-        w.held + w.removed + 1 < w.array.len()
+        (w.held + w.removed + 1 < w.array.len()).then_some(keep)
     }
 
     /// Inserts `new.key` (absent, checked by the caller, with room made by
@@ -429,7 +479,7 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     ) -> bool {
         let (kept, look) = self.look(pos, freezer, keep);
         if kept {
-            self.unlook(pos, look, freezer);
+            self.unlook(pos, &look, freezer);
             return false;
         }
         self.bury(pos, look.value, heap);
@@ -453,17 +503,9 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     where
         K: Eq,
     {
-        if !self.make_space(hash_key) {
+        // A rehash may move the key: to where it says.
+        let Some(pos) = self.make_space_keeping(pos, hash_key) else {
             return Err(new.key);
-        }
-        // A rehash may have moved the key.
-        let pos = if self.is_held(pos) && self.key(pos) == &new.key {
-            pos
-        } else {
-            match self.find(new.hash, &new.key) {
-                Some(pos) => pos,
-                None => return Err(new.key),
-            }
         };
         let (cell, look) = self.look(pos, freezer, build);
         self.bury(pos, look.value, old_heap);

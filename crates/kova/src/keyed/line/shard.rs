@@ -119,6 +119,16 @@ pub(in crate::keyed) struct LineHit<'g, A: Algorithm> {
     pos: u32,
 }
 
+/// What a probe for a key found.
+enum Probe<'g, A: Algorithm> {
+    /// Not in this array.
+    Absent,
+    /// In a boxed line the lock holder has hidden: held, with no cell to reach now.
+    Hidden,
+    /// Held, with its cell.
+    Hit(LineHit<'g, A>),
+}
+
 impl<A: Algorithm> Clone for LineHit<'_, A> {
     fn clone(&self) -> Self {
         *self
@@ -227,12 +237,29 @@ impl<K, A: Algorithm> LineShard<K, A> {
     /// `None` is not proof of absence: the key's line may be frozen, or in an array that has
     /// just been replaced.
     #[inline(always)]
-    pub(in crate::keyed) fn find<'g>(
-        &'g self,
-        hash: u64,
-        key: &K,
-        _guard: &'g Guard,
-    ) -> Option<LineHit<'g, A>>
+    pub(in crate::keyed) fn find<'g>(&'g self, hash: u64, key: &K, guard: &'g Guard) -> Option<LineHit<'g, A>>
+    where
+        K: Eq,
+    {
+        match self.probe(hash, key, guard) {
+            Probe::Hit(hit) => Some(hit),
+            Probe::Hidden | Probe::Absent => None,
+        }
+    }
+
+    /// Whether the array holds `key` in any state, a hidden line included: where "not found"
+    /// must mean absent (the doorkeeper admits only a key the table does not hold). Like
+    /// [`find`](Self::find), not proof of absence while an insert or a rehash is under way.
+    pub(in crate::keyed) fn holds(&self, hash: u64, key: &K, guard: &Guard) -> bool
+    where
+        K: Eq,
+    {
+        !matches!(self.probe(hash, key, guard), Probe::Absent)
+    }
+
+    /// The probe of [`find`](Self::find) and [`holds`](Self::holds).
+    #[inline(always)]
+    fn probe<'g>(&'g self, hash: u64, key: &K, _guard: &'g Guard) -> Probe<'g, A>
     where
         K: Eq,
     {
@@ -250,26 +277,26 @@ impl<K, A: Algorithm> LineShard<K, A> {
             let loaded = line.word.load_word(Ordering::Acquire);
             let word = loaded.bits();
             if word == VACANT {
-                return None;
+                return Probe::Absent;
             }
             // SAFETY: the word is neither `VACANT` nor `TOMB`, loaded with Acquire while pinned:
             // the key is written and is not dropped before our pin ends.
             if word != TOMB && unsafe { line.key() } == key {
                 if boxed::<A>() && word >= MARKERS {
                     // Frozen: the lock holder is looking at it, and there is no cell to reach.
-                    return None;
+                    return Probe::Hidden;
                 }
                 // SAFETY: a held line's word, loaded while pinned (and we stay so for `'g`).
                 let cell = unsafe { cell::cell::<A>(&line.word, loaded) };
                 let quota = array.quota_at(pos);
-                return Some(LineHit { word: &line.word, value: word, cell, quota, pos: pos as u32 });
+                return Probe::Hit(LineHit { word: &line.word, value: word, cell, quota, pos: pos as u32 });
             }
             pos += 1;
             if pos == len {
                 pos = 0;
             }
         }
-        None
+        Probe::Absent
     }
 
     /// An inline word is frozen before any look: a check's write always stands. A boxed cell's

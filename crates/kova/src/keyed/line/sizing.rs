@@ -68,7 +68,7 @@ pub(in crate::keyed) fn grown_lines(len: usize, needed: usize, max_keys: usize) 
 }
 
 /// How many keys a shard of `max_keys` keys holds before it grows its first array.
-#[cfg(kova_loom)]
+#[cfg(any(kova_loom, test))]
 pub(in crate::keyed) fn keys_in_first_array(max_keys: usize) -> usize {
     let len = start_lines(max_keys);
     (0..=len).rev().find(|&keys| fits(keys, keys, len)).unwrap_or(0)

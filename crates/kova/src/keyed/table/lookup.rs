@@ -311,7 +311,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // Acquire: pairs with the Release that ends an insert, so that the probe below sees the
         // key of any insert this count includes.
         let before = shard.inserts(Ordering::Acquire);
-        if before % 2 == 1 || shard.find(hash, key, guard).is_some() {
+        // `holds`, not `find`: a key whose boxed line a sweep has hidden is held, and a unit
+        // admitted here would never be charged to it if the sweep keeps it.
+        if before % 2 == 1 || shard.holds(hash, key, guard) {
             return None;
         }
         let now = self.clock.now_nanos();
