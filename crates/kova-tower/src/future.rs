@@ -18,6 +18,13 @@ pub(crate) type BoxedResponse<B, E> = Pin<Box<dyn Future<Output = Result<Respons
 pin_project! {
     /// The future of a [`RateLimit`](crate::RateLimit) call: a response whose body is `M`'s
     /// for the inner service's body `B` (see [`BodyMode`]).
+    ///
+    /// Polled again after it completed, it stays pending, as a terminated
+    /// `futures::future::Fuse` does, and polls nothing it holds again: neither the inner
+    /// service's future nor a wait on a limiter, whose `async` blocks would panic. The `Future`
+    /// contract allows a panic there (tower's `Oneshot` panics), but a combinator that polls a
+    /// completed future is then a panic in a server's worker, which this crate never leaves to
+    /// a caller's mistake.
     pub struct ResponseFuture<F, B, E, M = Wrap>
     where
         M: BodyMode<B>,
@@ -37,6 +44,8 @@ pin_project! {
         Rejected { response: Option<Response<Bytes>> },
         /// Waiting on a limiter, then on the inner service.
         Boxed { future: BoxedResponse<R, E> },
+        /// Completed: nothing left to poll.
+        Done,
     }
 }
 
@@ -60,6 +69,7 @@ impl<F, B, E, M: BodyMode<B>> fmt::Debug for ResponseFuture<F, B, E, M> {
             State::Inner { .. } => "inner",
             State::Rejected { .. } => "rejected",
             State::Boxed { .. } => "waiting",
+            State::Done => "done",
         };
         f.debug_struct("ResponseFuture").field("state", &state).finish()
     }
@@ -73,20 +83,25 @@ where
     type Output = Result<Response<M::Body>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Inner { future, headers } => {
-                let mut response = ready!(future.poll(cx))?;
+        let mut state = self.project().state;
+        let output = match state.as_mut().project() {
+            StateProj::Inner { future, headers } => ready!(future.poll(cx)).map(|mut response| {
                 if let Some(headers) = headers.take() {
                     headers.apply(response.headers_mut());
                 }
-                Poll::Ready(Ok(response.map(M::inner)))
-            }
+                response.map(M::inner)
+            }),
             StateProj::Rejected { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response.map(M::full))),
-                // Polled again after completing: stay pending rather than panic.
-                None => Poll::Pending,
+                Some(response) => Ok(response.map(M::full)),
+                // Taken only as the future completes, which then moves to `Done`.
+                None => return Poll::Pending,
             },
-            StateProj::Boxed { future } => future.as_mut().poll(cx),
-        }
+            StateProj::Boxed { future } => ready!(future.as_mut().poll(cx)),
+            // Polled again after completing: stay pending rather than poll a finished future.
+            StateProj::Done => return Poll::Pending,
+        };
+        // The finished future is dropped here, so that no later poll can reach it.
+        state.set(State::Done);
+        Poll::Ready(output)
     }
 }

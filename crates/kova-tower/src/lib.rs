@@ -113,8 +113,8 @@
 //!   the names), to whatever recorder the application installs.
 //! - `grpc`: `RateLimitLayer::grpc` answers denials as gRPC status `RESOURCE_EXHAUSTED` with
 //!   `google.rpc.RetryInfo` (for a tonic server's `Server::builder().layer(..)`).
-//! - `client`: `PacingLayer`, for outgoing requests: waits on a local kova limit, and holds
-//!   requests until the server's `Retry-After` / `RateLimit` say it would admit them.
+//! - `client`: `PacingLayer`, for outgoing requests: holds requests until the server's
+//!   `Retry-After` / `RateLimit` say it would admit them, then waits on a local kova limit.
 //! - `redis`: `RedisBackend`, a [`KeyedLimiter`] over `kova_redis::RedisLimiter` (limits shared
 //!   by every server, settled in Redis), with `Limit::redis` to build a limit from it; and
 //!   `RedisCompositeBackend`, several Redis limits decided in one script, with

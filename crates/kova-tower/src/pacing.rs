@@ -1,17 +1,17 @@
 //! PacingLayer: a tower layer for outgoing requests (a hyper client, any tower HTTP client)
-//! that holds each request until it would be admitted: by a local kova limit, and by what the
-//! server's last responses said ([`server_hints`](crate::server_hints)).
+//! that holds each request until it would be admitted: by what the server's last responses
+//! said ([`server_hints`](crate::server_hints)), then by a local kova limit.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
 use kova::{Algorithm, Clock, Decision, RateLimiter};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -29,22 +29,25 @@ struct Shared {
 }
 
 impl Shared {
-    /// Waits until a request may start: the local limit admits it, then the server's hold is
-    /// over.
-    async fn wait_turn(&self) {
-        if let Some(check) = &self.local {
-            // A denial consumes nothing: ask again once its retry time has passed.
-            loop {
+    /// When the server's hold ends, if it has not ended by `now`.
+    fn hold_after(&self, now: Instant) -> Option<Instant> {
+        let hold = *self.hold_until.lock().unwrap_or_else(PoisonError::into_inner);
+        hold.filter(|until| *until > now)
+    }
+
+    /// Takes one unit of the local limit, if there is one: `Err` with how long until it may
+    /// admit one (a denial consumes nothing).
+    fn take_local(&self) -> Result<(), Duration> {
+        match &self.local {
+            Some(check) => {
                 let decision = check();
                 if decision.is_allowed() {
-                    break;
+                    Ok(())
+                } else {
+                    Err(decision.retry_after())
                 }
-                tokio::time::sleep(decision.retry_after()).await;
             }
-        }
-        let hold = *self.hold_until.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(until) = hold {
-            tokio::time::sleep_until(until).await;
+            None => Ok(()),
         }
     }
 
@@ -65,13 +68,20 @@ impl Shared {
 
 /// A tower [`Layer`] for clients: each request waits for its turn before it is sent.
 ///
-/// - With [`local_limit`](Self::local_limit), a request first waits until a kova limiter
-///   admits it (check, sleep its retry time, check again: a denial consumes nothing).
 /// - After each response, the layer reads `Retry-After` (on a 429 or 503) and the `RateLimit`
 ///   field (a policy with `r=0` is back whole after its `t`, or the `w` of its
 ///   `RateLimit-Policy`), and holds every later request until then, at most
 ///   [`max_hold`](Self::max_hold) (default 10 minutes), plus a small
 ///   [`margin`](Self::margin) for the server's clock.
+/// - With [`local_limit`](Self::local_limit), a request then waits until a kova limiter
+///   admits it (check, sleep its retry time, check again: a denial consumes nothing). The
+///   hold comes first, so that requests held together leave at the local rate when it ends.
+///
+/// The turn is waited for in `poll_ready`, before the inner service is polled ready, as
+/// tower's own rate limit does: a service polled ready may keep a slot for the request (a
+/// concurrency limit's permit, a buffer's place) that a request waiting here would keep from
+/// every other caller. Once a request has its turn, it waits for the inner service and goes:
+/// a hold announced meanwhile applies to the requests after it.
 ///
 /// Holding after `r=0` until the quota is whole again admits a burst of `q` every `w`: the
 /// quota's own rate, for any algorithm. The fields describe the requests one client sends
@@ -166,45 +176,106 @@ impl<S> Layer<S> for PacingLayer {
     type Service = Pacing<S>;
 
     fn layer(&self, inner: S) -> Pacing<S> {
-        Pacing { inner, shared: self.shared.clone() }
+        Pacing { inner, shared: self.shared.clone(), turn: Turn::default() }
     }
 }
 
 /// A client service that paces its requests; made by [`PacingLayer`].
-#[derive(Clone)]
+///
+/// Each request's turn is waited for in [`poll_ready`](Service::poll_ready) (see
+/// [`PacingLayer`]); a clone starts without one.
 pub struct Pacing<S> {
     inner: S,
     shared: Arc<Shared>,
+    turn: Turn,
+}
+
+/// Where a service stands in waiting for its next request's turn.
+#[derive(Default)]
+struct Turn {
+    /// The hold was over and the local limit admitted the request: only the inner service's
+    /// readiness is left.
+    taken: bool,
+    /// A wait is under way on `sleep`.
+    sleeping: bool,
+    /// The service's timer, reset for each wait (kept between waits: one allocation).
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Turn {
+    fn sleep_until(&mut self, deadline: Instant) {
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.sleeping = true;
+    }
+
+    /// Waits until the server's hold is over, then for the local limit's unit.
+    fn poll_take(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<()> {
+        while !self.taken {
+            if self.sleeping {
+                if let Some(sleep) = &mut self.sleep {
+                    ready!(sleep.as_mut().poll(cx));
+                }
+                self.sleeping = false;
+            }
+            let now = Instant::now();
+            // The hold first: a unit taken during it would be spent on a request that cannot
+            // go, and every request holding one would go at once when it ends.
+            if let Some(until) = shared.hold_after(now) {
+                self.sleep_until(until);
+                continue;
+            }
+            match shared.take_local() {
+                Ok(()) => self.taken = true,
+                // A local limit asks for far less than a year; the cap keeps the instant valid.
+                Err(retry) => self.sleep_until(now + retry.min(PacingLayer::LONGEST_HOLD)),
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<S: Clone> Clone for Pacing<S> {
+    fn clone(&self) -> Self {
+        // A turn belongs to the service that waited for it, as a readiness does in tower.
+        Pacing { inner: self.inner.clone(), shared: self.shared.clone(), turn: Turn::default() }
+    }
 }
 
 impl<S: fmt::Debug> fmt::Debug for Pacing<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pacing").field("inner", &self.inner).finish_non_exhaustive()
+        f.debug_struct("Pacing")
+            .field("inner", &self.inner)
+            .field("turn_taken", &self.turn.taken)
+            .finish_non_exhaustive()
     }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Pacing<S>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     S::Future: Send + 'static,
-    ReqBody: Send + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        // The turn before the inner service's readiness: nothing of the inner service is kept
+        // while a request waits here.
+        ready!(self.turn.poll_take(&self.shared, cx));
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // `self.inner` was polled ready: the request takes it, a clone stays behind.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // The turn goes with this request; the next one waits for its own.
+        self.turn.taken = false;
+        let future = self.inner.call(request);
         let shared = self.shared.clone();
         Box::pin(async move {
-            shared.wait_turn().await;
-            let response = inner.call(request).await?;
+            let response = future.await?;
             shared.observe(&response, Instant::now());
             Ok(response)
         })

@@ -21,7 +21,8 @@ use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 /// The wait for `r=0` is the time until the whole quota is back, not the first unit: it is
 /// the only moment the draft's fields promise for every algorithm (a fixed window gives nothing
 /// back before it). A field that does not parse is ignored, as the draft requires; so is a
-/// member with a non-Integer `r`/`t`.
+/// member whose `r` or `t` is not a non-negative Integer (a malformed `t` holds for nothing,
+/// not for the policy's `w`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -64,8 +65,13 @@ fn exhausted_policies_wait(headers: &HeaderMap) -> Option<Duration> {
         if integer(params, "r") != Some(0) {
             continue;
         }
-        let secs = match integer(params, "t") {
-            Some(t) => t,
+        let secs = match param(params, "t") {
+            // A `t` that is not a non-negative Integer is ignored with its member: its window is
+            // no promise about when this quota is back, and no hold is better than a guess.
+            Some(t) => match non_negative(t) {
+                Some(t) => t,
+                None => continue,
+            },
             None => {
                 let policy =
                     policies.get_or_insert_with(|| parse(headers, &RATELIMIT_POLICY).unwrap_or_default());
@@ -114,12 +120,22 @@ fn parse(headers: &HeaderMap, name: &http::HeaderName) -> Option<Members> {
     Some(members)
 }
 
+/// A parameter, whatever its value.
+fn param<'a>(params: &'a [(String, BareItem)], key: &str) -> Option<&'a BareItem> {
+    params.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
 /// A non-negative Integer parameter.
 fn integer(params: &[(String, BareItem)], key: &str) -> Option<u64> {
-    params.iter().find(|(k, _)| k == key).and_then(|(_, v)| match v {
+    param(params, key).and_then(non_negative)
+}
+
+/// A non-negative Integer.
+fn non_negative(item: &BareItem) -> Option<u64> {
+    match item {
         BareItem::Integer(n) => u64::try_from(i64::from(*n)).ok(),
         _ => None,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -183,5 +199,22 @@ mod tests {
         }
         let h = headers(&[("retry-after", "soon")]);
         assert_eq!(hold_after(StatusCode::TOO_MANY_REQUESTS, &h), None);
+    }
+
+    #[test]
+    fn a_malformed_t_holds_for_nothing_not_for_the_window() {
+        let policy = ("ratelimit-policy", r#""a";q=10;w=60"#);
+        for field in
+            [r#""a";r=0;t="5""#, r#""a";r=0;t=5.0"#, r#""a";r=0;t=-1"#, r#""a";r=0;t=?1"#, r#""a";r=0;t=x"#]
+        {
+            let h = headers(&[("ratelimit", field), policy]);
+            assert_eq!(hold_after(StatusCode::OK, &h), None, "{field:?}");
+        }
+        // Another exhausted policy still holds for its own `t`.
+        let h = headers(&[("ratelimit", r#""a";r=0;t="5", "b";r=0;t=7"#), policy]);
+        assert_eq!(hold_after(StatusCode::OK, &h), Some(Duration::from_secs(7)));
+        // Without a `t`, the window is the wait.
+        let h = headers(&[("ratelimit", r#""a";r=0"#), policy]);
+        assert_eq!(hold_after(StatusCode::OK, &h), Some(Duration::from_secs(60)));
     }
 }
