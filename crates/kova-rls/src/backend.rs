@@ -44,17 +44,19 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Gives back `cost` units an allowed check of `key` took. Best effort: a refund that
-    /// cannot be made leaves the units consumed (stricter, never looser), and the backend says
-    /// so in its logs and metrics.
-    fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = ()> + Send;
+    /// Gives back `cost` units an allowed check of `key` took; whether they went back (the
+    /// response then reports what the refund left). Best effort: a refund that cannot be made
+    /// leaves the units consumed (stricter, never looser), and the backend says so in its logs
+    /// and metrics.
+    fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = bool> + Send;
 
     /// Gives back `cost` units an allowed check of `key` took from a local share while the
     /// store was down (a decision marked [`Fallback::StoreUnavailableLocal`]), for a request
-    /// denied as a whole. The in-memory tables never make such decisions: by default nothing.
-    fn refund_local(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = ()> + Send {
+    /// denied as a whole; whether they went back. The in-memory tables never make such
+    /// decisions: by default nothing, and `false`.
+    fn refund_local(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = bool> + Send {
         let _ = (limit, key, cost);
-        std::future::ready(())
+        std::future::ready(false)
     }
 }
 
@@ -78,6 +80,22 @@ pub(crate) fn took_local_units(decision: &Decision) -> bool {
     decision.is_allowed() && decision.fallback() == Some(Fallback::StoreUnavailableLocal)
 }
 
+/// The allowed `decision` of `cost` units as its limit stands once a refund gave them back, so
+/// that a request denied as a whole reports what its other descriptors really have left:
+/// `remaining` gains `cost` (at most the limit), and a limit whole again has nothing to wait
+/// for. Otherwise `reset_after` stays the check's: a refund only brings the reset nearer, and
+/// how much is each algorithm's own arithmetic, so the check's is a bound, never too soon.
+pub(crate) fn refunded(decision: &Decision, cost: u64) -> Decision {
+    let limit = decision.limit();
+    let remaining = decision.remaining().saturating_add(cost).min(limit);
+    let reset_after = if remaining == limit { 0 } else { decision.reset_after_nanos() };
+    let after = Decision::allowed(limit, remaining, reset_after);
+    match decision.fallback() {
+        Some(fallback) => after.with_fallback(fallback),
+        None => after,
+    }
+}
+
 impl<C: Clock + Send + Sync + 'static> Backend for MemoryBackend<C> {
     async fn check(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> Result<Decision, BackendError> {
         match self.check_now(limit, key, cost) {
@@ -87,7 +105,7 @@ impl<C: Clock + Send + Sync + 'static> Backend for MemoryBackend<C> {
         }
     }
 
-    async fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) {
-        self.refund_now(limit, key, cost);
+    async fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> bool {
+        self.refund_now(limit, key, cost)
     }
 }

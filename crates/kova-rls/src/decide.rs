@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{took_local_units, took_units, Backend, BackendError};
+use crate::backend::{refunded, took_local_units, took_units, Backend, BackendError};
 use crate::limit_override::override_rule;
 use crate::response::{self, Outcome};
 use crate::telemetry::{self, UNKNOWN_DOMAIN};
@@ -52,7 +52,7 @@ pub enum RequestError {
         /// Allowed.
         max: usize,
     },
-    /// A descriptor's own `limit` is unusable (`requests_per_unit` 0, an unknown `unit`).
+    /// A descriptor's own `limit` is unusable (an unknown `unit`).
     BadLimitOverride(String),
     /// The backend gave no decision (a table holding too many distinct quotas, Redis down
     /// under `--redis-failure error`); nothing the call had consumed is kept.
@@ -165,12 +165,15 @@ impl<B: Backend> Decider<B> {
             } else {
                 Vec::new()
             };
-        drop_replaced(&mut rules);
+        // envoyproxy/ratelimit's order: a descriptor's own `limit` takes its place first, then
+        // `replaces` acts among the limits that result (an override neither replaces nor is
+        // replaced).
         for (rule, overridden) in rules.iter_mut().zip(&overrides) {
             if let Some(overridden) = overridden {
                 *rule = Some(overridden);
             }
         }
+        drop_replaced(&mut rules, &overrides);
 
         let base_cost = u64::from(request.hits_addend).max(1);
         let mut outcomes: Vec<Outcome<'_>> = Vec::with_capacity(rules.len());
@@ -184,6 +187,9 @@ impl<B: Backend> Decider<B> {
             let outcome = match rule.map(|r| (r, r.limit())) {
                 None => Outcome::Free,
                 Some((_, Limit::Unlimited)) => Outcome::Unlimited,
+                Some((rule, Limit::Zero(unit))) => {
+                    Outcome::Zero { rule, unit: *unit, counts: cost > 0 && !descriptor.is_negative_hits }
+                }
                 Some((rule, Limit::Limited(limited))) => {
                     let key = descriptor_key(&request.domain, &descriptor.entries);
                     if descriptor.is_negative_hits {
@@ -197,7 +203,7 @@ impl<B: Backend> Decider<B> {
                             Ok(decision) => Outcome::Checked { rule, limited, key, cost, decision },
                             Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
                             Err(BackendError::Unavailable(problem)) => {
-                                self.give_back(&outcomes).await;
+                                self.give_back(&mut outcomes).await;
                                 return Err(RequestError::Backend(problem));
                             }
                         }
@@ -217,14 +223,14 @@ impl<B: Backend> Decider<B> {
                     }
                 }
                 Err(problem) => {
-                    self.give_back(&outcomes).await;
+                    self.give_back(&mut outcomes).await;
                     return Err(RequestError::Backend(problem));
                 }
             }
         }
         let over_limit = outcomes.iter().any(Outcome::enforced_denial);
         if over_limit {
-            self.give_back(&outcomes).await;
+            self.give_back(&mut outcomes).await;
         }
         for outcome in &outcomes {
             count(label, outcome);
@@ -286,7 +292,7 @@ impl<B: Backend> Decider<B> {
                     }
                     Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
                     Err(BackendError::Unavailable(problem)) => {
-                        self.give_back(&decided).await;
+                        self.give_back(&mut decided).await;
                         return Err(problem);
                     }
                 },
@@ -296,14 +302,20 @@ impl<B: Backend> Decider<B> {
         Ok(decided)
     }
 
-    /// Refunds what the allowed checks among `outcomes` took.
-    async fn give_back(&self, outcomes: &[Outcome<'_>]) {
+    /// Refunds what the allowed checks among `outcomes` took, and makes each refunded
+    /// decision say what its limit has left after the refund (the response reports it).
+    async fn give_back(&self, outcomes: &mut [Outcome<'_>]) {
         for outcome in outcomes {
             if let Outcome::Checked { limited, key, cost, decision, .. } = outcome {
-                if took_units(decision) {
-                    self.backend.refund(limited, key, *cost).await;
+                let given = if took_units(decision) {
+                    self.backend.refund(limited, key, *cost).await
                 } else if took_local_units(decision) {
-                    self.backend.refund_local(limited, key, *cost).await;
+                    self.backend.refund_local(limited, key, *cost).await
+                } else {
+                    false
+                };
+                if given {
+                    *decision = refunded(decision, *cost);
                 }
             }
         }
@@ -324,16 +336,19 @@ fn takes_refunds(limited: &Limited) -> bool {
     limited.algorithm() != AlgorithmKind::SlidingWindowLog
 }
 
-/// envoyproxy/ratelimit's `replaces`: a matched rule that another matched rule of the request
-/// replaces (by `name`) is not applied.
-fn drop_replaced<'a>(rules: &mut [Option<&'a Rule>]) {
+/// envoyproxy/ratelimit's `replaces`: a matched rule that another rule of the request replaces
+/// (by `name`) is not applied. `rules` are the request's after its overrides (`overrides`, by
+/// position): an override has no `replaces`, and, though it keeps its node's `name` for the
+/// response, is never replaced (envoyproxy/ratelimit's override has no name).
+fn drop_replaced<'a>(rules: &mut [Option<&'a Rule>], overrides: &[Option<Rule>]) {
     let replaced: Vec<&'a str> =
         rules.iter().copied().flatten().flat_map(|r| r.replaces()).map(String::as_str).collect();
     if replaced.is_empty() {
         return;
     }
-    for rule in rules.iter_mut() {
-        if rule.and_then(|r| r.name()).is_some_and(|name| replaced.contains(&name)) {
+    for (at, rule) in rules.iter_mut().enumerate() {
+        let overridden = overrides.get(at).is_some_and(Option::is_some);
+        if !overridden && rule.and_then(|r| r.name()).is_some_and(|name| replaced.contains(&name)) {
             *rule = None;
         }
     }
@@ -344,6 +359,7 @@ fn count(domain: &str, outcome: &Outcome<'_>) {
         Outcome::Free | Outcome::Unlimited => telemetry::unlimited(domain),
         Outcome::Refunded { .. } => {}
         Outcome::TooCostly { rule, .. } => telemetry::decision(domain, true, rule.is_shadow()),
+        Outcome::Zero { rule, counts, .. } => telemetry::decision(domain, *counts, rule.is_shadow()),
         Outcome::Checked { rule, decision, .. } => {
             telemetry::decision(domain, !decision.is_allowed(), rule.is_shadow());
             if let Some(fallback) = decision.fallback() {

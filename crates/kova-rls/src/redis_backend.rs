@@ -97,24 +97,27 @@ impl Backend for RedisBackend {
         }
     }
 
-    async fn refund_local(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
-        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else { return };
-        if !self.limiter.refund_local(key, &limit, cost) {
-            // Redis answered again meanwhile and was charged the key's local state, these
-            // units among them: they are Redis's to give back now.
-            self.refund(limited, key, cost).await;
-        }
+    async fn refund_local(&self, limited: &Limited, key: &Vec<u8>, cost: u64) -> bool {
+        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else {
+            return false;
+        };
+        // Not in the local share: Redis answered again meanwhile and was charged the key's
+        // local state, these units among them, so they are Redis's to give back now.
+        self.limiter.refund_local(key, &limit, cost) || self.refund(limited, key, cost).await
     }
 
-    async fn refund(&self, limited: &Limited, key: &Vec<u8>, cost: u64) {
-        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else { return };
+    async fn refund(&self, limited: &Limited, key: &Vec<u8>, cost: u64) -> bool {
+        let Ok(limit) = kova_redis::RedisLimit::new(limited.algorithm(), limited.quota()) else {
+            return false;
+        };
         match self.limiter.refund(key, &limit, cost).await {
-            Ok(()) => {}
+            Ok(()) => true,
             // The sliding window log takes no refunds (neither does kova's in-memory one).
-            Err(Error::Unsupported { .. }) => {}
+            Err(Error::Unsupported { .. }) => false,
             Err(error) => {
                 telemetry::refund_failed();
                 tracing::warn!(%error, "a refund did not reach Redis: those units stay consumed");
+                false
             }
         }
     }

@@ -26,6 +26,9 @@ pub(crate) enum Outcome<'a> {
     TooCostly { rule: &'a Rule, limited: &'a Limited },
     /// `is_negative_hits`: units given back.
     Refunded { rule: &'a Rule, limited: &'a Limited },
+    /// A limit of 0 ([`Limit::Zero`](crate::Limit::Zero)): over it when the check counts a
+    /// unit, nothing taken either way.
+    Zero { rule: &'a Rule, unit: Unit, counts: bool },
 }
 
 impl Outcome<'_> {
@@ -34,6 +37,7 @@ impl Outcome<'_> {
         match self {
             Outcome::Checked { rule, decision, .. } => !decision.is_allowed() && !rule.is_shadow(),
             Outcome::TooCostly { rule, .. } => !rule.is_shadow(),
+            Outcome::Zero { rule, counts, .. } => *counts && !rule.is_shadow(),
             _ => false,
         }
     }
@@ -47,6 +51,14 @@ impl Outcome<'_> {
             Outcome::Unlimited => status.limit_remaining = u32::MAX,
             Outcome::TooCostly { rule, limited } | Outcome::Refunded { rule, limited } => {
                 status.current_limit = Some(current_limit(rule, limited));
+            }
+            // Nothing remains, and no moment makes it whole (as `TooCostly`, no reset).
+            Outcome::Zero { rule, unit, .. } => {
+                status.current_limit = Some(RateLimit {
+                    name: rule.name().unwrap_or_default().to_owned(),
+                    requests_per_unit: 0,
+                    unit: proto_unit(*unit) as i32,
+                });
             }
             Outcome::Checked { rule, limited, decision, .. } => {
                 status.current_limit = Some(current_limit(rule, limited));
@@ -105,6 +117,15 @@ pub(crate) fn build(outcomes: &[Outcome<'_>], over_limit: bool) -> RateLimitResp
     }
 }
 
+/// The `RateLimit-Policy` member of a limit of 0 per `unit`: `"name";q=0;w=W`, as
+/// `kova_tower::headers` writes a quota's (whose quotas cannot be 0): `w` is the unit's seconds.
+fn write_zero_policy_item(out: &mut String, name: &str, unit: Unit) {
+    out.push('"');
+    out.push_str(name);
+    out.push_str("\";q=0;w=");
+    out.push_str(&unit.duration().as_secs().to_string());
+}
+
 /// `Retry-After`, lower case as HTTP/2 writes every field name.
 const RETRY_AFTER: &str = "retry-after";
 
@@ -139,6 +160,11 @@ fn response_headers(outcomes: &[Outcome<'_>]) -> Vec<HeaderValue> {
             Outcome::TooCostly { rule, limited } if !rule.is_shadow() => {
                 member(&mut policy);
                 headers::write_policy_item(&mut policy, rule.policy_name(), &limited.quota());
+            }
+            // No `Retry-After`: a limit of 0 admits nothing at any time.
+            Outcome::Zero { rule, unit, .. } if !rule.is_shadow() => {
+                member(&mut policy);
+                write_zero_policy_item(&mut policy, rule.policy_name(), *unit);
             }
             _ => {}
         }

@@ -111,3 +111,26 @@ fn a_denied_request_takes_nothing_from_a_sliding_window_log() {
     let both = decide(&decider, &[descriptor("log", "l3", None), descriptor("user", "u3", None)]);
     assert_eq!(codes(&both), (OK, vec![(OK, 2), (OK, 2)]));
 }
+
+/// A request denied as a whole gives its allowed descriptors' units back, and their statuses
+/// and `RateLimit` members say what is left after that refund, not before it.
+#[test]
+fn a_denied_requests_allowed_descriptors_report_what_the_refund_left() {
+    let decider = decider();
+    // `strict` used up; `user` has taken one of its 3.
+    assert_eq!(codes(&decide(&decider, &[descriptor("strict", "s", None)])).0, OK);
+    assert_eq!(codes(&decide(&decider, &[descriptor("user", "u4", None)])), (OK, vec![(OK, 2)]));
+
+    let denied = decide(&decider, &[descriptor("user", "u4", None), descriptor("strict", "s", None)]);
+    assert_eq!(codes(&denied), (OVER, vec![(OK, 2), (OVER, 0)]));
+    let state = denied.response_headers_to_add.iter().find(|h| h.key == "ratelimit").expect("RateLimit");
+    assert!(state.value.starts_with(r#""user";r=2;"#), "{}", state.value);
+    // What the status said is what the next check finds.
+    assert_eq!(codes(&decide(&decider, &[descriptor("user", "u4", None)])), (OK, vec![(OK, 1)]));
+
+    // A key whose refund makes it whole again: nothing left to wait for.
+    let denied = decide(&decider, &[descriptor("user", "u5", None), descriptor("strict", "s", None)]);
+    assert_eq!(codes(&denied), (OVER, vec![(OK, 3), (OVER, 0)]));
+    let reset = denied.statuses[0].duration_until_reset.expect("a reset");
+    assert_eq!((reset.seconds, reset.nanos), (0, 0));
+}

@@ -136,10 +136,8 @@ const CASES: &[Case] = &[
         let d = decider(RequestLimits::default());
         let mut zero = descriptor("override-0");
         zero.limit = Some(RateLimitOverride { requests_per_unit: 0, unit: RateLimitUnit::Second as i32 });
-        assert!(matches!(
-            decide(&d, &request("edge", vec![zero], 0)),
-            Err(RequestError::BadLimitOverride(_))
-        ));
+        // 0 admits nothing (envoyproxy/ratelimit's meaning): over the limit, not an error.
+        assert_eq!(decide(&d, &request("edge", vec![zero], 0)).unwrap(), Code::OverLimit as i32);
         // u32::MAX a second is more than one a nanosecond: refused; u32::MAX an hour is not.
         for (unit, allowed) in [(RateLimitUnit::Second, false), (RateLimitUnit::Hour, true)] {
             let mut max = descriptor("override-max");

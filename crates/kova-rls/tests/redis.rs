@@ -226,6 +226,7 @@ async fn a_denied_request_gives_its_units_back_in_redis() {
     let both = request("shared", vec![descriptor(&[("user", "frank")]), descriptor(&[("user", "gina")])], 1);
     let denied = ca.should_rate_limit(both).await.expect("a decision").into_inner();
     assert_eq!(denied.overall_code, OVER);
+    assert_eq!(denied.statuses[0].limit_remaining, 10, "frank's status says what the refund left");
     let alone = request("shared", vec![descriptor(&[("user", "frank")])], 1);
     let response = cb.should_rate_limit(alone).await.expect("a decision").into_inner();
     assert_eq!(response.statuses[0].limit_remaining, 9, "frank's unit from the denied request came back");

@@ -81,3 +81,17 @@ async fn reload_keeps_state_and_refuses_a_bad_file() {
     assert_eq!(remaining(&service, "user").await, (Code::OverLimit as i32, 0, Some(5)));
     let _ = std::fs::remove_dir_all(path.parent().expect("its directory"));
 }
+
+/// SIGTERM does not wait for the reloader's next poll: with a poll a minute away, the service
+/// still stops at once (the calls drained, nothing in flight).
+#[tokio::test]
+async fn shutdown_does_not_wait_for_the_next_poll() {
+    let path = temp_file("reload-shutdown", "config.yaml", &config(3, 1));
+    let service = Service::start(&path, &["--reload-interval-ms", "60000"]);
+    assert_eq!(remaining(&service, "user").await, (Code::Ok as i32, 2, Some(3)));
+    let start = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || service.terminate()).await.expect("joins");
+    assert!(status.success(), "{status:?}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(8), "{:?}", start.elapsed());
+    let _ = std::fs::remove_dir_all(path.parent().expect("its directory"));
+}

@@ -100,13 +100,18 @@ impl Limited {
     }
 }
 
-/// A node's `rate_limit`.
+/// A node's `rate_limit`, or a request descriptor's own `limit`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Limit {
     /// `unlimited: true`: matched, never limited.
     Unlimited,
     /// Counted against a quota.
     Limited(Limited),
+    /// `requests_per_unit: 0` per this unit: admits nothing, so every check that counts a unit
+    /// is over the limit and one that counts none is not (envoyproxy/ratelimit's meaning of a
+    /// 0). Only a request descriptor's own `limit` makes it; a file's 0 is refused where it is
+    /// written.
+    Zero(Unit),
 }
 
 /// The rule of one descriptor node with a `rate_limit`.
