@@ -1,7 +1,5 @@
 //! The throughput scenarios: their names, what each does, and the quotas every subject gets.
 
-use std::time::Duration;
-
 use kova::{AlgorithmKind, Quota};
 
 /// Keys in the large-table scenarios.
@@ -38,11 +36,16 @@ pub enum Scenario {
     KeyedChurn,
     /// A key never seen before on every check, into a kova table held at its key bound.
     KeyedFlood,
+    /// [`KeyedChurn`](Self::KeyedChurn) at a quota a server gives its clients, 100 per minute.
+    KeyedChurnMinute,
+    /// [`KeyedFlood`](Self::KeyedFlood) at 100 per minute: the table is full of keys that are
+    /// not idle.
+    KeyedFloodMinute,
 }
 
 impl Scenario {
     /// All of them, in report order.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Direct,
         Scenario::DirectWork,
         Scenario::DirectDeny,
@@ -55,6 +58,8 @@ impl Scenario {
         Scenario::Keyed1mZipf,
         Scenario::KeyedChurn,
         Scenario::KeyedFlood,
+        Scenario::KeyedChurnMinute,
+        Scenario::KeyedFloodMinute,
     ];
 
     /// The name used by `--filter`, the JSON and the report.
@@ -72,6 +77,8 @@ impl Scenario {
             Scenario::Keyed1mZipf => "keyed_1m_zipf",
             Scenario::KeyedChurn => "keyed_churn",
             Scenario::KeyedFlood => "keyed_flood",
+            Scenario::KeyedChurnMinute => "keyed_churn_100pm",
+            Scenario::KeyedFloodMinute => "keyed_flood_100pm",
         }
     }
 
@@ -106,13 +113,64 @@ impl Scenario {
                 "keyed table of 1,000,000 live keys, Zipf (s = 1) access: a few hot keys, a long tail"
             }
             Scenario::KeyedChurn => {
-                "a key never seen before on every check (a flood of new clients): each check inserts"
+                "a key never seen before on every check (a flood of new clients), at a quota whose unit \
+                 is idle again within a clock tick: kova's default tables admit a new key's first check \
+                 at their doorkeeper and insert nothing (a key enters the table on its second check); \
+                 `gcra_no_doorkeeper`, governor and the Mutex map insert every key; the sketches \
+                 (kova's, pingora's) write their shared counters"
             }
             Scenario::KeyedFlood => {
                 "a key never seen before on every check, kova's tables bounded at 65,536 keys and kept \
-                 full: inserts reclaim keys idle again (1 ms after their check) to make room; the peers \
-                 have no bound and grow"
+                 full of keys idle again (1 ms after their check): the default tables admit most new \
+                 keys at their doorkeeper without an insert (a key whose door word holds another key's \
+                 entry of the last millisecond goes to the table); `gcra_no_doorkeeper` inserts every \
+                 key, reclaiming idle keys to make room; the peers have no bound and grow"
             }
+            Scenario::KeyedChurnMinute => {
+                "keyed_churn at 100 per minute, a quota a server gives its clients: a new key's unit \
+                 stays young for 600 ms, so the doorkeeper's words fill within milliseconds and most new \
+                 keys go to the table (default bound: 1,048,576 keys, then evictions); kova with and \
+                 without its doorkeeper, and governor"
+            }
+            Scenario::KeyedFloodMinute => {
+                "keyed_flood at 100 per minute: kova's tables bounded at 65,536 keys, filled with keys \
+                 that stay live for the measurement, so a new key evicts the held key closest to idle \
+                 (the default `TableFullPolicy`); kova with and without its doorkeeper, and governor \
+                 (no bound: it grows)"
+            }
+        }
+    }
+
+    /// Whether an exact limiter admits every check: all but [`DirectDeny`](Self::DirectDeny).
+    /// Rows that admitted less are flagged in the report.
+    pub fn all_admitted(self) -> bool {
+        self != Scenario::DirectDeny
+    }
+
+    /// Whether every check brings a key never seen before (churn and flood, at either quota).
+    pub fn new_keys(self) -> bool {
+        matches!(
+            self,
+            Scenario::KeyedChurn
+                | Scenario::KeyedFlood
+                | Scenario::KeyedChurnMinute
+                | Scenario::KeyedFloodMinute
+        )
+    }
+
+    /// Whether this is one of the realistic-quota rows of churn and flood, which measure kova's
+    /// GCRA with and without its doorkeeper and governor only.
+    pub fn per_minute(self) -> bool {
+        matches!(self, Scenario::KeyedChurnMinute | Scenario::KeyedFloodMinute)
+    }
+
+    /// The scenario whose keys and table bound this one shares (itself, or churn or flood for
+    /// their realistic-quota forms).
+    pub fn flow(self) -> Scenario {
+        match self {
+            Scenario::KeyedChurnMinute => Scenario::KeyedChurn,
+            Scenario::KeyedFloodMinute => Scenario::KeyedFlood,
+            other => other,
         }
     }
 
@@ -148,9 +206,8 @@ impl Scenario {
     /// The floor measured beside it.
     pub fn floor_name(self) -> &'static str {
         match self.base() {
-            Scenario::Direct | Scenario::DirectDeny | Scenario::KeyedHot | Scenario::KeyedPerThread => {
-                "floor_cas"
-            }
+            Scenario::Direct | Scenario::KeyedHot | Scenario::KeyedPerThread => "floor_cas",
+            Scenario::DirectDeny => crate::subject::LOAD_FLOOR,
             _ => "floor_read",
         }
     }
@@ -171,19 +228,24 @@ impl Scenario {
             // 1,000 keys: 4,096 per ms each for the log (64 KiB per key).
             Scenario::Keyed1k | Scenario::Keyed1kOwn if log => Quota::from_nanos(4_096, 1_000_000),
             Scenario::Keyed1k | Scenario::Keyed1kOwn => Quota::from_nanos(1_000_000, 1_000_000),
-            // Live keys: a key stays non-idle for the whole run (1M burst, one unit per ms back),
-            // so a table that reclaims idle keys keeps all million. The log keeps 16 per second
-            // (320 B per key), so its hottest keys are denied: see the allowed column.
+            // The tables are filled once and serve every round and thread count of both 1M
+            // scenarios, so no key may run dry over all of them. Over all rounds the Zipf key 0,
+            // a fourteenth of every check, is checked more often than any burst the packed words
+            // hold, so the refill (one unit a nanosecond, as in `keyed_1k`) must outpace it; then
+            // every round repeats the same experiment. A doorkeeper entry is young only within
+            // the coarse tick it was written in, which the fill's two back-to-back checks of a
+            // key share. The tables' bound is twice their keys, so no shard fills and none is
+            // reclaimed. The log keeps 16 per second (320 B per key), so its hottest keys are
+            // denied: its rows are flagged.
             Scenario::Keyed1mUniform | Scenario::Keyed1mZipf if log => Quota::per_second(16),
-            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => {
-                Quota::new(1_000_000, Duration::from_secs(1_000))
-            }
+            Scenario::Keyed1mUniform | Scenario::Keyed1mZipf => Quota::from_nanos(1_000_000, 1_000_000),
             // New keys admitted and idle again within a clock tick: reclaimable at once.
             Scenario::KeyedChurn if log => Quota::from_nanos(16, 1_000_000),
             Scenario::KeyedChurn => Quota::from_nanos(1_000_000, 1_000_000),
             // One a millisecond: a key stays live for 1 ms after its check (thousands of keys at
             // these rates), so the reclaiming scan must pass over the newest keys to find idle ones.
             Scenario::KeyedFlood => Quota::from_nanos(1, 1_000_000),
+            Scenario::KeyedChurnMinute | Scenario::KeyedFloodMinute => Quota::per_minute(100),
             Scenario::DirectWork | Scenario::KeyedHotWork => unreachable!("base() has no work"),
         };
         q.expect("benchmark quotas are valid")
@@ -192,6 +254,9 @@ impl Scenario {
     /// The quotas in words, for the report.
     pub fn quota_text(self) -> String {
         let word = self.quota(AlgorithmKind::Gcra);
+        if self.per_minute() {
+            return quota_words(word);
+        }
         let log = self.quota(AlgorithmKind::SlidingWindowLog);
         format!("{}; sliding_window_log {}", quota_words(word), quota_words(log))
     }

@@ -28,6 +28,8 @@ pub fn color_of(subject: &str) -> RGBColor {
         crate::sketch_subject::SKETCH => RGBColor(0, 150, 199),
         // Peers: warm and distinct colours, none blue.
         "governor" => RGBColor(230, 85, 13),
+        // governor's fast configuration: a lighter shade of its orange.
+        crate::governor_tuned::GOVERNOR_TUNED => RGBColor(253, 174, 107),
         "mutex_bucket" => RGBColor(140, 86, 75),
         "ratelimit" => RGBColor(44, 160, 44),
         "ratelimit_std" => RGBColor(150, 215, 120),
@@ -46,6 +48,7 @@ pub fn floor_dash(subject: &str) -> (u32, u32, u32) {
     match subject {
         "floor_cas" => (8, 4, 2),
         "floor_read" => (14, 4, 2),
+        crate::subject::LOAD_FLOOR => (3, 6, 2),
         // Dotted.
         PINNED_FLOOR => (2, 3, 3),
         _ => (4, 4, 1),
@@ -245,6 +248,7 @@ where
             let label = match subject {
                 "floor_cas" => "bare CAS loop",
                 "floor_read" => "bare random read",
+                crate::subject::LOAD_FLOOR => "bare load and clock read",
                 PINNED_FLOOR => "CAS behind kova's pin",
                 other => other,
             };
@@ -276,6 +280,7 @@ mod tests {
         assert!(kova.iter().all(|c| c.2 > c.0 && c.2 > c.1), "{kova:?}");
         let peers = [
             "governor",
+            crate::governor_tuned::GOVERNOR_TUNED,
             "mutex_bucket",
             "ratelimit",
             "ratelimit_std",

@@ -36,7 +36,7 @@ OPTIONS:
   --filter <names>        only sections whose name contains one of these comma-separated
                           substrings: direct, direct_deny, keyed_hot, keyed_per_thread, keyed_1k,
                           keyed_1k_own, keyed_1m_uniform, keyed_1m_zipf, keyed_churn, keyed_flood,
-                          limits, waiting, rate, accuracy
+                          keyed_churn_100pm, keyed_flood_100pm, limits, waiting, rate, accuracy
   --write-readme <path>   replace the text between <!-- kova-bench:start --> and
                           <!-- kova-bench:end --> in <path> with the summary, and write the chart
                           to docs/bench/throughput.svg beside it (or --svg)

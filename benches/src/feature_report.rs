@@ -70,7 +70,13 @@ impl Report {
                 let name = format!("{section}: {what}, 1 and 2 threads, time per call vs `{baseline}`");
                 let goal = format!("<= {at_most}x");
                 let (Some(r), Some(base)) = (self.feature(subject, 1), self.feature(baseline, 1)) else {
-                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured };
+                    return TargetResult {
+                        name,
+                        goal,
+                        measured: "-".into(),
+                        status: Status::NotMeasured,
+                        within_noise: false,
+                    };
                 };
                 let ratio = base.ops_per_sec / r.ops_per_sec;
                 let base = base.ops_per_sec;
@@ -82,7 +88,7 @@ impl Report {
                     let _ = write!(measured, "; 2 threads {two:.2}x");
                     met &= two <= at_most;
                 }
-                TargetResult { name, goal, measured, status: Status::from_bool(met) }
+                TargetResult { name, goal, measured, status: Status::from_bool(met), within_noise: false }
             })
             .collect()
     }
@@ -111,9 +117,9 @@ impl Report {
                     met &= kova <= governor;
                 }
                 if measured.is_empty() {
-                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured };
+                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured, within_noise: false };
                 }
-                TargetResult { name, goal, measured: measured.join("; "), status: Status::from_bool(met) }
+                TargetResult { name, goal, measured: measured.join("; "), status: Status::from_bool(met), within_noise: false }
             })
             .collect()
     }

@@ -26,7 +26,8 @@ use portable_atomic::AtomicU128;
 use crate::feature_floors::{Cas128Floor, TwoLinkFloor};
 use crate::peers::{governor_quota, GovernorDirect, GovernorKeyed};
 use crate::report::FeatureRecord;
-use crate::scenarios::{kept_round, ThroughputConfig};
+use crate::rounds::kept_round;
+use crate::scenarios::ThroughputConfig;
 use crate::subject::{KovaKeyed, Subject};
 use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
 

@@ -188,6 +188,7 @@ fn measure(options: &Options) -> Report {
                     ),
                 },
                 quota: s.quota_text(),
+                all_admitted: s.all_admitted(),
             })
             .collect(),
         records: out.records,

@@ -2,16 +2,29 @@
 
 use std::fmt::Write as _;
 
+use crate::comparison::{is_governor, not_comparable};
 use crate::cores::ThreadPlacement;
 use crate::peer_tables::PEERS_LEFT_OUT;
 use crate::report::{
-    subject_rank, Report, CLOUDFLARE_RATE_GAP_PCT, CLOUDFLARE_WRONG_PCT, PINGORA, PINNED_FLOOR,
+    subject_rank, Record, Report, SubjectKind, CLOUDFLARE_RATE_GAP_PCT, CLOUDFLARE_WRONG_PCT, PINGORA,
+    PINNED_FLOOR,
 };
-use crate::stats::si;
+use crate::stats::{percent, si};
+use crate::summary::CLOCKS;
 
 /// A multi-thread measurement whose threads measured together for less than this share of
 /// their spans is flagged.
 pub const OVERLAP_FLAG: f64 = 0.9;
+
+/// How the targets are read, above their table in both forms.
+const TARGETS_READING: &str =
+    "A denial writes nothing, so it costs less than an admission: a target between two \
+     rows whose admitted shares differ by more than one percentage point is \"not comparable\" (both shares \
+     given), whichever side admitted less, and the shares are given wherever either row admitted under 99%. \
+     Every target against governor takes the faster of its two rows in this run (`governor`, its defaults; \
+     `governor_tuned`, its upkeep clock and, keyed, ahash), a latency goal the lower of their p99s. A target \
+     is \"within noise\" where its margin to the goal is smaller than the spread of the rounds it was \
+     computed from: another run may land on the other side.";
 
 impl Report {
     pub(crate) fn max_threads(&self) -> usize {
@@ -117,9 +130,22 @@ impl Report {
     }
 
     fn targets_table(&self, out: &mut String) {
+        let _ = writeln!(out, "{TARGETS_READING}\n");
         let _ = writeln!(out, "| target | goal | measured | |\n|---|---|---|---|");
         for t in &self.targets {
-            let _ = writeln!(out, "| {} | {} | {} | {} |", t.name, t.goal, t.measured, t.status.text());
+            let noise = if t.within_noise { " (within noise)" } else { "" };
+            let _ =
+                writeln!(out, "| {} | {} | {} | {}{noise} |", t.name, t.goal, t.measured, t.status.text());
+        }
+    }
+
+    /// A ratio column's cell: the ratio, "n/c" where the row it would compare with admitted a
+    /// share more than a point away ([`crate::comparison`]), "-" where there is none.
+    fn ratio_cell(r: &Record, value: Option<f64>, other: Option<&Record>) -> String {
+        match (value, other) {
+            (Some(x), _) => format!("{x:.2}x"),
+            (None, Some(o)) if not_comparable(r, o).is_some() => "n/c".into(),
+            _ => "-".into(),
         }
     }
 
@@ -136,24 +162,34 @@ impl Report {
             let _ = writeln!(out, "\n### `{}`\n\n{}. Quota: {}.\n", s.name, s.description, s.quota);
             let _ = writeln!(
                 out,
-                "| subject | threads | decisions/s | ns/check (per thread) | p50 ns | p99 ns | admitted | x governor | x best peer | x floor | threads overlapped | slowest / fastest thread | slowest thread's p99 ns |\n\
-                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "| subject | threads | decisions/s | rounds (min-max) | ns/check (per thread) | p50 ns | p99 ns | admitted | x governor | x best peer | x floor | threads overlapped | slowest / fastest thread | slowest thread's p99 ns |\n\
+                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
             );
             for subject in self.sorted_subjects(&s.name) {
                 for &threads in &self.settings.threads {
                     let Some(r) = self.find(&s.name, &subject, threads) else { continue };
+                    let admitted = if self.flagged(r) {
+                        format!("**{}**", percent(r.allowed_share))
+                    } else {
+                        percent(r.allowed_share)
+                    };
+                    let governor =
+                        (!is_governor(&subject)).then(|| self.governor_row(&s.name, threads)).flatten();
+                    let peer =
+                        (r.kind == SubjectKind::Kova).then(|| self.best_peer(&s.name, threads)).flatten();
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                        "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                         subject,
                         threads,
                         si(r.ops_per_sec),
+                        r.range_text(),
                         threads as f64 * 1e9 / r.ops_per_sec,
                         opt(r.ns_p50, 0),
                         opt(r.ns_p99, 0),
-                        percent(r.allowed_share),
-                        ratio(r.vs_governor),
-                        ratio(r.vs_best_peer),
+                        admitted,
+                        Self::ratio_cell(r, r.vs_governor, governor),
+                        Self::ratio_cell(r, r.vs_best_peer, peer),
                         ratio(r.vs_floor),
                         r.overlap.map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
                         r.thread_share.map_or("-".into(), |share| format!("{share:.2}")),
@@ -161,46 +197,6 @@ impl Report {
                     );
                 }
             }
-        }
-    }
-
-    /// A compact table: one row per subject, one column per scenario, "1 thread / max threads".
-    fn summary_table(&self, out: &mut String) {
-        let max = self.max_threads();
-        let _ = write!(out, "| decisions/s (1 thread / {max} threads) |");
-        for s in &self.scenarios {
-            let _ = write!(out, " `{}` |", s.name);
-        }
-        let _ = write!(out, "\n|---|");
-        for _ in &self.scenarios {
-            let _ = write!(out, "---:|");
-        }
-        let _ = writeln!(out);
-        let mut subjects: Vec<String> = self.records.iter().map(|r| r.subject.clone()).collect();
-        subjects.sort_by_key(|s| subject_rank(s));
-        subjects.dedup();
-        // Both floors on one row: each scenario has exactly one.
-        subjects.retain(|s| s != "floor_read");
-        for subject in subjects {
-            let label =
-                if subject == "floor_cas" { "floor (CAS / random read)".to_owned() } else { subject.clone() };
-            let _ = write!(out, "| {label} |");
-            for s in &self.scenarios {
-                let pick = |t: usize| {
-                    if subject == "floor_cas" {
-                        self.floor(&s.name, t)
-                    } else {
-                        self.find(&s.name, &subject, t)
-                    }
-                };
-                let cell = match (pick(1), pick(max)) {
-                    (Some(a), Some(b)) if max > 1 => format!("{} / {}", si(a.ops_per_sec), si(b.ops_per_sec)),
-                    (Some(a), _) => si(a.ops_per_sec),
-                    _ => "-".into(),
-                };
-                let _ = write!(out, " {cell} |");
-            }
-            let _ = writeln!(out);
         }
     }
 
@@ -371,17 +367,19 @@ impl Report {
         if !self.records.is_empty() {
             let _ = writeln!(
                 out,
-                "\n## Throughput\n\nDecisions per second, all threads together; of {} round(s) of {} ms, the best on one thread and the median on more. \
+                "\n## Throughput\n\nDecisions per second, all threads together; of {} round(s) of {} ms, the best on one thread and the median on more \
+                 (every round's rate is kept in report.json; `rounds` gives their range). \
                  Latency: one check in {} timed alone with the TSC; two back-to-back TSC reads are {} ns apart on \
                  this machine (their cost and, on this VM, the resolution), which is subtracted, so a check faster \
-                 than that reads as 0. kova uses its default coarse clock, governor its default (quanta) clock, \
-                 the Mutex bucket, pingora's `Rate` and leaky-bucket `std::time::Instant`, ratelimit kova's coarse \
-                 clock (`ratelimit_std` its default, `std::time::Instant`). `x governor` and `x floor` are throughput ratios (above 1: \
-                 faster).\n",
+                 than that reads as 0. {CLOCKS} `x governor`, `x best peer` and `x floor` are throughput ratios \
+                 (above 1: faster); `x governor` is against the faster of governor's two rows; `n/c` where the \
+                 row compared with admitted a share more than a point away (not comparable).\n",
                 self.settings.rounds, self.settings.measure_ms, self.settings.sample_every, self.settings.timer_overhead_ns
             );
             self.contention_note(&mut out);
             self.summary_table(&mut out);
+            out.push('\n');
+            self.admission_flags(&mut out);
             self.throughput_tables(&mut out);
             if let Some(b) = self.large_table_bytes {
                 let _ = writeln!(
@@ -408,7 +406,8 @@ impl Report {
         if !self.records.is_empty() {
             let _ = writeln!(out, "![decisions per second, per scenario and thread count]({svg_link})\n");
             self.summary_table(&mut out);
-            out.push('\n');
+            let _ = writeln!(out, "\n{CLOCKS}\n");
+            self.admission_flags(&mut out);
             self.overlap_note(&mut out);
         }
         if !self.targets.is_empty() {
@@ -458,7 +457,8 @@ impl Report {
                      half the offered rate per {} ms, on kova's default coarse clock (1 ms ticks). The stream starts on a \
                      window edge; after {} warm-up periods, admissions are counted over {} whole period(s). \
                      `vs an exact window` (the sliding window log's rows): the log's admissions against the most an \
-                     exact sliding window of the quota admits of the same requests at the times they were issued. \
+                     exact sliding window of the quota admits of the same requests at the times they were issued \
+                     (the independent model `kova::model::SlidingLogModel` replayed on those times). \
                      Where the requests are not evenly spaced, each admission waits for the first request after a \
                      unit leaves the window, so no exact limiter reaches the quota's rate on them.\n",
                     self.settings.rate_threads,
@@ -507,22 +507,8 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.2}x"))
 }
 
-/// A share as a percentage to one decimal, with more decimals where one would round a share
-/// under 1 up to "100.0%" (a flood's few table-full denials among millions of decisions).
-fn percent(share: f64) -> String {
-    let pct = share * 100.0;
-    if share >= 1.0 {
-        return format!("{pct:.1}%");
-    }
-    (1..=6)
-        .map(|digits| format!("{pct:.digits$}%"))
-        .find(|text| !text.starts_with("100."))
-        .unwrap_or_else(|| "99.999999%".into())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::report::test_support::*;
     use crate::report::SubjectKind;
 
@@ -540,14 +526,5 @@ mod tests {
         let mut out = String::new();
         r.overlap_note(&mut out);
         assert!(out.starts_with("Every multi-thread measurement's threads were measuring together"), "{out}");
-    }
-
-    #[test]
-    fn a_share_under_one_never_reads_as_a_hundred_percent() {
-        assert_eq!(percent(1.0), "100.0%");
-        assert_eq!(percent(0.5), "50.0%");
-        assert_eq!(percent(0.999), "99.9%");
-        assert_eq!(percent(1.0 - 137.0 / 9e6), "99.998%");
-        assert_eq!(percent(1.0 - 1e-12), "99.999999%");
     }
 }

@@ -1,9 +1,11 @@
 //! kova beside its peers, in two tables: the fastest peer of each scenario against kova (where a
-//! peer wins, the table says so), and speed beside accuracy and memory per subject, so that an
+//! peer wins, the table says so; where the two admitted shares more than a point apart, neither
+//! wins: [`crate::comparison`]), and speed beside accuracy and memory per subject, so that an
 //! approximate peer's speed is read with what it costs in accuracy.
 
 use std::fmt::Write as _;
 
+use crate::comparison::not_comparable;
 use crate::report::{subject_rank, Record, Report, SubjectKind};
 use crate::stats::si;
 
@@ -28,8 +30,9 @@ impl Report {
             .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
     }
 
-    /// Per scenario and thread count: the fastest peer, kova's fastest algorithm and kova's gcra
-    /// against it, and who wins.
+    /// Per scenario and thread count: the fastest peer, kova's fastest subject and kova's gcra
+    /// against it, and who wins; "not comparable", with both shares, where the two admitted
+    /// shares more than a point apart, whichever admitted less.
     pub(crate) fn best_peer_table(&self, out: &mut String) {
         let _ = writeln!(
             out,
@@ -46,32 +49,32 @@ impl Report {
                 };
                 let gcra = self.find(&s.name, "gcra", threads);
                 let lead = kova.ops_per_sec / peer.ops_per_sec;
-                let verdict = if lead >= 1.0 {
+                let incomparable = not_comparable(kova, peer);
+                let verdict = if let Some(words) = &incomparable {
+                    format!("{} against {}: {words}", kova.subject, peer.subject)
+                } else if lead >= 1.0 {
                     "kova ahead".to_owned()
                 } else {
                     let mut why = format!("**{} wins**", peer.subject);
-                    if peer.allowed_share + 0.01 < kova.allowed_share {
-                        // A denial writes nothing, so a peer that denies more does less work.
-                        let _ = write!(
-                            why,
-                            ": it admitted {:.1}% against kova's {:.1}%",
-                            peer.allowed_share * 100.0,
-                            kova.allowed_share * 100.0
-                        );
-                    } else if peer.subject == crate::report::PINGORA {
+                    if peer.subject == crate::report::PINGORA {
                         why += ": one 64 KiB sketch for every key stays in cache (see its accuracy)";
                     } else if let Some(f) = peer.vs_floor.filter(|f| *f >= 0.9) {
-                        // The floor is the bare CAS loop: a peer this close to it does little else.
+                        // The floor is the bare instructions a check cannot avoid (a CAS, a read, or
+                        // a load and a clock read): a peer this close to it does little else.
                         let _ = write!(
                             why,
-                            ": it ran at {f:.2}x the scenario's floor, as fast as a bare CAS loop"
+                            ": it ran at {f:.2}x the scenario's floor, as fast as its bare instructions"
                         );
                     }
                     why
                 };
+                let ratio = |r: &Record| match not_comparable(r, peer) {
+                    Some(_) => "n/c".to_owned(),
+                    None => format!("{:.2}x", r.ops_per_sec / peer.ops_per_sec),
+                };
                 let _ = writeln!(
                     out,
-                    "| `{}` | {threads} | {} {}/s ({:.1}%) | {} {}/s ({:.1}%) | {lead:.2}x | {} | {verdict} |",
+                    "| `{}` | {threads} | {} {}/s ({:.1}%) | {} {}/s ({:.1}%) | {} | {} | {verdict} |",
                     s.name,
                     peer.subject,
                     si(peer.ops_per_sec),
@@ -79,7 +82,8 @@ impl Report {
                     kova.subject,
                     si(kova.ops_per_sec),
                     kova.allowed_share * 100.0,
-                    gcra.map_or("-".to_owned(), |g| format!("{:.2}x", g.ops_per_sec / peer.ops_per_sec)),
+                    if incomparable.is_some() { "n/c".to_owned() } else { format!("{lead:.2}x") },
+                    gcra.map_or("-".to_owned(), ratio),
                 );
             }
         }
@@ -153,23 +157,44 @@ mod tests {
             name: "direct_deny".into(),
             description: "d".into(),
             quota: "q".into(),
+            all_admitted: false,
         });
         let mut out = String::new();
         r.best_peer_table(&mut out);
         assert!(
             out.contains(
-                "**ratelimit wins**: it ran at 0.95x the scenario's floor, as fast as a bare CAS loop |"
+                "**ratelimit wins**: it ran at 0.95x the scenario's floor, as fast as its bare instructions |"
             ),
             "{out}"
         );
         assert!(
             out.contains(
-                "| `direct` | 1 | leaky_bucket 90.00M/s (50.0%) | token_bucket 80.00M/s (100.0%) | 0.89x | \
-                 0.67x | **leaky_bucket wins**: it admitted 50.0% against kova's 100.0% |"
+                "| `direct` | 1 | leaky_bucket 90.00M/s (50.0%) | token_bucket 80.00M/s (100.0%) | n/c | \
+                 n/c | token_bucket against leaky_bucket: not comparable (admitted 100.0% against 50.0%) |"
             ),
             "{out}"
         );
         assert!(out.contains("| `direct` | 2 | governor 30.00M/s (100.0%) | gcra 60.00M/s (100.0%) | 2.00x | 2.00x | kova ahead |"), "{out}");
+    }
+
+    /// The note is symmetric: kova's row that denies more is not ahead either.
+    #[test]
+    fn kova_denying_more_is_not_ahead() {
+        let mut sketch = record(crate::sketch_subject::SKETCH, SubjectKind::Kova, "keyed_flood", 1, 200e6);
+        sketch.allowed_share = 0.03;
+        let mut pingora = record(PINGORA, SubjectKind::Peer, "keyed_flood", 1, 20e6);
+        pingora.allowed_share = 0.108;
+        let mut r = report(vec![sketch, pingora, record("gcra", SubjectKind::Kova, "keyed_flood", 1, 11e6)]);
+        r.scenarios[0].name = "keyed_flood".into();
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "| n/c | n/c | kova_sketch against pingora_rate: not comparable (admitted 3.0% against 10.8%) |"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("kova ahead"), "{out}");
     }
 
     #[test]

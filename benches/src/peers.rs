@@ -1,5 +1,6 @@
 //! The peers kova is measured against, in the same run and the same scenarios:
-//! - governor's direct and keyed (DashMap) limiters, on governor's default clock;
+//! - governor's direct and keyed (DashMap) limiters, on governor's default clock (its fast
+//!   configuration, measured beside: [`crate::governor_tuned`]);
 //! - a plain `Mutex` token bucket, a line-by-line port of the seeds' Go `TokenBucket` (floating
 //!   point tokens, `time.Now()` on every call), and its keyed form, one `Mutex<HashMap>` for all
 //!   keys as in the seeds' Go `FixedWindow`;

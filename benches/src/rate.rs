@@ -8,10 +8,8 @@
 
 use std::time::Duration;
 
-use kova::{
-    Algorithm, AlgorithmKind, Clock, CoarseClock, Keyed, ManualClock, PreciseClock, Quota, RateLimiter,
-    SlidingWindowLog,
-};
+use kova::model::SlidingLogModel;
+use kova::{Algorithm, AlgorithmKind, Clock, CoarseClock, Keyed, PreciseClock, Quota};
 
 use crate::peers::GovernorKeyed;
 use crate::report::{RateRecord, SubjectKind};
@@ -71,14 +69,14 @@ pub struct RateOutcome {
 }
 
 /// The most an exact sliding window of `quota` admits of requests issued at `issued_at`
-/// (sorted), per second in the `counted` window: a sliding window log replayed on those times.
+/// (sorted), per second in the `counted` window: the independent exact log
+/// (`kova::model::SlidingLogModel`, plain sequential code, not kova's `SlidingWindowLog`, whose
+/// rows it judges) replayed on those times.
 pub fn exact_window_per_sec(quota: Quota, issued_at: &[u64], counted: (u64, u64)) -> f64 {
-    let clock = ManualClock::new();
-    let log = RateLimiter::<SlidingWindowLog, _>::with_clock(quota, clock.clone()).expect("the row's quota");
+    let mut log = SlidingLogModel::new(quota.limit(), quota.period_nanos());
     let mut admitted = 0u64;
     for &t in issued_at {
-        clock.set(t);
-        admitted += u64::from(log.check().is_allowed() && (counted.0..counted.1).contains(&t));
+        admitted += u64::from(log.decide(t, 1).is_allowed() && (counted.0..counted.1).contains(&t));
     }
     admitted as f64 / ((counted.1 - counted.0).max(1) as f64 / 1e9)
 }

@@ -4,7 +4,7 @@
 
 use crate::report::{RateRecord, Report, Status, SubjectKind, TargetResult};
 use crate::stats::si;
-use crate::targets::not_measured;
+use crate::target_ratio::not_measured;
 
 impl Report {
     /// Per offered rate (and small burst), the worst of the five algorithms against the quota;
@@ -32,6 +32,7 @@ impl Report {
                     goal: "within 1%".into(),
                     measured: format!("worst {:+.3}% ({})", w.error_pct, w.subject),
                     status: Status::from_bool(rows.len() == 5 && w.error_pct.abs() <= 1.0),
+                    within_noise: false,
                 },
                 None => not_measured(name, "within 1%"),
             });
@@ -63,6 +64,7 @@ impl Report {
                 worst.error_pct
             ),
             status: Status::from_bool(gaps.iter().all(|(g, _)| g.abs() <= 1.0)),
+            within_noise: false,
         })
     }
 }

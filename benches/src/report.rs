@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::comparison::{is_governor, not_comparable};
 use crate::machine::Machine;
 
 /// Who a record is about.
@@ -13,7 +14,7 @@ pub enum SubjectKind {
     Kova,
     /// A peer: governor, the Mutex token bucket, ratelimit, leaky-bucket, pingora's `Rate`.
     Peer,
-    /// A floor: the bare CAS loop or the bare random read.
+    /// A floor: the bare CAS loop, the bare random read or the bare load (`floor_load`).
     Floor,
 }
 
@@ -36,9 +37,12 @@ pub struct Record {
     pub ns_p99: Option<f64>,
     /// Share of decisions that admitted.
     pub allowed_share: f64,
-    /// Throughput / governor's in the same scenario and thread count.
+    /// Throughput / governor's faster row's (of its default and tuned configurations) in the
+    /// same scenario and thread count; `None` where their admitted shares are not comparable
+    /// ([`crate::comparison`]).
     pub vs_governor: Option<f64>,
-    /// Throughput / the fastest peer's in the same scenario and thread count (kova's rows).
+    /// Throughput / the fastest peer's in the same scenario and thread count (kova's rows);
+    /// `None` where their admitted shares are not comparable.
     #[serde(default)]
     pub vs_best_peer: Option<f64>,
     /// With several threads: the share of the measuring spans' union during which every thread
@@ -59,6 +63,11 @@ pub struct Record {
     /// threads, and in reports written before it was kept.
     #[serde(default)]
     pub median_ops_per_sec: Option<f64>,
+    /// Every round's decisions per second, in run order (the kept round is one of them): their
+    /// spread is the noise a target's margin is read against ([`crate::rounds`]). Empty in
+    /// reports written before they were kept.
+    #[serde(default)]
+    pub round_ops_per_sec: Vec<f64>,
 }
 
 impl Record {
@@ -125,9 +134,10 @@ pub struct AccuracyRecord {
     /// bytes, whatever the number of keys (`cell_bytes` is then 0).
     #[serde(default)]
     pub fixed_bytes: Option<usize>,
-    /// For kova's sketch: its admissions on the realistic trace that exact GCRA, run on the same
-    /// client's admitted requests alone, would deny (its bound says none); `None` for the rows
-    /// that do not count them.
+    /// For kova's sketch: its admissions on the realistic trace that an exact bucket of the
+    /// quota (`kova::model::BucketModel`, GCRA's burst and interval), run on the same client's
+    /// admitted requests alone, would deny (its bound says none); `None` for the rows that do
+    /// not count them.
     #[serde(default)]
     pub over_grants: Option<u64>,
 }
@@ -172,6 +182,9 @@ pub enum Status {
     NotMet,
     /// Not measured in this run (filtered out, or the machine lacks the threads).
     NotMeasured,
+    /// The two rows admitted shares more than [`ADMITTED_GAP`](crate::comparison::ADMITTED_GAP)
+    /// apart: they did different work, so neither wins.
+    NotComparable,
 }
 
 impl Status {
@@ -189,6 +202,7 @@ impl Status {
             Status::Met => "met",
             Status::NotMet => "NOT met",
             Status::NotMeasured => "not measured",
+            Status::NotComparable => "not comparable",
         }
     }
 }
@@ -204,6 +218,10 @@ pub struct TargetResult {
     pub measured: String,
     /// Met or not.
     pub status: Status,
+    /// Whether the margin between the figure and the goal is smaller than the spread of the
+    /// rounds it was computed from ([`crate::rounds`]): another run may land on the other side.
+    #[serde(default)]
+    pub within_noise: bool,
 }
 
 /// A scenario as the report describes it.
@@ -215,6 +233,11 @@ pub struct ScenarioInfo {
     pub description: String,
     /// The quotas.
     pub quota: String,
+    /// Whether an exact limiter admits every check of the scenario: its rows that admitted
+    /// under [`FULL_ADMISSION`](crate::comparison::FULL_ADMISSION) are flagged. False in reports
+    /// written before it was kept.
+    #[serde(default)]
+    pub all_admitted: bool,
 }
 
 /// How the run was set up.
@@ -291,7 +314,7 @@ pub const PINNED_FLOOR: &str = "floor_pin_cas";
 pub const PINGORA: &str = "pingora_rate";
 
 /// Order of subjects in tables.
-pub const SUBJECT_ORDER: [&str; 19] = [
+pub const SUBJECT_ORDER: [&str; 21] = [
     "token_bucket",
     "gcra",
     "fixed_window",
@@ -303,6 +326,7 @@ pub const SUBJECT_ORDER: [&str; 19] = [
     crate::kova_tables::GCRA_NO_DOOR,
     crate::sketch_subject::SKETCH,
     "governor",
+    crate::governor_tuned::GOVERNOR_TUNED,
     "mutex_bucket",
     "ratelimit",
     "ratelimit_std",
@@ -310,6 +334,7 @@ pub const SUBJECT_ORDER: [&str; 19] = [
     PINGORA,
     "floor_cas",
     "floor_read",
+    crate::subject::LOAD_FLOOR,
     PINNED_FLOOR,
 ];
 
@@ -323,7 +348,8 @@ impl Report {
         self.records.iter().find(|r| r.scenario == scenario && r.subject == subject && r.threads == threads)
     }
 
-    /// The scenario's own floor (the CAS loop or the random read), which `x floor` compares with.
+    /// The scenario's own floor (the CAS loop, the random read or the load), which `x floor`
+    /// compares with.
     pub(crate) fn floor(&self, scenario: &str, threads: usize) -> Option<&Record> {
         self.records.iter().find(|r| {
             r.scenario == scenario
@@ -333,7 +359,9 @@ impl Report {
         })
     }
 
-    /// The fastest peer of `scenario` at `threads`.
+    /// The fastest peer of `scenario` at `threads`, whatever it admitted: a ratio to it is
+    /// declared only where the admitted shares are comparable ([`crate::comparison`]). It is
+    /// not replaced by the fastest comparable peer, so that a faster peer is never hidden.
     pub fn best_peer(&self, scenario: &str, threads: usize) -> Option<&Record> {
         self.records
             .iter()
@@ -348,8 +376,10 @@ impl Report {
         Some(many.ops_per_sec / one.median_ops())
     }
 
-    /// Fills `vs_governor`, `vs_best_peer` (kova's rows) and `vs_floor` of every non-floor
-    /// record from the records of the same scenario and thread count.
+    /// Fills `vs_governor` (against governor's faster row), `vs_best_peer` (kova's rows) and
+    /// `vs_floor` of every non-floor record from the records of the same scenario and thread
+    /// count; a ratio to a row whose admitted share is not comparable is left out
+    /// ([`crate::comparison`]).
     pub fn compute_ratios(&mut self) {
         let ratios: Vec<(Option<f64>, Option<f64>, Option<f64>)> = self
             .records
@@ -358,14 +388,15 @@ impl Report {
                 if r.kind == SubjectKind::Floor {
                     return (None, None, None);
                 }
-                let best = (r.kind == SubjectKind::Kova)
-                    .then(|| self.best_peer(&r.scenario, r.threads))
-                    .flatten()
-                    .map(|p| r.ops_per_sec / p.ops_per_sec);
-                let gov = (r.subject != "governor")
-                    .then(|| self.find(&r.scenario, "governor", r.threads))
-                    .flatten()
-                    .map(|g| r.ops_per_sec / g.ops_per_sec);
+                let versus = |other: Option<&Record>| {
+                    other.filter(|o| not_comparable(r, o).is_none()).map(|o| r.ops_per_sec / o.ops_per_sec)
+                };
+                let best = versus(
+                    (r.kind == SubjectKind::Kova).then(|| self.best_peer(&r.scenario, r.threads)).flatten(),
+                );
+                let gov = versus(
+                    (!is_governor(&r.subject)).then(|| self.governor_row(&r.scenario, r.threads)).flatten(),
+                );
                 let floor = self.floor(&r.scenario, r.threads).map(|f| r.ops_per_sec / f.ops_per_sec);
                 (gov, best, floor)
             })
@@ -378,7 +409,6 @@ impl Report {
     }
 }
 
-/// Records and reports for the tests of the modules that read reports.
 /// A summary of the generated trace, for the report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TraceSummary {
@@ -422,6 +452,7 @@ impl FeatureRecord {
     }
 }
 
+/// Records and reports for the tests of the modules that read reports.
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
@@ -449,6 +480,7 @@ pub(crate) mod test_support {
             thread_share: None,
             slowest_p99: None,
             median_ops_per_sec: None,
+            round_ops_per_sec: Vec::new(),
         }
     }
 
@@ -482,6 +514,7 @@ pub(crate) mod test_support {
                 name: "direct".into(),
                 description: "d".into(),
                 quota: "q".into(),
+                all_admitted: true,
             }],
             records,
             rates: vec![],

@@ -83,7 +83,10 @@ pub(crate) fn keys_for(scenario: Scenario, threads: usize) -> Keys {
             let zipf = zipf_keys(LARGE_KEYS, ZIPF_EXPONENT);
             Keys::Cycle(sequences(threads, 1 << 20, zipf, 13))
         }
-        Scenario::KeyedChurn | Scenario::KeyedFlood => Keys::Fresh,
+        Scenario::KeyedChurn
+        | Scenario::KeyedFlood
+        | Scenario::KeyedChurnMinute
+        | Scenario::KeyedFloodMinute => Keys::Fresh,
     }
 }
 

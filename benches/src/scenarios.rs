@@ -4,7 +4,8 @@
 //! Every scenario runs kova's five algorithms, the peers and one floor, at every thread count,
 //! in rounds that interleave the subjects (so a slow moment of a shared machine hits them all),
 //! and keeps each subject's best round on one thread and its median round on more
-//! ([`kept_round`]).
+//! ([`kept_round`]), with every round's rate beside it ([`crate::rounds`]). The realistic-quota
+//! churn and flood scenarios run kova's GCRA with and without its doorkeeper and governor only.
 
 use kova::{
     Algorithm, AlgorithmKind, FixedWindow, Gcra, Quota, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
@@ -15,13 +16,16 @@ pub use crate::catalog::{quota_words, Scenario, LARGE_KEYS, SMALL_KEYS, ZIPF_EXP
 use crate::kova_tables::{flood_table, hot_table, kova_table, no_door_table};
 pub use crate::kova_tables::{FLOOD_BOUND, GCRA_HOT, GCRA_NO_DOOR};
 
+use crate::governor_tuned::{GovernorTunedDirect, GovernorTunedKeyed, GOVERNOR_TUNED};
 use crate::memory::measure_heap;
 use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, MutexBucket, MutexKeyed};
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
+pub use crate::rounds::kept_round;
+use crate::rounds::median_round;
 use crate::scenario_keys::{keys_for, measure_with_keys, Keys};
 use crate::sketch_subject::{KovaSketch, SKETCH};
-use crate::subject::{CasFloor, KovaDirect, KovaStriped, PinnedCasFloor, ReadFloor, Subject};
+use crate::subject::{CasFloor, KovaDirect, KovaStriped, LoadFloor, PinnedCasFloor, ReadFloor, Subject};
 use crate::throughput::{RunPlan, RunResult};
 
 /// The many-key scenarios where [`GCRA_HOT`] is measured beside the default GCRA table (as in
@@ -130,19 +134,26 @@ pub fn measurement_count(scenarios: &[Scenario], config: &ThroughputConfig) -> u
     (subjects * config.threads.len() * config.rounds) as u64
 }
 
-/// Subjects measured in `scenario`: five kova algorithms, governor, the Mutex bucket, the
-/// scenario's own peers (`ratelimit` on two clocks and `leaky_bucket` direct, `pingora_rate`
-/// keyed), kova's sketch in every keyed scenario ([`SKETCH`]), one floor, the pinned floor where there is one, and in the admitting direct
+/// Subjects measured in `scenario`: five kova algorithms, governor in its two configurations
+/// ([`GOVERNOR_TUNED`]), the Mutex bucket, the scenario's own peers (`ratelimit` on two clocks
+/// and `leaky_bucket` direct, `pingora_rate` keyed), kova's sketch in every keyed scenario
+/// ([`SKETCH`]), one floor, the pinned floor where there is one, and in the admitting direct
 /// scenario kova's striped GCRA and token bucket ([`STRIPED`]), in churn and flood kova's GCRA
-/// without its doorkeeper ([`GCRA_NO_DOOR`]), in the hot-key scenario kova's GCRA table with hot keys
-/// ([`GCRA_HOT`]).
+/// without its doorkeeper ([`GCRA_NO_DOOR`]), in the hot-key, many-key and new-key scenarios
+/// kova's GCRA table with hot keys ([`GCRA_HOT`]). The realistic-quota churn and flood: kova's
+/// GCRA with and without its doorkeeper, governor's two rows and the floor.
 pub fn subject_count(scenario: Scenario) -> usize {
+    if scenario.per_minute() {
+        return 5;
+    }
     let own_peers = if scenario.is_direct() { 3 } else { 1 };
     let sketch = usize::from(!scenario.is_direct());
     let striped = if scenario.base() == Scenario::Direct { STRIPED.len() } else { 0 };
     let door = usize::from(matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood));
-    let hot = usize::from(scenario.base() == Scenario::KeyedHot);
-    8 + own_peers + sketch + striped + door + hot + usize::from(has_pinned_floor(scenario))
+    let hot = usize::from(
+        scenario.base() == Scenario::KeyedHot || door == 1 || COLD_WITH_HOT_KEYS.contains(&scenario),
+    );
+    9 + own_peers + sketch + striped + door + hot + usize::from(has_pinned_floor(scenario))
 }
 
 /// The striped limiters' subject names (`kova::striped::StripedLimiter` with its defaults).
@@ -249,34 +260,38 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             entries.push(Entry { subject: name.into(), kind: SubjectKind::Peer, runner });
         };
         peer("governor", shared(exhausted(GovernorDirect::new(word_quota), deny)));
+        peer(GOVERNOR_TUNED, shared(exhausted(GovernorTunedDirect::new(word_quota), deny)));
         peer("mutex_bucket", shared(exhausted(MutexBucket::new(word_quota), deny)));
         peer("ratelimit", shared(exhausted(IopsRatelimit::new(word_quota), deny)));
         peer("ratelimit_std", shared(exhausted(IopsRatelimit::with_std_clock(word_quota), deny)));
         peer("leaky_bucket", shared(exhausted(LeakyBucket::new(word_quota), deny)));
+        // A denial only reads: the deny scenario's floor is a load, the others' a CAS.
+        let floor = if deny { shared(LoadFloor::default()) } else { shared(CasFloor::default()) };
         entries.push(Entry {
-            subject: "floor_cas".into(),
+            subject: scenario.floor_name().into(),
             kind: SubjectKind::Floor,
-            runner: shared(CasFloor::default()),
+            runner: floor,
         });
         return Built { entries, memory, floor_bytes };
     }
     let prefill = prefill_of(scenario);
-    each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
-    if matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood) {
-        entries.push(Entry {
-            subject: GCRA_NO_DOOR.into(),
-            kind: SubjectKind::Kova,
-            runner: fresh(move || no_door_table(scenario, word_quota)),
-        });
+    if scenario.per_minute() {
+        // kova's default GCRA table of the scenario's flow, then the rows every new-key
+        // scenario has.
+        let kova: Runner = if scenario.flow() == Scenario::KeyedFlood {
+            fresh(move || flood_table::<Gcra>(word_quota))
+        } else {
+            fresh(move || kova_table::<Gcra>(word_quota, 0))
+        };
+        entries.push(Entry { subject: "gcra".into(), kind: SubjectKind::Kova, runner: kova });
+        new_key_entries(scenario, word_quota, &mut entries);
+    } else if matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood) {
+        each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
+        new_key_entries(scenario, word_quota, &mut entries);
         entries.push(Entry {
             subject: GCRA_HOT.into(),
             kind: SubjectKind::Kova,
             runner: fresh(move || hot_table(scenario, word_quota, 0)),
-        });
-        entries.push(Entry {
-            subject: "governor".into(),
-            kind: SubjectKind::Peer,
-            runner: fresh(move || GovernorKeyed::new(word_quota)),
         });
         entries.push(Entry {
             subject: "mutex_bucket".into(),
@@ -294,6 +309,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             runner: fresh(move || KovaSketch::new(word_quota)),
         });
     } else {
+        each_algorithm(&mut KeyedBuilder { scenario, prefill, entries: &mut entries, memory: &mut memory });
         if scenario.base() == Scenario::KeyedHot {
             entries.push(Entry {
                 subject: GCRA_HOT.into(),
@@ -316,6 +332,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
         }
         for filled in [
             fill("governor", SubjectKind::Peer, prefill, || GovernorKeyed::new(word_quota), None),
+            fill(GOVERNOR_TUNED, SubjectKind::Peer, prefill, || GovernorTunedKeyed::new(word_quota), None),
             fill("mutex_bucket", SubjectKind::Peer, prefill, || MutexKeyed::new(word_quota), None),
             fill(PINGORA, SubjectKind::Peer, prefill, || PingoraRate::new(word_quota), None),
             fill(SKETCH, SubjectKind::Kova, prefill, || KovaSketch::new(word_quota), None),
@@ -324,7 +341,7 @@ fn build(scenario: Scenario, large_table_bytes: Option<usize>) -> Built {
             entries.push(filled.entry);
         }
     }
-    let floor: Runner = match scenario.base() {
+    let floor: Runner = match scenario.flow().base() {
         Scenario::KeyedHot | Scenario::KeyedPerThread => shared(CasFloor::default()),
         Scenario::KeyedFlood => {
             // As large as a full flood table at 32 B a key.
@@ -392,8 +409,7 @@ pub fn run_scenarios(
             local.insert(build(scenario, out.large_table_bytes))
         };
         let plan = RunPlan {
-            max_ops: matches!(scenario, Scenario::KeyedChurn | Scenario::KeyedFlood)
-                .then_some(config.churn_ops),
+            max_ops: scenario.new_keys().then_some(config.churn_ops),
             work_rounds: scenario.work_rounds(),
             ..config.plan
         };
@@ -417,14 +433,15 @@ pub fn run_scenarios(
                     .map(|(r, &t)| {
                         let median =
                             (t == 1).then(|| median_round(r.clone())).flatten().map(|m| m.ops_per_sec);
-                        kept_round(r, t).map(|kept| (kept, median))
+                        let all = r.iter().map(|round| round.ops_per_sec).collect();
+                        kept_round(r, t).map(|kept| (kept, median, all))
                     })
                     .collect()
             })
             .collect();
         for (ei, entry) in built.entries.iter().enumerate() {
             for (ti, &threads) in config.threads.iter().enumerate() {
-                let Some((r, median_ops_per_sec)) = best[ei][ti] else { continue };
+                let Some((r, median_ops_per_sec, round_ops_per_sec)) = best[ei][ti].clone() else { continue };
                 out.records.push(Record {
                     subject: entry.subject.clone(),
                     kind: entry.kind,
@@ -441,6 +458,7 @@ pub fn run_scenarios(
                     thread_share: r.thread_share,
                     slowest_p99: r.slowest_p99,
                     median_ops_per_sec,
+                    round_ops_per_sec,
                 });
             }
         }
@@ -454,24 +472,29 @@ pub fn run_scenarios(
     out
 }
 
-/// A measurement's kept round, and on one thread the median round's rate (`Record::median_ops_per_sec`).
-type Kept = (RunResult, Option<f64>);
+/// A measurement's kept round, on one thread the median round's rate
+/// (`Record::median_ops_per_sec`), and every round's rate (`Record::round_ops_per_sec`).
+type Kept = (RunResult, Option<f64>, Vec<f64>);
 
-/// The round a record keeps: on one thread the best (the least disturbed by the rest of the
-/// machine); with several the median, since under contention the best round is the one where a
-/// thread was off the CPU and the others ran uncontended.
-pub fn kept_round(rounds: Vec<RunResult>, threads: usize) -> Option<RunResult> {
-    match threads {
-        0 | 1 => rounds.into_iter().max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec)),
-        _ => median_round(rounds),
-    }
-}
-
-/// The median round by throughput; the lower median of an even count: a round that was
-/// measured, not an average.
-fn median_round(mut rounds: Vec<RunResult>) -> Option<RunResult> {
-    rounds.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-    rounds.get(rounds.len().saturating_sub(1) / 2).copied()
+/// The subjects every new-key scenario (churn and flood, at either quota) measures beside
+/// kova's default tables, each on a fresh table per measurement: kova's GCRA without its
+/// doorkeeper, and governor's two rows.
+fn new_key_entries(scenario: Scenario, quota: Quota, entries: &mut Vec<Entry>) {
+    entries.push(Entry {
+        subject: GCRA_NO_DOOR.into(),
+        kind: SubjectKind::Kova,
+        runner: fresh(move || no_door_table(scenario, quota)),
+    });
+    entries.push(Entry {
+        subject: "governor".into(),
+        kind: SubjectKind::Peer,
+        runner: fresh(move || GovernorKeyed::new(quota)),
+    });
+    entries.push(Entry {
+        subject: GOVERNOR_TUNED.into(),
+        kind: SubjectKind::Peer,
+        runner: fresh(move || GovernorTunedKeyed::new(quota)),
+    });
 }
 
 fn prefill_of(scenario: Scenario) -> usize {
@@ -507,17 +530,28 @@ mod tests {
         let mut ticks = 0;
         let out = run_scenarios(&scenarios, &config, |_| ticks += 1);
         assert_eq!(ticks, measurement_count(&scenarios, &config));
-        assert_eq!(ticks, 2 * (13 + 11));
+        assert_eq!(ticks, 2 * (14 + 12));
         assert!(out.records.iter().any(|r| r.scenario == "keyed_per_thread" && r.subject == PINNED_FLOOR));
     }
 
+    /// The progress bar's count is each scenario's subjects; checked on the scenarios whose
+    /// tables are built lazily (the others fill tables of up to a million keys).
     #[test]
-    fn one_thread_keeps_the_best_round_more_keep_the_median() {
-        let round = |ops: f64| RunResult { ops_per_sec: ops, ..RunResult::default() };
-        let rounds = vec![round(5.0), round(1.0), round(9.0), round(3.0), round(7.0)];
-        assert_eq!(kept_round(rounds.clone(), 1).unwrap().ops_per_sec, 9.0);
-        assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
-        assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
-        assert!(kept_round(Vec::new(), 2).is_none());
+    fn subject_counts_match_what_is_built() {
+        for scenario in [
+            Scenario::Direct,
+            Scenario::DirectWork,
+            Scenario::DirectDeny,
+            Scenario::KeyedChurn,
+            Scenario::KeyedFlood,
+            Scenario::KeyedChurnMinute,
+            Scenario::KeyedFloodMinute,
+        ] {
+            let built = build(scenario, Some(1 << 16));
+            let names: Vec<&str> = built.entries.iter().map(|e| e.subject.as_str()).collect();
+            assert_eq!(names.len(), subject_count(scenario), "{}: {names:?}", scenario.name());
+            assert!(names.contains(&GOVERNOR_TUNED), "{}", scenario.name());
+            assert!(names.contains(&scenario.floor_name()), "{}", scenario.name());
+        }
     }
 }

@@ -5,7 +5,7 @@
 use crate::pingora::PINGORA_BYTES;
 use crate::report::{AccuracyRecord, Report, Status, TargetResult, PINGORA};
 use crate::sketch_subject::SKETCH;
-use crate::targets::not_measured;
+use crate::target_ratio::not_measured;
 
 /// The keyed scenarios where the sketch is measured against pingora's `Rate`.
 const SCENARIOS: [&str; 4] = ["keyed_1m_uniform", "keyed_1m_zipf", "keyed_churn", "keyed_flood"];
@@ -41,6 +41,7 @@ impl Report {
                 status: Status::from_bool(
                     s.wrongly_denied_pct < p.wrongly_denied_pct && s.fixed_bytes == p.fixed_bytes,
                 ),
+                within_noise: false,
             },
             _ => not_measured(name, "below"),
         });
@@ -75,6 +76,7 @@ fn sketch_vs_exact(sketch: Option<&AccuracyRecord>, gcra: Option<&AccuracyRecord
                 && s.boundary_max <= g.boundary_max
                 && s.flood_max <= g.flood_max,
         ),
+        within_noise: false,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use kova::striped::StripedLimiter;
-use kova::{Algorithm, Keyed, RateLimiter, WordAlgorithm};
+use kova::{Algorithm, Clock as _, Keyed, RateLimiter, WordAlgorithm};
 
 /// One decision per call.
 pub trait Subject: Sync {
@@ -136,6 +136,36 @@ impl Subject for CasFloor {
     }
 }
 
+/// The deny floor's subject name.
+pub const LOAD_FLOOR: &str = "floor_load";
+
+/// The deny floor: what a denial must do at least, and nothing else. A limiter denies after it
+/// has read its state and the time, and writes nothing: one `Acquire` load of a shared word
+/// (as kova's check loads its cell) and one read of kova's coarse clock (one atomic load),
+/// compared. The word holds the largest time, so every call is denied, as every check of the
+/// deny scenario is.
+#[derive(Debug)]
+pub struct LoadFloor {
+    word: CachePadded<AtomicU64>,
+    clock: kova::CoarseClock,
+}
+
+impl Default for LoadFloor {
+    fn default() -> Self {
+        LoadFloor { word: CachePadded::new(AtomicU64::new(u64::MAX)), clock: kova::CoarseClock::new() }
+    }
+}
+
+impl Subject for LoadFloor {
+    #[inline(always)]
+    fn hit(&self, _key: u64) -> bool {
+        // Acquire: the ordering kova's check loads its cell with, so that the floor costs what
+        // that load costs.
+        let until = self.word.load(Ordering::Acquire);
+        self.clock.now_nanos() >= until
+    }
+}
+
 /// The same CAS loop behind kova's pin (`kova::__bench_pin`, the keyed table's own epoch, as a
 /// keyed check pins before it reads a line): the least a keyed check's synchronisation costs, and how
 /// that scales with threads on this machine. Over cells as large as a table, the least a keyed
@@ -213,6 +243,9 @@ mod tests {
         assert!(pinned.bytes() >= 1 << 20 && pinned.bytes() < 2 << 20, "{} bytes", pinned.bytes());
         assert!(pinned.hit(7) && pinned.hit(7));
         assert_eq!(pinned.0.cells[7].load(Ordering::Relaxed), 2);
+
+        let deny = LoadFloor::default();
+        assert!(!deny.hit(0) && !deny.hit(1));
 
         let read = ReadFloor::new(1 << 20);
         assert_eq!(read.bytes(), 1 << 20);

@@ -1,0 +1,137 @@
+//! What a row is compared with, and when it may be.
+//!
+//! A denial writes nothing, so it costs less than an admission: two subjects whose admitted
+//! shares differ did different work, and the faster of them has not won anything. Every ratio
+//! the report calls a win (the `x governor` and `x best peer` columns, the targets, the table
+//! against the fastest peer) is therefore made only between rows whose admitted shares are
+//! within [`ADMITTED_GAP`]; otherwise it says "not comparable" with both shares, whichever
+//! side admitted less.
+//!
+//! governor runs in two configurations, its default and its fast one
+//! ([`crate::governor_tuned`]); every comparison with governor takes the better of the two rows
+//! measured in the same run, so that kova is never compared with a governor slowed by a
+//! default its users can change.
+
+use crate::governor_tuned::GOVERNOR_TUNED;
+use crate::report::{Record, Report};
+use crate::stats::percent;
+
+/// The most two rows' admitted shares may differ for their throughput to be compared: one
+/// percentage point.
+pub const ADMITTED_GAP: f64 = 0.01;
+
+/// Below this admitted share, a row's share is printed beside its figure (the summary's cells,
+/// the targets), and in a scenario where an exact limiter admits every check the row is flagged.
+pub const FULL_ADMISSION: f64 = 0.99;
+
+/// governor's default row.
+pub const GOVERNOR: &str = "governor";
+
+/// The rows of governor's two configurations.
+pub const GOVERNOR_ROWS: [&str; 2] = [GOVERNOR, GOVERNOR_TUNED];
+
+/// Whether `subject` is one of governor's rows.
+pub fn is_governor(subject: &str) -> bool {
+    GOVERNOR_ROWS.contains(&subject)
+}
+
+/// `None` when `a` and `b` admitted shares within [`ADMITTED_GAP`] of each other; otherwise
+/// "not comparable (admitted X% against Y%)", `a`'s share first.
+pub fn not_comparable(a: &Record, b: &Record) -> Option<String> {
+    // The tolerance keeps a gap of exactly one point (99% against 100%) comparable despite
+    // the float subtraction.
+    ((a.allowed_share - b.allowed_share).abs() > ADMITTED_GAP + 1e-9).then(|| {
+        format!("not comparable (admitted {} against {})", percent(a.allowed_share), percent(b.allowed_share))
+    })
+}
+
+/// Both shares, when the rows are comparable but either admitted under [`FULL_ADMISSION`]: a
+/// ratio between two rows that both deny is read with what they denied.
+pub fn admitted_note(a: &Record, b: &Record) -> Option<String> {
+    (a.allowed_share < FULL_ADMISSION || b.allowed_share < FULL_ADMISSION)
+        .then(|| format!("admitted {} and {}", percent(a.allowed_share), percent(b.allowed_share)))
+}
+
+impl Report {
+    /// The faster of governor's rows in `scenario` at `threads`: what every comparison with
+    /// governor's throughput is made against.
+    pub fn governor_row(&self, scenario: &str, threads: usize) -> Option<&Record> {
+        GOVERNOR_ROWS
+            .iter()
+            .filter_map(|g| self.find(scenario, g, threads))
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+    }
+
+    /// governor's row with the lower `p99` in `scenario` at `threads`, with that figure: what a
+    /// comparison of latency is made against (the better row by latency, which need not be the
+    /// faster one).
+    pub fn governor_p99_row(
+        &self,
+        scenario: &str,
+        threads: usize,
+        p99: impl Fn(&Record) -> Option<f64>,
+    ) -> Option<(&Record, f64)> {
+        GOVERNOR_ROWS
+            .iter()
+            .filter_map(|g| self.find(scenario, g, threads))
+            .filter_map(|r| p99(r).map(|p| (r, p)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The other governor row's figure, when both ran: "governor 3.00M/s" beside a comparison
+    /// made with `used`, so that the reader sees both configurations.
+    pub fn other_governor(&self, used: &Record) -> Option<&Record> {
+        GOVERNOR_ROWS
+            .iter()
+            .filter(|g| **g != used.subject)
+            .find_map(|g| self.find(&used.scenario, g, used.threads))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::*;
+    use crate::report::SubjectKind;
+
+    #[test]
+    fn shares_more_than_a_point_apart_are_not_comparable_either_way() {
+        let mut sketch = record("kova_sketch", SubjectKind::Kova, "keyed_flood", 1, 200e6);
+        sketch.allowed_share = 0.03;
+        let mut pingora = record("pingora_rate", SubjectKind::Peer, "keyed_flood", 1, 20e6);
+        pingora.allowed_share = 0.108;
+        assert_eq!(
+            not_comparable(&sketch, &pingora).as_deref(),
+            Some("not comparable (admitted 3.0% against 10.8%)")
+        );
+        assert_eq!(
+            not_comparable(&pingora, &sketch).as_deref(),
+            Some("not comparable (admitted 10.8% against 3.0%)")
+        );
+        let mut near = pingora.clone();
+        near.allowed_share = 0.118;
+        assert_eq!(not_comparable(&near, &pingora), None);
+        let full = record("gcra", SubjectKind::Kova, "direct", 1, 1e6);
+        let mut one_point = full.clone();
+        one_point.allowed_share = 0.99;
+        assert_eq!(not_comparable(&full, &one_point), None);
+        assert_eq!(admitted_note(&full, &full), None);
+        assert_eq!(admitted_note(&full, &one_point), None);
+        assert_eq!(admitted_note(&near, &pingora).as_deref(), Some("admitted 11.8% and 10.8%"));
+    }
+
+    #[test]
+    fn governor_is_its_better_row() {
+        let mut slow_tail = record(GOVERNOR_TUNED, SubjectKind::Peer, "direct", 2, 80e6);
+        slow_tail.slowest_p99 = Some(300.0);
+        let mut default = record(GOVERNOR, SubjectKind::Peer, "direct", 2, 50e6);
+        default.slowest_p99 = Some(100.0);
+        let r = report(vec![default, slow_tail]);
+        assert_eq!(r.governor_row("direct", 2).unwrap().subject, GOVERNOR_TUNED);
+        let (row, p99) = r.governor_p99_row("direct", 2, |r| r.slowest_p99).unwrap();
+        assert_eq!((row.subject.as_str(), p99), (GOVERNOR, 100.0));
+        assert_eq!(r.other_governor(r.governor_row("direct", 2).unwrap()).unwrap().subject, GOVERNOR);
+        assert!(r.governor_row("direct", 1).is_none());
+        assert!(is_governor(GOVERNOR) && is_governor(GOVERNOR_TUNED) && !is_governor("gcra"));
+    }
+}
