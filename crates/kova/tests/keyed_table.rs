@@ -186,6 +186,24 @@ fn allow_untracked_fails_open_and_tracks_nothing() {
     assert_eq!(keyed.quota_of(&3), None);
 }
 
+/// A shard of 256 keys evicts the four sampled keys closest to idle for one insert, so that
+/// the next three inserts find room without sampling; a shard of fewer than 128 evicts one
+/// (above).
+#[test]
+fn a_large_full_shard_evicts_four_keys_at_once() {
+    let (keyed, _) = table::<Gcra>(per_second(4), 1, 256, TableFullPolicy::EvictClosestToIdle);
+    for key in 0..256 {
+        assert!(keyed.check(&key).is_allowed());
+    }
+    assert_eq!(keyed.len(), 256);
+    assert!(keyed.check(&1_000).is_allowed());
+    assert_eq!(keyed.len(), 253, "four evicted, one inserted");
+    for key in 1_001..1_004 {
+        assert!(keyed.check(&key).is_allowed());
+    }
+    assert_eq!(keyed.len(), 256, "three more inserted without an eviction");
+}
+
 #[test]
 fn eviction_takes_the_closest_to_idle_and_spares_limited_keys() {
     let (keyed, clock) = table::<Gcra>(per_second(4), 1, 3, TableFullPolicy::EvictClosestToIdle);

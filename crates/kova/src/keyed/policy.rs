@@ -78,6 +78,10 @@ pub enum TableFullPolicy {
     /// again) among the entries the insert sampled (the next
     /// [`reclaim_scan`](crate::keyed::KeyedBuilder::reclaim_scan) entries of the shard's sweep
     /// cursor), and insert the new key in its place; its decision is a normal one (no fallback).
+    /// A shard of at least 128 keys evicts the two closest to idle of its sample (four from 256
+    /// keys), so that the next inserts find room without sampling again: in a flood of new
+    /// keys, sampling is most of an insert's cost, and the keys evicted early are those the
+    /// next inserts would have evicted.
     /// Actively limited keys are never chosen: when every sampled key is actively limited, the
     /// new key is denied as under [`DenyNew`](Self::DenyNew), with
     /// [`Fallback::TableFullDenied`](crate::Fallback::TableFullDenied).

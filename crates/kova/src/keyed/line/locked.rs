@@ -543,6 +543,11 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
         self.writer.scan
     }
 
+    /// The most keys the shard holds.
+    pub(in crate::keyed) fn max_keys(&self) -> usize {
+        self.writer.max_keys
+    }
+
     /// Where the reclamation scan resumes.
     pub(in crate::keyed) fn cursor(&self) -> usize {
         self.writer.cursor % self.positions()

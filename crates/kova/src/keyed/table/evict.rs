@@ -22,6 +22,16 @@ use crate::{Algorithm, Clock, Decision, Fallback};
 pub(super) const RECLAIM_BATCH: usize = 16;
 /// Entries a sweep examines per lock hold.
 const SWEEP_STEP: usize = 256;
+/// The most keys one scan of a full shard evicts under
+/// [`TableFullPolicy::EvictClosestToIdle`]: the sampled keys closest to idle, so that the
+/// inserts after this one find room without a scan of their own. A scan's entries are cache
+/// misses in a large table, and a flood of new keys at a quota whose keys stay live evicts on
+/// every insert; the keys evicted early are the ones the next inserts would have evicted. A
+/// shard evicts at most one key per [`KEYS_PER_EVICTION`] it holds, so a small table evicts one
+/// at a time.
+const EVICT_BATCH: usize = 4;
+/// See [`EVICT_BATCH`].
+const KEYS_PER_EVICTION: usize = 64;
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// Reclaims every idle key (state indistinguishable from fresh), one shard at a time and a
@@ -114,8 +124,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Frees room in a full shard: reclaims the idle keys (up to [`RECLAIM_BATCH`]) among the
     /// next `scan` entries from the sweep cursor, or, under
-    /// [`TableFullPolicy::EvictClosestToIdle`], evicts the sampled key closest to idle that is
-    /// not actively limited. On failure, returns the least
+    /// [`TableFullPolicy::EvictClosestToIdle`], evicts the sampled keys closest to idle that are
+    /// not actively limited (up to [`EVICT_BATCH`]). On failure, returns the least
     /// time until a sampled key becomes idle (`u64::MAX` when none was sampled).
     ///
     /// `now` is the clock's precise reading: with the coarse clock running late on a busy
@@ -128,8 +138,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let mut pos = locked.cursor();
         let (mut examined, mut steps) = (0, 0);
         let (mut soonest, mut reclaimed) = (u64::MAX, 0);
-        // The closest to idle that is not actively limited: (reset, position).
-        let mut closest: Option<(u64, usize)> = None;
+        // The closest to idle that are not actively limited: (reset, position), closest first.
+        let mut closest: Vec<(u64, usize)> = Vec::with_capacity(EVICT_BATCH + 1);
         while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
             // A striped key is in use: neither idle nor a victim (`table/hot.rs`).
             if !locked.is_held(pos) || self.maybe_hot(locked, pos) {
@@ -151,12 +161,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let peek = algorithm.decide_cell(locked.cell(pos), &at, 0);
                 let reset = peek.reset_after_nanos();
                 soonest = soonest.min(reset);
-                let closer = match closest {
-                    Some((best, _)) => reset < best,
-                    None => true,
-                };
-                if peek.remaining() > 0 && closer {
-                    closest = Some((reset, pos));
+                if peek.remaining() > 0 {
+                    let place = closest.partition_point(|&(best, _)| best <= reset);
+                    if place < EVICT_BATCH {
+                        closest.insert(place, (reset, pos));
+                        closest.truncate(EVICT_BATCH);
+                    }
                 }
             }
             pos = order.next(pos);
@@ -169,14 +179,20 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         if self.policy != TableFullPolicy::EvictClosestToIdle {
             return Err(soonest);
         }
-        // Lines do not move while the lock is held and nothing rehashes: the victim is still at
-        // its position.
-        let Some((_, pos)) = closest else { return Err(soonest) };
-        let algorithm = self.quotas.get(locked.quota(pos));
-        // Keep it after all if a racing check just limited it.
-        let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
-        if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
-            self.forgets.note();
+        // Lines do not move while the lock is held and nothing rehashes: the victims are still
+        // at their positions.
+        let mut evicted = 0;
+        let batch = (locked.max_keys() / KEYS_PER_EVICTION).clamp(1, EVICT_BATCH);
+        for &(_, pos) in closest.iter().take(batch) {
+            let algorithm = self.quotas.get(locked.quota(pos));
+            // Keep it after all if a racing check just limited it.
+            let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
+            if locked.unlink_if(pos, heap_of(algorithm), keep, &WordFreezer(algorithm)) {
+                self.forgets.note();
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
             Ok(())
         } else {
             Err(soonest)
