@@ -115,10 +115,13 @@ pub enum AnyAlgorithm {
 /// The per-key state of an [`AnyAlgorithm`]: one word for the single-word algorithms, the
 /// sliding log's ring for the log.
 ///
-/// A cell is used with an algorithm of the kind that made it (limiters and tables always do).
-/// Handed to the other kind, it is never misread: [`Algorithm::check_cell`] returns
-/// [`CheckError::CellMismatch`], [`Algorithm::decide_cell`] denies (fail closed), and nothing
-/// is changed.
+/// A cell is used with an algorithm of the kind that made it (limiters and tables always do:
+/// a quota change keeps the algorithm). Handed to an algorithm of the other shape (a word's
+/// cell to the sliding log, or the log's to a word algorithm), it is never misread:
+/// [`Algorithm::check_cell`] returns [`CheckError::CellMismatch`], [`Algorithm::decide_cell`]
+/// denies (fail closed), and nothing is changed. A word made by one word algorithm and handed to
+/// another (a GCRA cell to a fixed window) is not told apart: it is read as that algorithm's
+/// word, as a plain `AtomicU64` handed to it would be.
 #[derive(Debug)]
 pub struct AnyCell(Shape);
 
