@@ -80,7 +80,7 @@ fn units_are_case_insensitive_and_know_week_month_year() {
 fn refusals_name_the_line_and_the_problem() {
     let cases: &[(&str, u64, &str)] = &[
         ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n", 5, "unknown unit `fortnight`"),
-        ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n", 6, "admits nothing"),
+        ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n    kova: { algorithm: gcra }\n", 7, "0 takes no `kova` block"),
         ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5000000000\n", 6, "above 4294967295"),
         ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n", 5, "needs `requests_per_unit`"),
         ("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      unit: second\n", 6, "takes no `unit`"),

@@ -164,11 +164,15 @@ const CASES: &[Case] = &[
         assert!(none != empty && long != longer);
         assert!(long.len() < 1024 && longer.len() < 1024, "{} {}", long.len(), longer.len());
     }),
-    ("config: empty file, requests_per_unit 0 and u64::MAX: typed errors", || {
+    ("config: empty file, requests_per_unit 0 with a kova block, and u64::MAX: typed errors", || {
         let path = "edge.yaml".as_ref();
         assert!(Config::from_yaml(path, "").is_err());
+        // A bare 0 blocks (envoyproxy/ratelimit's meaning, `limit_override.rs`); with an
+        // algorithm to count it by, it is refused.
         let zero = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: second, requests_per_unit: 0 }\n";
-        assert!(Config::from_yaml(path, zero).is_err());
+        assert!(Config::from_yaml(path, zero).is_ok());
+        let zero_counted = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: second, requests_per_unit: 0 }\n    kova: { algorithm: gcra }\n";
+        assert!(Config::from_yaml(path, zero_counted).is_err());
         let huge = format!(
             "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: second, requests_per_unit: {} }}\n",
             u64::MAX

@@ -105,6 +105,32 @@ async fn a_zero_override_admits_nothing() {
     assert_eq!(service.metric(r#"kova_rls_request_errors_total{reason="bad_limit_override"}"#), 0.0);
 }
 
+/// envoyproxy/ratelimit's way to block one value in the file itself (its README blocks an
+/// address with `requests_per_unit: 0`): the file loads, and every request with that value is
+/// over the limit while the others are limited as written.
+#[tokio::test]
+async fn a_files_zero_blocks_its_value() {
+    let dir = std::env::temp_dir().join(format!("kova-rls-zero-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("makes the directory");
+    let config = dir.join("blocks.yaml");
+    std::fs::write(
+        &config,
+        "domain: blocks\ndescriptors:\n  - key: remote_address\n    value: 10.0.0.66\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n",
+    )
+    .expect("writes the file");
+    let service = Service::start(&config, &[]);
+    let mut client = service.client().await;
+    let blocked = request("blocks", vec![descriptor(&[("remote_address", "10.0.0.66")])], 0);
+    let response = client.should_rate_limit(blocked).await.expect("a decision").into_inner();
+    assert_eq!(response.overall_code, Code::OverLimit as i32);
+    let limit = response.statuses[0].current_limit.clone().expect("a current limit");
+    assert_eq!((limit.requests_per_unit, limit.unit), (0, Unit::Second as i32));
+    let other = request("blocks", vec![descriptor(&[("remote_address", "10.0.0.1")])], 0);
+    let response = client.should_rate_limit(other).await.expect("a decision").into_inner();
+    assert_eq!((response.overall_code, response.statuses[0].limit_remaining), (Code::Ok as i32, 4));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// As envoyproxy/ratelimit orders them, a descriptor's own `limit` applies before `replaces`:
 /// the overridden descriptor's limit has no name and replaces nothing, so the rule its node
 /// names (`premium`, replacing `generic`) neither replaces another nor is replaced.

@@ -149,7 +149,7 @@ impl Builder<'_> {
             }
             Limit::Unlimited
         } else {
-            Limit::Limited(self.limited(spec, at, kova)?)
+            self.limited(spec, at, kova)?
         };
         let name = match &spec.name {
             Some(name) if name.value.is_empty() => return Err(self.at(&name.referenced, "`name` is empty")),
@@ -176,7 +176,7 @@ impl Builder<'_> {
         spec: &RawRateLimit,
         at: &Location,
         kova: Option<&Spanned<RawKova>>,
-    ) -> Result<Limited, ConfigError> {
+    ) -> Result<Limit, ConfigError> {
         let unit_text = spec
             .unit
             .as_ref()
@@ -195,7 +195,13 @@ impl Builder<'_> {
             self.at(&rpu.referenced, format!("`requests_per_unit` {} is above {}", rpu.value, u32::MAX))
         })?;
         if requests_per_unit == 0 {
-            return Err(self.at(&rpu.referenced, "`requests_per_unit` is 0: such a limit admits nothing"));
+            // envoyproxy/ratelimit's way to block a value (its README's example blocks one
+            // address): every hit that counts is over the limit. Nothing to count it with, so
+            // no algorithm or burst.
+            if let Some(kova) = kova {
+                return Err(self.at(&kova.referenced, "a `requests_per_unit` of 0 takes no `kova` block"));
+            }
+            return Ok(Limit::Zero(unit));
         }
         let mut algorithm = DEFAULT_ALGORITHM;
         let mut quota = Quota::new(u64::from(requests_per_unit), unit.duration())
@@ -227,7 +233,7 @@ impl Builder<'_> {
         // The algorithm's own checks: what its packed state can hold.
         AnyAlgorithm::new(algorithm, quota)
             .map_err(|e| self.at(at, format!("{} cannot hold this limit: {e}", algorithm.as_str())))?;
-        Ok(Limited { requests_per_unit, unit, algorithm, quota })
+        Ok(Limit::Limited(Limited { requests_per_unit, unit, algorithm, quota }))
     }
 }
 
