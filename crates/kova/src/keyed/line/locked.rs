@@ -11,6 +11,7 @@ use super::super::scan_order::ScanOrder;
 use super::super::word::{Freezer, FROZEN, TOMB, VACANT};
 use super::array::{home, read, write, Line, LineArray, OwnedArray, RetiredLines, GROUP_LINES};
 use super::cell::{self, boxed};
+use super::prefetch::prefetch_line;
 use super::shard::{LineShard, LineWriter, Mark};
 use super::sizing::{fits, grown_lines, lines_for, start_lines, RETIRED_ARRAYS};
 use crate::loom::atomic::{fence, Ordering};
@@ -541,6 +542,29 @@ impl<K, A: Algorithm> LineLocked<'_, K, A> {
     pub(in crate::keyed) fn scan_order(&self) -> ScanOrder {
         debug_assert_eq!(self.writer.scan, ScanOrder::new(self.positions()));
         self.writer.scan
+    }
+
+    /// Asks the cache for the lines and marks of the next `positions` positions of the
+    /// reclamation scan from `from`: the next scan of a full shard comes a few inserts later,
+    /// and in a large table each of its lines is otherwise a miss taken under the lock. A hint
+    /// only: nothing is read.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "marks has one entry per line of the writer's array, and the scan order stays within it"
+    )]
+    pub(in crate::keyed) fn prefetch_scan(&self, from: usize, positions: usize) {
+        let order = self.scan_order();
+        let mut pos = from;
+        for step in 0..positions {
+            // Two lines share a cache line, and a cache line of marks holds a whole run.
+            if step % 2 == 0 {
+                prefetch_line(ptr::from_ref(self.line(pos)));
+            }
+            if step % 8 == 0 {
+                prefetch_line(ptr::from_ref(&self.writer.marks[pos]));
+            }
+            pos = order.next(pos);
+        }
     }
 
     /// The most keys the shard holds.
