@@ -38,8 +38,8 @@ pub fn is_governor(subject: &str) -> bool {
 /// `None` when `a` and `b` admitted shares within [`ADMITTED_GAP`] of each other; otherwise
 /// "not comparable (admitted X% against Y%)", `a`'s share first.
 pub fn not_comparable(a: &Record, b: &Record) -> Option<String> {
-    // The tolerance keeps a gap of exactly one point (99% against 100%) comparable despite
-    // the float subtraction.
+    // The tolerance keeps a gap of exactly `ADMITTED_GAP` comparable despite the float
+    // subtraction.
     ((a.allowed_share - b.allowed_share).abs() > ADMITTED_GAP + 1e-9).then(|| {
         format!("not comparable (admitted {} against {})", percent(a.allowed_share), percent(b.allowed_share))
     })
@@ -78,8 +78,8 @@ impl Report {
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
-    /// The other governor row's figure, when both ran: "governor 3.00M/s" beside a comparison
-    /// made with `used`, so that the reader sees both configurations.
+    /// The other governor row's figure, when both ran ("governor <rate>" beside a comparison
+    /// made with `used`), so that the reader sees both configurations.
     pub fn other_governor(&self, used: &Record) -> Option<&Record> {
         GOVERNOR_ROWS
             .iter()

@@ -60,7 +60,7 @@ pub fn noise(rows: &[&Record]) -> Option<f64> {
     rows.iter().map(|r| r.spread()).sum()
 }
 
-/// "within noise: margin 3.1% under the rounds' spread 7.9%" when `figure` is closer to
+/// "within noise: margin M% under the rounds' spread S%" when `figure` is closer to
 /// `goal` (relatively) than `noise`; `None` otherwise, or when the noise is unknown.
 pub fn noise_note(figure: f64, goal: f64, noise: Option<f64>) -> Option<String> {
     let noise = noise?;

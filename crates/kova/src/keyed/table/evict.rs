@@ -131,6 +131,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// `now` is the clock's precise reading: with the coarse clock running late on a busy
     /// machine, a flood at the bound found every sampled key not yet idle, and denied new keys
     /// whose room was in fact free (tens to hundreds per two seconds of a two-thread flood).
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "`kept <= EVICT_BATCH`, the array's length, and `place < EVICT_BATCH` is checked before use"
+    )]
     pub(super) fn make_room(&self, locked: &mut LineLocked<'_, K, A>, now: u64) -> Result<(), u64> {
         let at = At(now);
         let positions = locked.positions();
@@ -138,8 +142,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         let mut pos = locked.cursor();
         let (mut examined, mut steps) = (0, 0);
         let (mut soonest, mut reclaimed) = (u64::MAX, 0);
-        // The closest to idle that are not actively limited: (reset, position), closest first.
-        let mut closest: Vec<(u64, usize)> = Vec::with_capacity(EVICT_BATCH + 1);
+        // The closest to idle that are not actively limited: (reset, position), closest first;
+        // the first `kept` places are filled. On the stack: no allocation per scan.
+        let mut closest = [(u64::MAX, 0usize); EVICT_BATCH];
+        let mut kept = 0;
         while examined < self.scan && steps < positions && reclaimed < RECLAIM_BATCH {
             // A striped key is in use: neither idle nor a victim (`table/hot.rs`).
             if !locked.is_held(pos) || self.maybe_hot(locked, pos) {
@@ -162,10 +168,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 let reset = peek.reset_after_nanos();
                 soonest = soonest.min(reset);
                 if peek.remaining() > 0 {
-                    let place = closest.partition_point(|&(best, _)| best <= reset);
+                    let place = closest[..kept].partition_point(|&(best, _)| best <= reset);
                     if place < EVICT_BATCH {
-                        closest.insert(place, (reset, pos));
-                        closest.truncate(EVICT_BATCH);
+                        // Shift the farther ones down one place (the last falls off when full).
+                        kept = (kept + 1).min(EVICT_BATCH);
+                        closest[place..kept].rotate_right(1);
+                        closest[place] = (reset, pos);
                     }
                 }
             }
@@ -186,7 +194,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         // at their positions.
         let mut evicted = 0;
         let batch = (locked.max_keys() / KEYS_PER_EVICTION).clamp(1, EVICT_BATCH);
-        for &(_, pos) in closest.iter().take(batch) {
+        for &(_, pos) in closest[..kept].iter().take(batch) {
             let algorithm = self.quotas.get(locked.quota(pos));
             // Keep it after all if a racing check just limited it.
             let keep = |cell: &A::Cell| algorithm.decide_cell(cell, &at, 0).remaining() == 0;
