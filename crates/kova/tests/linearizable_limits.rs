@@ -369,7 +369,10 @@ fn a_limit_whose_denial_keeps_units_rejects_real_histories() {
         }
     }
     let mut rejected = 0;
-    for (algorithms, history) in gcra_histories(3, 40) {
+    // Threads interleave as the machine schedules them: few histories have a denied check
+    // whose undo gives back units that a later call then needs, more so on a loaded machine,
+    // so many histories are recorded for the few that tell the specifications apart.
+    for (algorithms, history) in gcra_histories(3, 160) {
         let ours = on_limit(&history, 0, 0);
         let truth = OneLimit(WordApi::keyed(algorithms[0]));
         assert!(matches!(check(&truth, truth.fresh(), &ours, |_| true), Verdict::Linearizable(_)));
@@ -378,5 +381,5 @@ fn a_limit_whose_denial_keeps_units_rejects_real_histories() {
             rejected += 1;
         }
     }
-    assert!(rejected >= 5, "only {rejected} of 40 histories rejected");
+    assert!(rejected >= 5, "only {rejected} of 160 histories rejected");
 }
