@@ -130,8 +130,23 @@ static LAG_BOUND_NANOS: StaticAtomicU64 = StaticAtomicU64::new(MIN_LAG_BOUND_NAN
 static PRECISE_HIGH_NANOS: crossbeam_utils::CachePadded<StaticAtomicU64> =
     crossbeam_utils::CachePadded::new(StaticAtomicU64::new(0));
 
+/// The one timeline, made by the first clock.
+static TIMELINE: OnceLock<Timeline> = OnceLock::new();
+
+/// The coarse time where a clock has started the upkeep thread, for kova's own bookkeeping,
+/// which must not start that thread itself (no background work the caller did not ask for):
+/// one load. `None` before any clock was made, where the thread could not be started, and in a
+/// forked child until its first coarse reading.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(kova_loom)))]
+pub(crate) fn coarse_nanos_if_running() -> Option<u64> {
+    TIMELINE.get().filter(|timeline| timeline.recent_is_live)?;
+    match RECENT_NANOS.load(Ordering::Relaxed) {
+        FORKED => None,
+        recent => Some(recent),
+    }
+}
+
 fn timeline() -> &'static Timeline {
-    static TIMELINE: OnceLock<Timeline> = OnceLock::new();
     TIMELINE.get_or_init(|| {
         let origin = quanta::Instant::now();
         // One upkeep thread per process, started with the timeline. If it cannot be spawned,

@@ -80,12 +80,19 @@ mod linux {
         asymmetric
     }
 
-    /// Nanoseconds since the first barrier's origin (quanta's time-stamp counter: a few
-    /// nanoseconds, read only by a seal's collection that finds its batch not covered).
+    /// The time barriers are spaced by, read by every seal's collection that finds its batch
+    /// not covered: the coarse time where a clock keeps it (one load), else quanta's time-stamp
+    /// counter from the first barrier's origin. The two count from different origins, so
+    /// spacing compares them by their distance, never their order: a switch from one to the
+    /// other (a clock made after the first barrier) costs at most one barrier run early or
+    /// late.
     fn now_nanos() -> u64 {
-        static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();
-        let origin = *ORIGIN.get_or_init(quanta::Instant::now);
-        u64::try_from(quanta::Instant::now().saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+        crate::clock::coarse_nanos_if_running().unwrap_or_else(|| {
+            static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();
+            let origin = *ORIGIN.get_or_init(quanta::Instant::now);
+            u64::try_from(quanta::Instant::now().saturating_duration_since(origin).as_nanos())
+                .unwrap_or(u64::MAX)
+        })
     }
 
     /// Barriers started (the one running included) and completed, in order: they run one at a
@@ -123,7 +130,7 @@ mod linux {
         if covers(ticket) {
             return true;
         }
-        if !urgent && now_nanos().saturating_sub(LAST_NANOS.load(Ordering::Relaxed)) < SPACING_NANOS {
+        if !urgent && now_nanos().abs_diff(LAST_NANOS.load(Ordering::Relaxed)) < SPACING_NANOS {
             return false;
         }
         let _running = match RUNNING.try_lock() {

@@ -58,6 +58,9 @@ pub(super) struct Retired<I> {
     /// Sealed batches, oldest first: (batch, epoch stamp). Tickets are taken in order, so a
     /// barrier that covers one covers every one before it.
     stamps: VecDeque<(u64, Stamp)>,
+    /// How many of the oldest sealed batches have their epoch stamp: stamps are given oldest
+    /// first, so these are a prefix of `stamps`, and the rest wait on tickets.
+    stamped: usize,
     /// The batch being filled.
     current: u64,
     /// Whether the current batch holds anything.
@@ -87,6 +90,7 @@ impl<I> Default for Retired<I> {
             lines: VecDeque::new(),
             arrays: VecDeque::new(),
             stamps: VecDeque::new(),
+            stamped: 0,
             current: 0,
             dirty: false,
             array_bytes: 0,
@@ -129,6 +133,11 @@ impl<I: Reclaimable> Retired<I> {
         }
         let stamp =
             if barrier::asymmetric() { Stamp::Pending(barrier::ticket()) } else { Stamp::At(guard.stamp()) };
+        if matches!(stamp, Stamp::At(_)) {
+            // The protocol never changes, so a batch stamped at once follows only stamped ones.
+            debug_assert_eq!(self.stamped, self.stamps.len());
+            self.stamped += 1;
+        }
         self.stamps.push_back((self.current, stamp));
         self.current += 1;
         self.dirty = false;
@@ -138,9 +147,7 @@ impl<I: Reclaimable> Retired<I> {
     /// (at most one) when the oldest is not covered and it is `urgent` or time for one.
     fn stamp_covered(&mut self, urgent: bool) {
         let mut ran = false;
-        // Stamps are given oldest first, so the stamped batches are a prefix of the queue.
-        let first_pending = self.stamps.partition_point(|(_, stamp)| matches!(stamp, Stamp::At(_)));
-        for (_, stamp) in self.stamps.range_mut(first_pending..) {
+        for (_, stamp) in self.stamps.range_mut(self.stamped..) {
             let Stamp::Pending(ticket) = *stamp else { continue };
             if !barrier::covers(ticket) {
                 if ran || !barrier::run(ticket, urgent) {
@@ -150,6 +157,7 @@ impl<I: Reclaimable> Retired<I> {
             }
             // The epoch read after the barrier completed (`covers` and `run` Acquire it).
             *stamp = Stamp::At(epoch::current());
+            self.stamped += 1;
         }
     }
 
@@ -173,6 +181,7 @@ impl<I: Reclaimable> Retired<I> {
                 }
                 done = Some(batch);
                 self.stamps.pop_front();
+                self.stamped -= 1;
             }
         }
         let mut ready = Ready { places: Vec::new(), array_bytes: 0 };
@@ -202,6 +211,7 @@ impl<I: Reclaimable> Retired<I> {
     pub(super) fn drain_all(&mut self) -> impl Iterator<Item = RetiredPlace> + '_ {
         self.arrays.clear();
         self.stamps.clear();
+        self.stamped = 0;
         self.array_bytes = 0;
         self.lines.drain(..).map(|r| r.place)
     }
