@@ -251,7 +251,9 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     }
 
     /// Per-key quotas: `quota_fn(key)` is called when a key is inserted (first seen, or back
-    /// after being reclaimed), outside the table's locks; `None` means the default quota. A
+    /// after being reclaimed), outside the table's locks and outside its reclamation's grace
+    /// periods, so a function that blocks (a lookup in another service) delays only the checks
+    /// that wait for its answer; `None` means the default quota. A
     /// quota the algorithm cannot represent gets the default quota and is counted in
     /// [`Keyed::rejected_quotas`]. To change the quota of a key already held, call
     /// [`Keyed::set_quota`] (the function is not consulted again while the key is held).

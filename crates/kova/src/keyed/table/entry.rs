@@ -116,7 +116,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 if let Entry::Held(entry) = self.entry(hash, key, &guard) {
                     return Ok(held(entry));
                 }
-                self.quota_for_new(key)
+                self.quota_for_new(key, &mut guard)
             }
         };
         let algorithm = self.quotas.get(id);
@@ -147,12 +147,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// The quota a key not held yet gets: the quota function's, or the default.
-    pub(super) fn quota_for_new(&self, key: &K) -> QuotaId {
+    /// The quota a key not held yet gets: the quota function's, or the default. The function
+    /// is the user's code and may block (a lookup elsewhere): it runs with `guard`'s thread
+    /// unpinned, since a pinned thread holds back every table's grace periods, and with them
+    /// every insert that needs a removed line back. Whatever the caller read while pinned
+    /// (a place, a line) means nothing after it.
+    pub(super) fn quota_for_new(&self, key: &K, guard: &mut Guard) -> QuotaId {
         match &self.quota_fn {
             None => DEFAULT_ID,
-            Some(f) => self.quotas.intern_or_default(f(key)),
+            Some(f) => guard.repin_after(|| self.quotas.intern_or_default(f(key))),
         }
+    }
+
+    /// Whether the table has a quota function (so that [`quota_for_new`](Self::quota_for_new)
+    /// unpins).
+    pub(super) fn has_quota_fn(&self) -> bool {
+        self.quota_fn.is_some()
     }
 
     /// The decision a fresh key gets for `cost` at `now`. Decided on a fresh word when the algorithm

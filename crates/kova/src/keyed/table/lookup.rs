@@ -204,13 +204,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |_| OnHit::Decide(0),
             |decision| decision,
             // Frozen: the lock holder is done with it once we hold the lock.
-            |hash, _, guard| {
+            |hash, _, mut guard| {
                 let admitted = match self.entry(hash, key, &guard) {
                     Entry::Held(entry) => return entry.decide(0),
                     Entry::Vacant(entry) => entry.admitted(),
                 };
-                // Outside the lock: the quota function is the user's code.
-                self.peek_new(self.quotas.get(self.quota_for_new(key)), admitted)
+                // Outside the lock and unpinned: the quota function is the user's code.
+                let quota = self.quota_for_new(key, &mut guard);
+                self.peek_new(self.quotas.get(quota), admitted)
             },
         )
     }
@@ -261,17 +262,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         cost: u64,
         moved_to: Option<QuotaId>,
         prior: Prior,
-        guard: Guard,
+        mut guard: Guard,
     ) -> Result<Decision, CheckError> {
-        let quota = moved_to.unwrap_or_else(|| self.quota_for_new(key));
-        let door_may_admit = cost == 1 && quota == DEFAULT_ID;
-        if door_may_admit && prior.is_none() {
-            if let Some(decision) = self.admit_at_door(hash, key, &guard) {
-                return Ok(decision);
-            }
-        }
-        // Once unpinned (a retried insert), the place `prior` names may be reused: it no longer
-        // identifies anything.
+        // Once unpinned (the quota function, a retried insert), the place `prior` names may be
+        // reused: it no longer identifies anything.
         let prior = Cell::new(prior);
         let on_held = |mut entry: super::entry::HeldEntry<'_, K, A, C>| {
             if let Some((place, decision)) = prior.take() {
@@ -279,12 +273,33 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     return Ok(decision);
                 }
             }
-            if moved_to.is_some() && entry.quota_id() != quota {
+            if let Some(quota) = moved_to.filter(|&quota| entry.quota_id() != quota) {
                 entry.move_to(quota);
             }
             check_cost(entry.algorithm(), cost)?;
             Ok(entry.decide(cost))
         };
+        let quota = match moved_to {
+            Some(quota) => quota,
+            None => {
+                if prior.get().is_some() && self.has_quota_fn() {
+                    // `prior` names a place only while the thread stays pinned, and the quota
+                    // function runs unpinned: the key is looked for first (the function is
+                    // asked only for a key found absent, whose place, if any, is gone).
+                    if let Entry::Held(entry) = self.entry(hash, key, &guard) {
+                        return on_held(entry);
+                    }
+                    prior.set(None);
+                }
+                self.quota_for_new(key, &mut guard)
+            }
+        };
+        let door_may_admit = cost == 1 && quota == DEFAULT_ID;
+        if door_may_admit && prior.get().is_none() {
+            if let Some(decision) = self.admit_at_door(hash, key, &guard) {
+                return Ok(decision);
+            }
+        }
         let on_new = |entry: &mut super::entry::VacantEntry<'_, K, A, C>, algorithm: &A| {
             prior.set(None);
             if let Err(error) = check_cost(algorithm, cost) {
