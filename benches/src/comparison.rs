@@ -7,13 +7,19 @@
 //! within [`ADMITTED_GAP`]; otherwise it says "not comparable" with both shares, whichever
 //! side admitted less.
 //!
+//! An exact limiter is compared only with exact peers, an approximate one only with approximate
+//! peers ([`Counting`]): a sketch that lets keys share its counters does less work per key than
+//! a table that keeps each key apart, so its speed is no bar for an exact table to clear, and
+//! an exact peer is no bar for a sketch.
+//!
 //! governor runs in two configurations, its default and its fast one
 //! ([`crate::governor_tuned`]); every comparison with governor takes the better of the two rows
 //! measured in the same run, so that kova is never compared with a governor slowed by a
 //! default its users can change.
 
 use crate::governor_tuned::GOVERNOR_TUNED;
-use crate::report::{Record, Report};
+use crate::report::{Record, Report, SubjectKind, PINGORA};
+use crate::sketch_subject::SKETCH;
 use crate::stats::percent;
 
 /// The most two rows' admitted shares may differ for their throughput to be compared: one
@@ -35,6 +41,74 @@ pub fn is_governor(subject: &str) -> bool {
     GOVERNOR_ROWS.contains(&subject)
 }
 
+/// How a subject counts a key's requests: only subjects that count alike are compared as peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counting {
+    /// Each key has state of its own: no key is limited by another key's requests.
+    Exact,
+    /// Keys share the counters of a fixed sketch (count-min): a key's count may include other
+    /// keys' requests, in memory that does not grow with the keys.
+    Approximate,
+}
+
+/// The approximate subjects: pingora's `Rate` and kova's sketch. Every other subject keeps
+/// each key's state apart.
+pub const APPROXIMATE: [&str; 2] = [SKETCH, PINGORA];
+
+impl Counting {
+    /// How `subject` counts.
+    pub fn of(subject: &str) -> Counting {
+        if APPROXIMATE.contains(&subject) {
+            Counting::Approximate
+        } else {
+            Counting::Exact
+        }
+    }
+}
+
+/// The rule in words, for the report: "exact rows against exact peers; `kova_sketch` and
+/// `pingora_rate` ... against each other".
+pub fn counting_words() -> String {
+    let names: Vec<String> = APPROXIMATE.iter().map(|s| format!("`{s}`")).collect();
+    format!(
+        "exact rows against exact peers only; {}, which let keys share the counters of a fixed sketch, \
+         against each other",
+        names.join(" and ")
+    )
+}
+
+impl Record {
+    /// How this row's subject counts.
+    pub fn counting(&self) -> Counting {
+        Counting::of(&self.subject)
+    }
+}
+
+/// governor's better row of `rows` (subjects with a figure; other subjects are passed over) by
+/// `worse` (lower is better), named, with the other row beside it: "; governor_tuned 35.7 B,
+/// the smaller of governor's two rows; governor 36.0 B" where `better` is "smaller"; both alike,
+/// "; governor and governor_tuned 35.7 B each", where they print the same; the one row alone
+/// where only one ran; empty where none did.
+pub fn governor_beside<'a, T>(
+    rows: impl IntoIterator<Item = (&'a str, T)>,
+    better: &str,
+    worse: impl Fn(&T) -> f64,
+    text: impl Fn(&T) -> String,
+) -> String {
+    let mut rows: Vec<(&str, T)> = rows.into_iter().filter(|(s, _)| is_governor(s)).collect();
+    rows.sort_by(|a, b| worse(&a.1).total_cmp(&worse(&b.1)));
+    match &rows[..] {
+        [] => String::new(),
+        [(s, x)] => format!("; {s} {}", text(x)),
+        // Alike as printed: neither is named the better.
+        [(s, x), (o, y)] if text(x) == text(y) => format!("; {s} and {o} {} each", text(x)),
+        [(s, x), rest @ ..] => {
+            let rest: Vec<String> = rest.iter().map(|(o, y)| format!("{o} {}", text(y))).collect();
+            format!("; {s} {}, the {better} of governor's two rows; {}", text(x), rest.join(", "))
+        }
+    }
+}
+
 /// `None` when `a` and `b` admitted shares within [`ADMITTED_GAP`] of each other; otherwise
 /// "not comparable (admitted X% against Y%)", `a`'s share first.
 pub fn not_comparable(a: &Record, b: &Record) -> Option<String> {
@@ -53,6 +127,30 @@ pub fn admitted_note(a: &Record, b: &Record) -> Option<String> {
 }
 
 impl Report {
+    /// The fastest peer `row` may be compared with: in its scenario and thread count, counting as
+    /// it counts ([`Counting`]), whatever it admitted (a ratio to it is declared only where the
+    /// admitted shares are comparable; it is not replaced by the fastest comparable peer, so
+    /// that a faster peer is never hidden).
+    pub fn best_peer(&self, row: &Record) -> Option<&Record> {
+        self.fastest(&row.scenario, row.threads, SubjectKind::Peer, row.counting())
+    }
+
+    /// The fastest row of `kind` that counts as `counting` in `scenario` at `threads`.
+    pub fn fastest(
+        &self,
+        scenario: &str,
+        threads: usize,
+        kind: SubjectKind,
+        counting: Counting,
+    ) -> Option<&Record> {
+        self.records
+            .iter()
+            .filter(|r| {
+                r.scenario == scenario && r.threads == threads && r.kind == kind && r.counting() == counting
+            })
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+    }
+
     /// The faster of governor's rows in `scenario` at `threads`: what every comparison with
     /// governor's throughput is made against.
     pub fn governor_row(&self, scenario: &str, threads: usize) -> Option<&Record> {
@@ -118,6 +216,49 @@ mod tests {
         assert_eq!(admitted_note(&full, &full), None);
         assert_eq!(admitted_note(&full, &one_point), None);
         assert_eq!(admitted_note(&near, &pingora).as_deref(), Some("admitted 11.8% and 10.8%"));
+    }
+
+    #[test]
+    fn exact_rows_take_exact_peers_and_the_sketch_takes_pingora() {
+        assert_eq!(Counting::of(PINGORA), Counting::Approximate);
+        assert_eq!(Counting::of(SKETCH), Counting::Approximate);
+        assert_eq!(Counting::of("gcra"), Counting::Exact);
+        assert_eq!(Counting::of(GOVERNOR_TUNED), Counting::Exact);
+        let mut r = report(vec![
+            record("gcra", SubjectKind::Kova, "keyed_1m_zipf", 1, 50e6),
+            record(SKETCH, SubjectKind::Kova, "keyed_1m_zipf", 1, 60e6),
+            record(PINGORA, SubjectKind::Peer, "keyed_1m_zipf", 1, 20e6),
+            record(GOVERNOR, SubjectKind::Peer, "keyed_1m_zipf", 1, 10e6),
+        ]);
+        r.compute_ratios();
+        let gcra = r.find("keyed_1m_zipf", "gcra", 1).unwrap();
+        assert_eq!(r.best_peer(gcra).unwrap().subject, GOVERNOR);
+        assert_eq!(gcra.vs_best_peer, Some(5.0));
+        let sketch = r.find("keyed_1m_zipf", SKETCH, 1).unwrap();
+        assert_eq!(r.best_peer(sketch).unwrap().subject, PINGORA);
+        assert_eq!(sketch.vs_best_peer, Some(3.0));
+        // Without an exact peer, an exact row has no best peer rather than the sketch.
+        r.records.retain(|x| x.subject != GOVERNOR);
+        r.compute_ratios();
+        assert_eq!(r.find("keyed_1m_zipf", "gcra", 1).unwrap().vs_best_peer, None);
+        r.scenarios[0].name = "keyed_1m_zipf".into();
+        let md = r.to_markdown();
+        assert!(md.contains("| gcra | 1 | 50.00M | - | 20.0 | 10 | 20 | 100.0% | - | - |"), "{md}");
+    }
+
+    #[test]
+    fn governor_beside_names_the_better_row() {
+        let text = |rows: Vec<(&str, f64)>| governor_beside(rows, "smaller", |b| *b, |b| format!("{b:.1} B"));
+        assert_eq!(
+            text(vec![("gcra", 31.0), (GOVERNOR, 36.0), (GOVERNOR_TUNED, 35.0)]),
+            "; governor_tuned 35.0 B, the smaller of governor's two rows; governor 36.0 B"
+        );
+        assert_eq!(
+            text(vec![(GOVERNOR, 35.71), (GOVERNOR_TUNED, 35.68)]),
+            "; governor_tuned and governor 35.7 B each"
+        );
+        assert_eq!(text(vec![(GOVERNOR, 36.0)]), "; governor 36.0 B");
+        assert_eq!(text(vec![("gcra", 31.0)]), "");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 use std::fmt::Write as _;
 
 use crate::features::{COST, FLOOR_CAS128, FLOOR_CAS128_CAS64, FLOOR_CAS128_X2, LIMITS, WAITING};
-use crate::report::FeatureRecord;
-use crate::report::{Report, Status, TargetResult};
+use crate::report::{FeatureRecord, Report, Status, TargetResult};
+use crate::rounds::{noise, noise_note, noise_note_ns, Rounds as _};
 use crate::stats::si;
+use crate::target_ratio::not_measured;
 
 /// The targets on the features: what a user switching to them would want, set against the check
 /// each builds on (or the floor of its protocol) in the same run, on one thread and, where it ran,
@@ -62,74 +63,98 @@ impl Report {
         Some(base.ops_per_sec / r.ops_per_sec)
     }
 
-    /// The features' targets (not measured when their section did not run).
+    /// The features' targets (not measured when their section did not run), each marked within
+    /// noise where its margin at either thread count is under the rounds' spread of the two rows.
     pub(crate) fn feature_targets(&self) -> Vec<TargetResult> {
         FEATURE_TARGETS
             .iter()
             .map(|&(section, subject, baseline, at_most, what)| {
                 let name = format!("{section}: {what}, 1 and 2 threads, time per call vs `{baseline}`");
                 let goal = format!("<= {at_most}x");
-                let (Some(r), Some(base)) = (self.feature(subject, 1), self.feature(baseline, 1)) else {
-                    return TargetResult {
-                        name,
-                        goal,
-                        measured: "-".into(),
-                        status: Status::NotMeasured,
-                        within_noise: false,
-                    };
-                };
-                let ratio = base.ops_per_sec / r.ops_per_sec;
-                let base = base.ops_per_sec;
-                let mut measured =
-                    format!("{ratio:.2}x ({:.1} ns vs {:.1} ns)", 1e9 / r.ops_per_sec, 1e9 / base);
-                let mut met = ratio <= at_most;
-                if let (Some(r2), Some(b2)) = (self.feature(subject, 2), self.feature(baseline, 2)) {
-                    let two = b2.ops_per_sec / r2.ops_per_sec;
-                    let _ = write!(measured, "; 2 threads {two:.2}x");
-                    met &= two <= at_most;
+                if self.feature(subject, 1).is_none() || self.feature(baseline, 1).is_none() {
+                    return not_measured(name, &goal);
                 }
-                TargetResult { name, goal, measured, status: Status::from_bool(met), within_noise: false }
+                let mut measured = String::new();
+                let (mut met, mut within) = (true, false);
+                for threads in [1, 2] {
+                    let (Some(r), Some(base)) =
+                        (self.feature(subject, threads), self.feature(baseline, threads))
+                    else {
+                        continue;
+                    };
+                    let ratio = base.ops_per_sec / r.ops_per_sec;
+                    let _ = match threads {
+                        1 => write!(
+                            measured,
+                            "{ratio:.2}x ({:.1} ns vs {:.1} ns)",
+                            1e9 / r.ops_per_sec,
+                            1e9 / base.ops_per_sec
+                        ),
+                        _ => write!(measured, "; {threads} threads {ratio:.2}x"),
+                    };
+                    met &= ratio <= at_most;
+                    if let Some(note) = noise_note(ratio, at_most, noise(&[r, base])) {
+                        let _ = write!(measured, "; {note}");
+                        within = true;
+                    }
+                }
+                TargetResult { name, goal, measured, status: Status::from_bool(met), within_noise: within }
             })
             .collect()
     }
 
     /// [`WAIT_ADDS`]' targets: at 1 and at 2 threads, the nanoseconds kova's wait adds to its
-    /// check at most those governor's wait adds to governor's check.
+    /// check at most those governor's wait adds to governor's check, within noise where the
+    /// margin is under the four rows' spreads in nanoseconds.
     pub(crate) fn wait_adds_targets(&self) -> Vec<TargetResult> {
-        let ns = |subject: &str, threads| self.feature(subject, threads).map(|r| 1e9 / r.ops_per_sec);
-        let added = |wait: &str, check: &str, threads| Some(ns(wait, threads)? - ns(check, threads)?);
+        let rows = |subjects: [&str; 4], threads| -> Option<[&FeatureRecord; 4]> {
+            let [a, b, c, d] = subjects.map(|s| self.feature(s, threads));
+            Some([a?, b?, c?, d?])
+        };
+        let added =
+            |wait: &FeatureRecord, check: &FeatureRecord| 1e9 / wait.ops_per_sec - 1e9 / check.ops_per_sec;
         WAIT_ADDS
             .iter()
             .map(|&(wait, check, governor_wait, governor_check, what)| {
                 let name = format!(
                     "{WAITING}: {what} that never waits adds to `{check}` at most what governor's wait adds to its check, 1 and 2 threads"
                 );
-                let goal = "<= governor's".to_owned();
+                let goal = "<= governor's";
                 let mut measured = Vec::new();
-                let mut met = true;
+                let (mut met, mut within) = (true, false);
                 for threads in [1, 2] {
-                    let (Some(kova), Some(governor)) =
-                        (added(wait, check, threads), added(governor_wait, governor_check, threads))
-                    else {
-                        continue;
-                    };
+                    let Some(four) = rows([wait, check, governor_wait, governor_check], threads) else { continue };
+                    let (kova, governor) = (added(four[0], four[1]), added(four[2], four[3]));
                     measured.push(format!("{threads}T {kova:+.1} ns vs {governor:+.1} ns"));
                     met &= kova <= governor;
+                    if let Some(note) = noise_note_ns(kova, governor, &four) {
+                        measured.push(note);
+                        within = true;
+                    }
                 }
                 if measured.is_empty() {
-                    return TargetResult { name, goal, measured: "-".into(), status: Status::NotMeasured, within_noise: false };
+                    return not_measured(name, goal);
                 }
-                TargetResult { name, goal, measured: measured.join("; "), status: Status::from_bool(met), within_noise: false }
+                TargetResult {
+                    name,
+                    goal: goal.into(),
+                    measured: measured.join("; "),
+                    status: Status::from_bool(met),
+                    within_noise: within,
+                }
             })
             .collect()
     }
 
     /// One row per call: its throughput on 1 and 2 threads and its time against the check it
-    /// builds on, in the same run.
-    pub(crate) fn features_table(&self, out: &mut String) {
+    /// builds on, in the same run; with `rounds`, every round's range beside the throughput.
+    pub(crate) fn features_table(&self, out: &mut String, rounds: bool) {
+        let (rounds_head, rounds_rule) =
+            if rounds { (" rounds, min-max (1 / 2 threads) |", "---:|") } else { ("", "") };
         let _ = writeln!(
             out,
-            "| section | call | beside | calls/s (1 / 2 threads) | time vs beside (1 / 2 threads) |\n|---|---|---|---:|---:|"
+            "| section | call | beside | calls/s (1 / 2 threads) |{rounds_head} time vs beside (1 / 2 threads) |\n\
+             |---|---|---|---:|{rounds_rule}---:|"
         );
         let mut seen: Vec<&str> = Vec::new();
         for r in &self.features {
@@ -143,13 +168,19 @@ impl Report {
                 _ => "-".into(),
             };
             let speed = pair(&|t| self.feature(&r.subject, t).map(|x| si(x.ops_per_sec)));
+            let range = if rounds {
+                format!(" {} |", pair(&|t| self.feature(&r.subject, t).map(|x| x.range_text())))
+            } else {
+                String::new()
+            };
             let ratio = if r.is_baseline() {
                 "-".into()
             } else {
                 pair(&|t| self.feature_time_ratio(&r.subject, t).map(|x| format!("{x:.2}x")))
             };
             let beside = if r.is_baseline() { "-".to_owned() } else { format!("`{}`", r.baseline) };
-            let _ = writeln!(out, "| {} | `{}` | {beside} | {speed} | {ratio} |", r.section, r.subject);
+            let _ =
+                writeln!(out, "| {} | `{}` | {beside} | {speed} |{range} {ratio} |", r.section, r.subject);
         }
     }
 
@@ -158,7 +189,8 @@ impl Report {
         let _ = writeln!(
             out,
             "Each call beside the check it builds on, interleaved in the same {} rounds of {} ms (the best \
-             kept on one thread, the median on two), on quotas that admit every call ({}), so that nothing \
+             kept on one thread, the median on two; every round's rate is kept, `rounds` gives their range, \
+             and a target whose margin to its goal is under the spread of its rows' rounds is within noise), on quotas that admit every call ({}), so that nothing \
              waits: every row reads `is_allowed` alone, but `limits_2_read`, which also reads the \
              deciding limit's remaining units and retry time (what a `RateLimit` header shows); \
              `limits_N` is `Limits::check` over N limits (two in \
@@ -194,6 +226,8 @@ mod tests {
             threads,
             ops_per_sec: ops,
             ns_p50: None,
+            median_ops_per_sec: None,
+            round_ops_per_sec: Vec::new(),
         }
     }
 
@@ -230,13 +264,56 @@ mod tests {
         assert_eq!(three.status, Status::NotMeasured);
         assert!(three.name.ends_with("vs `floor_cas128_cas64`"), "{}", three.name);
         let mut table = String::new();
-        r.features_table(&mut table);
+        r.features_table(&mut table, false);
         assert!(table.contains("| limits | `gcra` | - | 100.00M / 60.00M | - |"), "{table}");
         assert!(
             table.contains("| limits | `limits_2` | `gcra` | 50.00M / 40.00M | 2.00x / 1.50x |"),
             "{table}"
         );
         assert!(table.contains("| waiting | `until_ready` | `check` | 90.00M | 1.11x |"), "{table}");
+    }
+
+    /// A feature target reads each thread count's margin against the spread of its two rows'
+    /// rounds, as the throughput targets do.
+    #[test]
+    fn feature_targets_say_when_their_margin_is_within_noise() {
+        let with_rounds = |subject: &str, baseline: &str, threads, rounds: &[f64]| {
+            let mut f = feature("limits", subject, baseline, threads, rounds[0]);
+            f.round_ops_per_sec = rounds.to_vec();
+            f
+        };
+        let mut r = report(vec![]);
+        r.features = vec![
+            // 1.15x at 1 thread, rounds 5% apart on each side: a margin of 4.2% inside 10%.
+            with_rounds("limits_2", "gcra", 1, &[87e6, 85e6, 89e6]),
+            with_rounds("floor_cas128", "floor_cas128", 1, &[100e6, 97e6, 102e6]),
+            // 1.50x at 2 threads: far from the goal, whatever the spread.
+            with_rounds("limits_2", "gcra", 2, &[40e6, 38e6, 42e6]),
+            with_rounds("floor_cas128", "floor_cas128", 2, &[60e6, 57e6, 62e6]),
+        ];
+        let targets = r.feature_targets();
+        let two = targets.iter().find(|t| t.name.contains("two limits (one 128-bit CAS)")).unwrap();
+        assert_eq!(two.status, Status::NotMet);
+        assert!(two.within_noise, "{two:?}");
+        assert_eq!(
+            two.measured,
+            "1.15x (11.5 ns vs 10.0 ns); within noise: margin 4.2% under the rounds' spread 9.6%; 2 threads 1.50x"
+        );
+        // One round each: no spread, so no verdict.
+        for f in &mut r.features {
+            f.round_ops_per_sec.truncate(1);
+        }
+        let targets = r.feature_targets();
+        let two = targets.iter().find(|t| t.name.contains("two limits (one 128-bit CAS)")).unwrap();
+        assert!(!two.within_noise, "{two:?}");
+        // The full report's table gives the rounds' range.
+        r.features[0].round_ops_per_sec = vec![87e6, 85e6, 89e6];
+        let mut table = String::new();
+        r.features_table(&mut table, true);
+        assert!(
+            table.contains("| limits | `limits_2` | `gcra` | 87.00M / 40.00M | 85.00M-89.00M / - | - |"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -261,5 +338,18 @@ mod tests {
         assert_eq!(direct.status, Status::NotMet, "met on one thread, not on two");
         let keyed = targets.iter().find(|t| t.name.contains("until_key_n_ready")).unwrap();
         assert_eq!(keyed.status, Status::NotMeasured);
+        // governor's wait measured over rounds 2.5 ns apart: the 1 ns by which kova's wait adds
+        // more at 2 threads is within their noise.
+        for f in &mut r.features {
+            f.round_ops_per_sec = vec![f.ops_per_sec; 2];
+        }
+        r.features[7].round_ops_per_sec = vec![1e9 / 22.0, 1e9 / 24.5];
+        let targets = r.wait_adds_targets();
+        let direct = targets.iter().find(|t| t.name.contains("`until_ready().await`")).unwrap();
+        assert_eq!(
+            direct.measured,
+            "1T +1.0 ns vs +2.0 ns; 2T +3.0 ns vs +2.0 ns; within noise: margin 1.0 ns under the rounds' spread 2.5 ns"
+        );
+        assert!(direct.within_noise && direct.status == Status::NotMet, "{direct:?}");
     }
 }

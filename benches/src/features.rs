@@ -26,7 +26,7 @@ use portable_atomic::AtomicU128;
 use crate::feature_floors::{Cas128Floor, TwoLinkFloor};
 use crate::peers::{governor_quota, GovernorDirect, GovernorKeyed};
 use crate::report::FeatureRecord;
-use crate::rounds::kept_round;
+use crate::rounds::{keep, Kept};
 use crate::scenarios::ThroughputConfig;
 use crate::subject::{KovaKeyed, Subject};
 use crate::throughput::{measure, FixedKey, RunPlan, RunResult};
@@ -311,7 +311,9 @@ pub fn run_features(
         }
         for (row, per_thread) in rows.iter().zip(rounds) {
             for (&t, results) in threads.iter().zip(per_thread) {
-                let Some(r) = kept_round(results, t) else { continue };
+                let Some(Kept { round: r, median_ops_per_sec, round_ops_per_sec }) = keep(results, t) else {
+                    continue;
+                };
                 out.push(FeatureRecord {
                     section: section.to_owned(),
                     subject: row.subject.to_owned(),
@@ -320,6 +322,8 @@ pub fn run_features(
                     threads: t,
                     ops_per_sec: r.ops_per_sec,
                     ns_p50: r.ns_p50.is_finite().then_some(r.ns_p50),
+                    median_ops_per_sec,
+                    round_ops_per_sec,
                 });
             }
         }
@@ -357,6 +361,12 @@ mod tests {
         // above the cap).
         assert_eq!(records.len(), (8 + 3 + 7 + 4) * 2);
         assert!(records.iter().all(|r| r.ops_per_sec > 0.0 && r.threads <= MAX_THREADS));
+        // Every round's rate is kept, and the median beside one thread's best.
+        for r in &records {
+            assert_eq!(r.round_ops_per_sec.len(), rounds_of(&config), "{}", r.subject);
+            assert!(r.round_ops_per_sec.contains(&r.ops_per_sec), "{}", r.subject);
+            assert_eq!(r.median_ops_per_sec.is_some(), r.threads == 1, "{}", r.subject);
+        }
         for r in &records {
             assert!(records.iter().any(|b| b.subject == r.baseline && b.is_baseline()), "{}", r.subject);
         }

@@ -2,13 +2,14 @@
 
 use std::fmt::Write as _;
 
-use crate::comparison::{is_governor, not_comparable};
+use crate::comparison::{counting_words, is_governor, not_comparable};
 use crate::cores::ThreadPlacement;
 use crate::peer_tables::PEERS_LEFT_OUT;
 use crate::report::{
     subject_rank, Record, Report, SubjectKind, CLOUDFLARE_RATE_GAP_PCT, CLOUDFLARE_WRONG_PCT, PINGORA,
     PINNED_FLOOR,
 };
+use crate::rounds::Rounds as _;
 use crate::stats::{percent, si};
 use crate::summary::CLOCKS;
 
@@ -130,7 +131,12 @@ impl Report {
     }
 
     fn targets_table(&self, out: &mut String) {
-        let _ = writeln!(out, "{TARGETS_READING}\n");
+        let _ = writeln!(
+            out,
+            "{TARGETS_READING} Every target against the best peer takes the fastest peer that counts as \
+             kova's row does: {}.\n",
+            counting_words()
+        );
         let _ = writeln!(out, "| target | goal | measured | |\n|---|---|---|---|");
         for t in &self.targets {
             let noise = if t.within_noise { " (within noise)" } else { "" };
@@ -175,8 +181,7 @@ impl Report {
                     };
                     let governor =
                         (!is_governor(&subject)).then(|| self.governor_row(&s.name, threads)).flatten();
-                    let peer =
-                        (r.kind == SubjectKind::Kova).then(|| self.best_peer(&s.name, threads)).flatten();
+                    let peer = (r.kind == SubjectKind::Kova).then(|| self.best_peer(r)).flatten();
                     let _ = writeln!(
                         out,
                         "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -372,9 +377,14 @@ impl Report {
                  Latency: one check in {} timed alone with the TSC; two back-to-back TSC reads are {} ns apart on \
                  this machine (their cost and, on this VM, the resolution), which is subtracted, so a check faster \
                  than that reads as 0. {CLOCKS} `x governor`, `x best peer` and `x floor` are throughput ratios \
-                 (above 1: faster); `x governor` is against the faster of governor's two rows; `n/c` where the \
+                 (above 1: faster); `x governor` is against the faster of governor's two rows; `x best peer` \
+                 against the fastest peer that counts as the row does ({}); `n/c` where the \
                  row compared with admitted a share more than a point away (not comparable).\n",
-                self.settings.rounds, self.settings.measure_ms, self.settings.sample_every, self.settings.timer_overhead_ns
+                self.settings.rounds,
+                self.settings.measure_ms,
+                self.settings.sample_every,
+                self.settings.timer_overhead_ns,
+                counting_words()
             );
             self.contention_note(&mut out);
             self.summary_table(&mut out);
@@ -436,7 +446,7 @@ impl Report {
             if form == Form::Full {
                 self.features_intro(out);
             }
-            self.features_table(out);
+            self.features_table(out, form == Form::Full);
         }
         if !self.accuracy.is_empty() {
             form.heading(out, "Accuracy", "");
@@ -454,7 +464,9 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "One key of a keyed limiter offered a paced stream ({} threads) against a quota of \
-                     half the offered rate per {} ms, on kova's default coarse clock (1 ms ticks). The stream starts on a \
+                     half the offered rate per {} ms, kova's tables on its default coarse clock (1 ms ticks), governor's \
+                     on its two clocks (`governor` a TSC read per check, `governor_tuned` its upkeep clock, 1 ms \
+                     ticks). The stream starts on a \
                      window edge; after {} warm-up periods, admissions are counted over {} whole period(s). \
                      `vs an exact window` (the sliding window log's rows): the log's admissions against the most an \
                      exact sliding window of the quota admits of the same requests at the times they were issued \

@@ -1,7 +1,8 @@
 //! The peers that can replay a trace on simulated time, on the accuracy section's tests:
 //! pingora's `Rate` (through [`SimulatedRate`]) and governor (on its `FakeRelativeClock`). The
 //! Mutex bucket, `ratelimit`'s and `leaky-bucket`'s rows are not replayed: the first two read
-//! their own clocks, and `leaky-bucket` reads tokio's.
+//! their own clocks, and `leaky-bucket` reads tokio's. governor's tuned configuration has no row
+//! of its own ([`GOVERNOR_TUNED_ACCURACY`]).
 
 use std::time::Duration;
 
@@ -15,6 +16,12 @@ use crate::pingora::{replay_shared, SimulatedRate, PINGORA_BYTES};
 use crate::replay::{admitted_times, compare, replay_reference, Comparison};
 use crate::report::{AccuracyRecord, PINGORA};
 use crate::trace::{boundary_trace, client_times, flood_trace, TraceConfig};
+
+/// Why `governor_tuned` has no accuracy row, for the report: a replay would give governor's row.
+pub const GOVERNOR_TUNED_ACCURACY: &str = "`governor_tuned` has no accuracy row of its own: it differs \
+     from `governor` in its clock and its hasher, a replay runs either on the simulated clock, and a \
+     hasher decides nothing, so its decisions on these tests are `governor`'s (its own clock's effect \
+     shows in the per-key rate rows, which it runs on its upkeep clock).";
 
 /// pingora's `Rate` ([`crate::pingora`]) on the same tests: the bursts on one key, and the
 /// realistic trace with every client in one shared sketch, in time order (a sketch's error comes

@@ -1,11 +1,13 @@
-//! kova beside its peers, in two tables: the fastest peer of each scenario against kova (where a
-//! peer wins, the table says so; where the two admitted shares more than a point apart, neither
-//! wins: [`crate::comparison`]), and speed beside accuracy and memory per subject, so that an
-//! approximate peer's speed is read with what it costs in accuracy.
+//! kova beside its peers, in two tables: the fastest peer of each scenario against kova, exact
+//! against exact and approximate against approximate (where a peer wins, the table says so;
+//! where the two admitted shares more than a point apart, neither wins: [`crate::comparison`]),
+//! and speed beside accuracy and memory per subject, so that an approximate peer's speed is
+//! read with what it costs in accuracy.
 
 use std::fmt::Write as _;
 
-use crate::comparison::not_comparable;
+use crate::comparison::{not_comparable, Counting, APPROXIMATE};
+use crate::peer_accuracy::GOVERNOR_TUNED_ACCURACY;
 use crate::report::{subject_rank, Record, Report, SubjectKind};
 use crate::stats::si;
 
@@ -23,68 +25,59 @@ pub const PEERS_LEFT_OUT: &str = "Peers tried and not measured here: limitador 0
 pub const JOINED_SCENARIO: &str = "keyed_1m_uniform";
 
 impl Report {
-    fn fastest(&self, scenario: &str, threads: usize, kind: SubjectKind) -> Option<&Record> {
-        self.records
-            .iter()
-            .filter(|r| r.scenario == scenario && r.threads == threads && r.kind == kind)
-            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
-    }
-
-    /// Per scenario and thread count: the fastest peer, kova's fastest subject and kova's gcra
-    /// against it, and who wins; "not comparable", with both shares, where the two admitted
-    /// shares more than a point apart, whichever admitted less.
+    /// Per scenario and thread count: kova's fastest exact subject and kova's gcra against the
+    /// fastest exact peer, and who wins; beside them the approximate subjects against each
+    /// other ([`Counting`]). "not comparable", with both shares, where two rows admitted shares
+    /// more than a point apart, whichever admitted less.
     pub(crate) fn best_peer_table(&self, out: &mut String) {
         let _ = writeln!(
             out,
-            "| scenario | threads | fastest peer (admitted) | kova's fastest (admitted) | kova fastest / peer | \
-             gcra / peer | |\n|---|---:|---|---|---:|---:|---|"
+            "Exact rows against exact peers; the approximate ones ({}) only against each other, in \
+             their own column.\n",
+            APPROXIMATE.map(|s| format!("`{s}`")).join(", ")
+        );
+        let _ = writeln!(
+            out,
+            "| scenario | threads | fastest exact peer (admitted) | kova's fastest exact (admitted) | \
+             kova fastest / peer | gcra / peer | | approximate: kova's fastest / peer's |\n\
+             |---|---:|---|---|---:|---:|---|---|"
         );
         for s in &self.scenarios {
             for &threads in &self.settings.threads {
-                let (Some(peer), Some(kova)) = (
-                    self.fastest(&s.name, threads, SubjectKind::Peer),
-                    self.fastest(&s.name, threads, SubjectKind::Kova),
-                ) else {
+                let pair = |counting| {
+                    Some((
+                        self.fastest(&s.name, threads, SubjectKind::Peer, counting)?,
+                        self.fastest(&s.name, threads, SubjectKind::Kova, counting)?,
+                    ))
+                };
+                let (exact, approximate) = (pair(Counting::Exact), pair(Counting::Approximate));
+                if exact.is_none() && approximate.is_none() {
                     continue;
-                };
-                let gcra = self.find(&s.name, "gcra", threads);
-                let lead = kova.ops_per_sec / peer.ops_per_sec;
-                let incomparable = not_comparable(kova, peer);
-                let verdict = if let Some(words) = &incomparable {
-                    format!("{} against {}: {words}", kova.subject, peer.subject)
-                } else if lead >= 1.0 {
-                    "kova ahead".to_owned()
-                } else {
-                    let mut why = format!("**{} wins**", peer.subject);
-                    if peer.subject == crate::report::PINGORA {
-                        why += ": one 64 KiB sketch for every key stays in cache (see its accuracy)";
-                    } else if let Some(f) = peer.vs_floor.filter(|f| *f >= 0.9) {
-                        // The floor is the bare instructions a check cannot avoid (a CAS, a read, or
-                        // a load and a clock read): a peer this close to it does little else.
-                        let _ = write!(
-                            why,
-                            ": it ran at {f:.2}x the scenario's floor, as fast as its bare instructions"
-                        );
-                    }
-                    why
-                };
-                let ratio = |r: &Record| match not_comparable(r, peer) {
-                    Some(_) => "n/c".to_owned(),
-                    None => format!("{:.2}x", r.ops_per_sec / peer.ops_per_sec),
-                };
-                let _ = writeln!(
-                    out,
-                    "| `{}` | {threads} | {} {}/s ({:.1}%) | {} {}/s ({:.1}%) | {} | {} | {verdict} |",
-                    s.name,
-                    peer.subject,
-                    si(peer.ops_per_sec),
-                    peer.allowed_share * 100.0,
-                    kova.subject,
-                    si(kova.ops_per_sec),
-                    kova.allowed_share * 100.0,
-                    if incomparable.is_some() { "n/c".to_owned() } else { format!("{lead:.2}x") },
-                    gcra.map_or("-".to_owned(), ratio),
+                }
+                let exact_cells = exact.map_or_else(
+                    || "- | - | - | - | -".to_owned(),
+                    |(peer, kova)| {
+                        let gcra = self.find(&s.name, "gcra", threads);
+                        format!(
+                            "{} {}/s ({:.1}%) | {} {}/s ({:.1}%) | {} | {} | {}",
+                            peer.subject,
+                            si(peer.ops_per_sec),
+                            peer.allowed_share * 100.0,
+                            kova.subject,
+                            si(kova.ops_per_sec),
+                            kova.allowed_share * 100.0,
+                            ratio(kova, peer),
+                            gcra.map_or("-".to_owned(), |g| ratio(g, peer)),
+                            verdict(kova, peer)
+                        )
+                    },
                 );
+                let approximate_cell =
+                    approximate.map_or("-".to_owned(), |(peer, kova)| match not_comparable(kova, peer) {
+                        Some(words) => format!("n/c: {} against {}, {words}", kova.subject, peer.subject),
+                        None => format!("{}: {} / {}", ratio(kova, peer), kova.subject, peer.subject),
+                    });
+                let _ = writeln!(out, "| `{}` | {threads} | {exact_cells} | {approximate_cell} |", s.name);
             }
         }
     }
@@ -127,9 +120,36 @@ impl Report {
             out,
             "\nThe Mutex bucket, `ratelimit` and `leaky-bucket` read their own clocks and cannot replay \
              the simulated trace (no accuracy row); governor replays it on its `FakeRelativeClock`, \
-             pingora's `Rate` through its window logic over its own sketch."
+             pingora's `Rate` through its window logic over its own sketch. {}",
+            GOVERNOR_TUNED_ACCURACY
         );
     }
+}
+
+/// `r` against `peer`: "n/c" where their admitted shares are not comparable.
+fn ratio(r: &Record, peer: &Record) -> String {
+    match not_comparable(r, peer) {
+        Some(_) => "n/c".to_owned(),
+        None => format!("{:.2}x", r.ops_per_sec / peer.ops_per_sec),
+    }
+}
+
+/// Who wins between kova's fastest exact row and the fastest exact peer, and why a peer that
+/// wins does.
+fn verdict(kova: &Record, peer: &Record) -> String {
+    if let Some(words) = not_comparable(kova, peer) {
+        return format!("{} against {}: {words}", kova.subject, peer.subject);
+    }
+    if kova.ops_per_sec >= peer.ops_per_sec {
+        return "kova ahead".to_owned();
+    }
+    let mut why = format!("**{} wins**", peer.subject);
+    if let Some(f) = peer.vs_floor.filter(|f| *f >= 0.9) {
+        // The floor is the bare instructions a check cannot avoid (a CAS, a read, or a load and
+        // a clock read): a peer this close to it does little else.
+        let _ = write!(why, ": it ran at {f:.2}x the scenario's floor, as fast as its bare instructions");
+    }
+    why
 }
 
 #[cfg(test)]
@@ -190,11 +210,38 @@ mod tests {
         r.best_peer_table(&mut out);
         assert!(
             out.contains(
-                "| n/c | n/c | kova_sketch against pingora_rate: not comparable (admitted 3.0% against 10.8%) |"
+                "| `keyed_flood` | 1 | - | - | - | - | - | n/c: kova_sketch against pingora_rate, not comparable \
+                 (admitted 3.0% against 10.8%) |"
             ),
             "{out}"
         );
         assert!(!out.contains("kova ahead"), "{out}");
+    }
+
+    /// An exact table is never set against pingora's sketch, however fast it ran: the exact
+    /// columns name the fastest exact peer, and the sketches meet only each other.
+    #[test]
+    fn exact_rows_meet_exact_peers_and_the_sketches_each_other() {
+        let mut r = report(vec![
+            record("gcra", SubjectKind::Kova, "keyed_1m_uniform", 1, 50e6),
+            record(crate::sketch_subject::SKETCH, SubjectKind::Kova, "keyed_1m_uniform", 1, 60e6),
+            record(PINGORA, SubjectKind::Peer, "keyed_1m_uniform", 1, 20e6),
+            record("governor", SubjectKind::Peer, "keyed_1m_uniform", 1, 10e6),
+            record(crate::governor_tuned::GOVERNOR_TUNED, SubjectKind::Peer, "keyed_1m_uniform", 1, 16e6),
+        ]);
+        r.scenarios[0].name = "keyed_1m_uniform".into();
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "| `keyed_1m_uniform` | 1 | governor_tuned 16.00M/s (100.0%) | gcra 50.00M/s (100.0%) | 3.12x | \
+                 3.12x | kova ahead | 3.00x: kova_sketch / pingora_rate |"
+            ),
+            "{out}"
+        );
+        assert!(out.starts_with(
+            "Exact rows against exact peers; the approximate ones (`kova_sketch`, `pingora_rate`)"
+        ));
     }
 
     #[test]

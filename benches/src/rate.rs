@@ -11,6 +11,7 @@ use std::time::Duration;
 use kova::model::SlidingLogModel;
 use kova::{Algorithm, AlgorithmKind, Clock, CoarseClock, Keyed, PreciseClock, Quota};
 
+use crate::governor_tuned::{GovernorTunedKeyed, GOVERNOR_TUNED};
 use crate::peers::GovernorKeyed;
 use crate::report::{RateRecord, SubjectKind};
 use crate::scenarios::{each_algorithm, AlgorithmVisitor};
@@ -216,12 +217,32 @@ impl<F: FnMut(&str)> AlgorithmVisitor for RateVisitor<'_, F> {
     }
 }
 
-/// Number of runs (for the progress bar): five algorithms and governor per offered rate.
-pub fn run_count(config: &RateConfig) -> u64 {
-    (config.offered.len() + config.small_bursts.len()) as u64 * 6
+/// governor's rows of one offered rate: its default keyed limiter and its tuned one
+/// ([`GOVERNOR_TUNED`], on its upkeep clock), both offered the stream kova's rows are.
+fn governor_rows(
+    (offered, burst): (f64, Option<u64>),
+    quota: Quota,
+    config: &RateConfig,
+    out: &mut Vec<RateRecord>,
+    tick: &mut impl FnMut(&str),
+) {
+    let rows: [(&str, &dyn Subject); 2] =
+        [("governor", &GovernorKeyed::new(quota)), (GOVERNOR_TUNED, &GovernorTunedKeyed::new(quota))];
+    for (name, limiter) in rows {
+        let outcome = paced_run(limiter, offered, config, false);
+        out.push(record(name, SubjectKind::Peer, (offered, burst), quota, &outcome));
+        let burst_text = burst.map_or(String::new(), |b| format!(" burst {b}"));
+        tick(&format!("rate {}{burst_text} {name}", crate::stats::si(offered)));
+    }
 }
 
-/// Runs every algorithm and governor at every offered rate.
+/// Number of runs (for the progress bar): five algorithms and governor's two rows per offered
+/// rate.
+pub fn run_count(config: &RateConfig) -> u64 {
+    (config.offered.len() + config.small_bursts.len()) as u64 * 7
+}
+
+/// Runs every algorithm and governor's two rows at every offered rate.
 pub fn run_rates(config: &RateConfig, mut tick: impl FnMut(&str)) -> Vec<RateRecord> {
     let mut out = Vec::new();
     for &offered in &config.offered {
@@ -232,20 +253,14 @@ pub fn run_rates(config: &RateConfig, mut tick: impl FnMut(&str)) -> Vec<RateRec
             out: &mut out,
             tick: &mut tick,
         });
-        let quota = quota_for(offered, config.period);
-        let governor = GovernorKeyed::new(quota);
-        let outcome = paced_run(&governor, offered, config, false);
-        out.push(record("governor", SubjectKind::Peer, (offered, None), quota, &outcome));
-        tick(&format!("rate {} governor", crate::stats::si(offered)));
+        governor_rows((offered, None), quota_for(offered, config.period), config, &mut out, &mut tick);
     }
     for &(rate, burst) in &config.small_bursts {
         let offered = 2.0 * rate as f64;
         let small_burst = Some((rate, burst));
         each_algorithm(&mut RateVisitor { offered, small_burst, config, out: &mut out, tick: &mut tick });
         let quota = small_burst_quota(AlgorithmKind::Gcra, rate, burst);
-        let outcome = paced_run(&GovernorKeyed::new(quota), offered, config, false);
-        out.push(record("governor", SubjectKind::Peer, (offered, Some(burst)), quota, &outcome));
-        tick(&format!("rate {} burst {burst} governor", crate::stats::si(offered)));
+        governor_rows((offered, Some(burst)), quota, config, &mut out, &mut tick);
     }
     out
 }
@@ -290,6 +305,29 @@ mod tests {
         assert!(outcome.issued_at.len() as f64 >= outcome.offered_per_sec * 0.3);
         let exact = exact_window_per_sec(quota, &outcome.issued_at, outcome.counted);
         assert!((8_000.0..=10_001.0).contains(&exact), "{exact}");
+    }
+
+    #[test]
+    fn every_offered_rate_runs_governors_two_rows() {
+        let config = RateConfig {
+            offered: vec![10_000.0],
+            threads: 1,
+            period: Duration::from_millis(2),
+            periods: 1,
+            small_bursts: vec![(10_000, 10)],
+        };
+        let mut ticks = 0;
+        let rows = run_rates(&config, |_| ticks += 1);
+        assert_eq!(rows.len() as u64, run_count(&config));
+        assert_eq!(ticks, run_count(&config));
+        for burst in [None, Some(10)] {
+            let peers: Vec<&str> = rows
+                .iter()
+                .filter(|r| r.burst == burst && r.kind == SubjectKind::Peer)
+                .map(|r| r.subject.as_str())
+                .collect();
+            assert_eq!(peers, ["governor", GOVERNOR_TUNED], "{burst:?}");
+        }
     }
 
     #[test]

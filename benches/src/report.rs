@@ -41,8 +41,9 @@ pub struct Record {
     /// same scenario and thread count; `None` where their admitted shares are not comparable
     /// ([`crate::comparison`]).
     pub vs_governor: Option<f64>,
-    /// Throughput / the fastest peer's in the same scenario and thread count (kova's rows);
-    /// `None` where their admitted shares are not comparable.
+    /// Throughput / the fastest peer's in the same scenario and thread count that counts as this
+    /// row counts, exact or approximate (kova's rows; [`Report::best_peer`]); `None` where their
+    /// admitted shares are not comparable.
     #[serde(default)]
     pub vs_best_peer: Option<f64>,
     /// With several threads: the share of the measuring spans' union during which every thread
@@ -359,16 +360,6 @@ impl Report {
         })
     }
 
-    /// The fastest peer of `scenario` at `threads`, whatever it admitted: a ratio to it is
-    /// declared only where the admitted shares are comparable ([`crate::comparison`]). It is
-    /// not replaced by the fastest comparable peer, so that a faster peer is never hidden.
-    pub fn best_peer(&self, scenario: &str, threads: usize) -> Option<&Record> {
-        self.records
-            .iter()
-            .filter(|r| r.scenario == scenario && r.threads == threads && r.kind == SubjectKind::Peer)
-            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
-    }
-
     /// How `subject` went from 1 thread to `threads` in `scenario` (aggregate throughput).
     pub(crate) fn scaling(&self, scenario: &str, subject: &str, threads: usize) -> Option<f64> {
         let one = self.find(scenario, subject, 1)?;
@@ -376,7 +367,8 @@ impl Report {
         Some(many.ops_per_sec / one.median_ops())
     }
 
-    /// Fills `vs_governor` (against governor's faster row), `vs_best_peer` (kova's rows) and
+    /// Fills `vs_governor` (against governor's faster row), `vs_best_peer` (kova's rows, against
+    /// the fastest peer that counts as they count: [`Report::best_peer`]) and
     /// `vs_floor` of every non-floor record from the records of the same scenario and thread
     /// count; a ratio to a row whose admitted share is not comparable is left out
     /// ([`crate::comparison`]).
@@ -391,9 +383,7 @@ impl Report {
                 let versus = |other: Option<&Record>| {
                     other.filter(|o| not_comparable(r, o).is_none()).map(|o| r.ops_per_sec / o.ops_per_sec)
                 };
-                let best = versus(
-                    (r.kind == SubjectKind::Kova).then(|| self.best_peer(&r.scenario, r.threads)).flatten(),
-                );
+                let best = versus((r.kind == SubjectKind::Kova).then(|| self.best_peer(r)).flatten());
                 let gov = versus(
                     (!is_governor(&r.subject)).then(|| self.governor_row(&r.scenario, r.threads)).flatten(),
                 );
@@ -439,10 +429,19 @@ pub struct FeatureRecord {
     pub kova: bool,
     /// Threads.
     pub threads: usize,
-    /// Calls per second, all threads together.
+    /// Calls per second, all threads together: the kept round's ([`crate::rounds::keep`]: the
+    /// best on one thread, the median on more).
     pub ops_per_sec: f64,
     /// Median latency of one sampled call, nanoseconds.
     pub ns_p50: Option<f64>,
+    /// On one thread, the median round's calls per second; `None` with more threads, and in
+    /// reports written before it was kept.
+    #[serde(default)]
+    pub median_ops_per_sec: Option<f64>,
+    /// Every round's calls per second, in run order: their spread is the noise a feature
+    /// target's margin is read against. Empty in reports written before they were kept.
+    #[serde(default)]
+    pub round_ops_per_sec: Vec<f64>,
 }
 
 impl FeatureRecord {

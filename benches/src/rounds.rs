@@ -1,12 +1,11 @@
-//! Rounds: every throughput measurement runs in several rounds, interleaved with the other
-//! subjects of its scenario (so a slow moment of a shared machine hits them all). A record keeps
-//! one round's figures ([`kept_round`]) and every round's rate beside them
-//! (`Record::round_ops_per_sec`): the rounds' spread is what the machine's noise did to that
-//! subject in this run, and a target whose margin to its goal is smaller than the spread of the
-//! rows it compares is marked "within noise" ([`noise_note`]): another run may land on the other
-//! side of its goal.
+//! Rounds: every throughput and feature measurement runs in several rounds, interleaved with
+//! the other subjects of its scenario or section (so a slow moment of a shared machine hits them
+//! all). A record keeps one round's figures ([`keep`]) and every round's rate beside them
+//! ([`Rounds`]): the rounds' spread is what the machine's noise did to that subject in this run,
+//! and a target whose margin to its goal is smaller than the spread of the rows it compares is
+//! marked "within noise" ([`noise_note`]): another run may land on the other side of its goal.
 
-use crate::report::Record;
+use crate::report::{FeatureRecord, Record};
 use crate::stats::si;
 use crate::throughput::RunResult;
 
@@ -27,36 +26,91 @@ pub(crate) fn median_round(mut rounds: Vec<RunResult>) -> Option<RunResult> {
     rounds.get(rounds.len().saturating_sub(1) / 2).copied()
 }
 
-impl Record {
+/// What a record keeps of its rounds.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// The kept round ([`kept_round`]).
+    pub round: RunResult,
+    /// On one thread, the median round's rate (the kept round is the best); `None` with more
+    /// threads, where the kept round is the median.
+    pub median_ops_per_sec: Option<f64>,
+    /// Every round's rate, in run order.
+    pub round_ops_per_sec: Vec<f64>,
+}
+
+/// The kept round of `rounds` at `threads`, the median beside it on one thread, and every
+/// round's rate; `None` without rounds.
+pub fn keep(rounds: Vec<RunResult>, threads: usize) -> Option<Kept> {
+    let median_ops_per_sec =
+        (threads <= 1).then(|| median_round(rounds.clone())).flatten().map(|m| m.ops_per_sec);
+    let round_ops_per_sec = rounds.iter().map(|r| r.ops_per_sec).collect();
+    kept_round(rounds, threads).map(|round| Kept { round, median_ops_per_sec, round_ops_per_sec })
+}
+
+/// A record that keeps its rounds: a throughput row or a feature row.
+pub trait Rounds {
+    /// The kept round's rate.
+    fn kept_ops(&self) -> f64;
+
+    /// Every round's rate, in run order (empty in reports written before they were kept).
+    fn round_ops(&self) -> &[f64];
+
     /// The rounds' spread, `(max - min) / kept`, as a share of the kept figure; `None` with
     /// fewer than two rounds (one round says nothing about noise).
-    pub fn spread(&self) -> Option<f64> {
-        if self.round_ops_per_sec.len() < 2 || self.ops_per_sec <= 0.0 {
+    fn spread(&self) -> Option<f64> {
+        if self.round_ops().len() < 2 || self.kept_ops() <= 0.0 {
             return None;
         }
         let (min, max) = self.round_range()?;
-        Some((max - min) / self.ops_per_sec)
+        Some((max - min) / self.kept_ops())
+    }
+
+    /// The rounds' spread in time per operation, nanoseconds (the slowest round's time less
+    /// the fastest's); `None` with fewer than two rounds.
+    fn spread_ns(&self) -> Option<f64> {
+        let (min, max) = self.round_range().filter(|&(min, _)| self.round_ops().len() > 1 && min > 0.0)?;
+        Some(1e9 / min - 1e9 / max)
     }
 
     /// The slowest and the fastest round's rate.
-    pub fn round_range(&self) -> Option<(f64, f64)> {
-        let min = self.round_ops_per_sec.iter().copied().reduce(f64::min)?;
-        let max = self.round_ops_per_sec.iter().copied().reduce(f64::max)?;
+    fn round_range(&self) -> Option<(f64, f64)> {
+        let min = self.round_ops().iter().copied().reduce(f64::min)?;
+        let max = self.round_ops().iter().copied().reduce(f64::max)?;
         Some((min, max))
     }
 
     /// "24.10M-25.80M": the rounds' range, for the report; "-" with fewer than two rounds.
-    pub fn range_text(&self) -> String {
+    fn range_text(&self) -> String {
         match self.round_range() {
-            Some((min, max)) if self.round_ops_per_sec.len() > 1 => format!("{}-{}", si(min), si(max)),
+            Some((min, max)) if self.round_ops().len() > 1 => format!("{}-{}", si(min), si(max)),
             _ => "-".into(),
         }
     }
 }
 
+impl Rounds for Record {
+    fn kept_ops(&self) -> f64 {
+        self.ops_per_sec
+    }
+
+    fn round_ops(&self) -> &[f64] {
+        &self.round_ops_per_sec
+    }
+}
+
+impl Rounds for FeatureRecord {
+    fn kept_ops(&self) -> f64 {
+        self.ops_per_sec
+    }
+
+    fn round_ops(&self) -> &[f64] {
+        &self.round_ops_per_sec
+    }
+}
+
 /// The noise of a ratio of `rows`' throughputs: the sum of their spreads (to first order, the
 /// relative error of a ratio is the sum of its terms'); `None` when a row has no spread.
-pub fn noise(rows: &[&Record]) -> Option<f64> {
+pub fn noise<R: Rounds>(rows: &[&R]) -> Option<f64> {
     rows.iter().map(|r| r.spread()).sum()
 }
 
@@ -68,6 +122,17 @@ pub fn noise_note(figure: f64, goal: f64, noise: Option<f64>) -> Option<String> 
     (margin < noise).then(|| {
         format!("within noise: margin {:.1}% under the rounds' spread {:.1}%", margin * 100.0, noise * 100.0)
     })
+}
+
+/// The same for a sum or difference of times per operation: "within noise: margin M ns under
+/// the rounds' spread S ns" when `figure_ns` is closer to `goal_ns` than the sum of `rows`'
+/// spreads in nanoseconds (to first order, the error of a sum or difference is the sum of its
+/// terms'); `None` otherwise, or when a row has no spread.
+pub fn noise_note_ns<R: Rounds>(figure_ns: f64, goal_ns: f64, rows: &[&R]) -> Option<String> {
+    let noise: f64 = rows.iter().map(|r| r.spread_ns()).sum::<Option<f64>>()?;
+    let margin = (figure_ns - goal_ns).abs();
+    (margin < noise)
+        .then(|| format!("within noise: margin {margin:.1} ns under the rounds' spread {noise:.1} ns"))
 }
 
 #[cfg(test)]
@@ -84,6 +149,35 @@ mod tests {
         assert_eq!(kept_round(rounds, 2).unwrap().ops_per_sec, 5.0);
         assert_eq!(kept_round(vec![round(4.0), round(2.0)], 2).unwrap().ops_per_sec, 2.0);
         assert!(kept_round(Vec::new(), 2).is_none());
+        // What a record keeps: the kept round, one thread's median beside its best, every round.
+        let one = keep(rounds_of(&[5.0, 1.0, 9.0]), 1).unwrap();
+        assert_eq!((one.round.ops_per_sec, one.median_ops_per_sec), (9.0, Some(5.0)));
+        assert_eq!(one.round_ops_per_sec, [5.0, 1.0, 9.0]);
+        let two = keep(rounds_of(&[5.0, 1.0, 9.0]), 2).unwrap();
+        assert_eq!((two.round.ops_per_sec, two.median_ops_per_sec), (5.0, None));
+        assert!(keep(Vec::new(), 1).is_none());
+    }
+
+    fn rounds_of(ops: &[f64]) -> Vec<RunResult> {
+        ops.iter().map(|&ops_per_sec| RunResult { ops_per_sec, ..RunResult::default() }).collect()
+    }
+
+    #[test]
+    fn a_difference_of_times_is_within_noise_of_its_terms_spreads_in_nanoseconds() {
+        // 10 ns and 12.5 ns a call: rounds at 100M/s and 80M/s, a spread of 2.5 ns.
+        let mut wait = record("until_ready", SubjectKind::Kova, "waiting", 1, 100e6);
+        wait.round_ops_per_sec = vec![100e6, 80e6];
+        let mut check = record("check", SubjectKind::Kova, "waiting", 1, 100e6);
+        check.round_ops_per_sec = vec![100e6, 100e6];
+        assert!((wait.spread_ns().unwrap() - 2.5).abs() < 1e-9);
+        assert_eq!(check.spread_ns(), Some(0.0));
+        assert_eq!(
+            noise_note_ns(1.0, 3.0, &[&wait, &check]).as_deref(),
+            Some("within noise: margin 2.0 ns under the rounds' spread 2.5 ns")
+        );
+        assert_eq!(noise_note_ns(1.0, 4.0, &[&wait, &check]), None);
+        let one = record("check", SubjectKind::Kova, "waiting", 1, 100e6);
+        assert_eq!(noise_note_ns(1.0, 1.1, &[&wait, &one]), None);
     }
 
     #[test]

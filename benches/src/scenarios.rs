@@ -22,7 +22,7 @@ use crate::peers::{GovernorDirect, GovernorKeyed, IopsRatelimit, LeakyBucket, Mu
 use crate::pingora::PingoraRate;
 use crate::report::{MemoryRecord, Record, SubjectKind, PINGORA, PINNED_FLOOR};
 pub use crate::rounds::kept_round;
-use crate::rounds::median_round;
+use crate::rounds::{keep, Kept};
 use crate::scenario_keys::{keys_for, measure_with_keys, Keys};
 use crate::sketch_subject::{KovaSketch, SKETCH};
 use crate::subject::{CasFloor, KovaDirect, KovaStriped, LoadFloor, PinnedCasFloor, ReadFloor, Subject};
@@ -424,24 +424,12 @@ pub fn run_scenarios(
                 }
             }
         }
-        let best: Vec<Vec<Option<Kept>>> = rounds
-            .into_iter()
-            .map(|per_threads| {
-                per_threads
-                    .into_iter()
-                    .zip(&config.threads)
-                    .map(|(r, &t)| {
-                        let median =
-                            (t == 1).then(|| median_round(r.clone())).flatten().map(|m| m.ops_per_sec);
-                        let all = r.iter().map(|round| round.ops_per_sec).collect();
-                        kept_round(r, t).map(|kept| (kept, median, all))
-                    })
-                    .collect()
-            })
-            .collect();
-        for (ei, entry) in built.entries.iter().enumerate() {
-            for (ti, &threads) in config.threads.iter().enumerate() {
-                let Some((r, median_ops_per_sec, round_ops_per_sec)) = best[ei][ti].clone() else { continue };
+        for (entry, per_threads) in built.entries.iter().zip(rounds) {
+            for (results, &threads) in per_threads.into_iter().zip(&config.threads) {
+                let Some(Kept { round: r, median_ops_per_sec, round_ops_per_sec }) = keep(results, threads)
+                else {
+                    continue;
+                };
                 out.records.push(Record {
                     subject: entry.subject.clone(),
                     kind: entry.kind,
@@ -471,10 +459,6 @@ pub fn run_scenarios(
     }
     out
 }
-
-/// A measurement's kept round, on one thread the median round's rate
-/// (`Record::median_ops_per_sec`), and every round's rate (`Record::round_ops_per_sec`).
-type Kept = (RunResult, Option<f64>, Vec<f64>);
 
 /// The subjects every new-key scenario (churn and flood, at either quota) measures beside
 /// kova's default tables, each on a fresh table per measurement: kova's GCRA without its

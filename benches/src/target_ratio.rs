@@ -66,8 +66,9 @@ fn versus(
 }
 
 impl Report {
-    /// kova's `algo` against the fastest peer of the same scenario and thread count, naming the
-    /// peer, and governor's better row beside it when that is not the fastest.
+    /// kova's `algo` against the fastest peer of the same scenario and thread count that counts
+    /// as it counts ([`Report::best_peer`]), naming the peer, and governor's better row beside it
+    /// when that is not the fastest.
     pub(crate) fn peer_target(
         &self,
         name: String,
@@ -76,7 +77,7 @@ impl Report {
         want: Goal,
     ) -> TargetResult {
         let (scenario, algo, threads) = kova;
-        let (Some(k), Some(p)) = (self.find(scenario, algo, threads), self.best_peer(scenario, threads))
+        let Some((k, p)) = self.find(scenario, algo, threads).and_then(|k| Some((k, self.best_peer(k)?)))
         else {
             return not_measured(name, goal);
         };
