@@ -274,15 +274,15 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
 
     /// Puts the key back to full.
     pub(super) fn reset(self) {
-        self.table.forgets.note();
         self.algorithm().reset_cell(self.cell());
+        self.table.forgets.note();
     }
 
     /// Removes the key; its memory is reused once no check can still be reading it.
     pub(super) fn remove(mut self) {
-        self.table.forgets.note();
         self.cool();
         self.locked.remove(self.pos, heap_of(self.algorithm()));
+        self.table.forgets.note();
     }
 
     /// Moves the key to quota `id`, carrying over what it consumed (`algorithm/carry_over.rs`'s
@@ -290,7 +290,6 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
     /// for now.
     pub(super) fn move_to(&mut self, id: QuotaId) -> bool {
         let table = self.table;
-        table.forgets.note();
         self.cool();
         let (old, new) = (self.algorithm(), table.quotas.get(id));
         let key = self.locked.key(self.pos).clone();
@@ -302,13 +301,17 @@ impl<'a, K: Hash + Eq + Clone, A: Algorithm, C: Clock> HeldEntry<'a, K, A, C> {
             self.locked.announce_insert();
         }
         let hash_key = |k: &K| table.hash(k);
-        match self.locked.replace(self.pos, heap_of(old), moved, carry, &WordFreezer(old), &hash_key) {
-            Ok(pos) => {
-                self.pos = pos;
-                true
-            }
-            Err(_) => false,
-        }
+        let moved =
+            match self.locked.replace(self.pos, heap_of(old), moved, carry, &WordFreezer(old), &hash_key) {
+                Ok(pos) => {
+                    self.pos = pos;
+                    true
+                }
+                Err(_) => false,
+            };
+        // Even when the key stays: it was cooled, and its slot closed.
+        table.forgets.note();
+        moved
     }
 }
 

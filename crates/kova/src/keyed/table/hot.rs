@@ -30,13 +30,16 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         cost: u64,
         guard: &Guard,
     ) -> Option<Decision> {
+        // Before the marker is loaded: a change of the key that closes its slot is counted
+        // after it (`Forgets`), so a count that includes it comes with a marker that is gone.
+        let seen = self.forgets_seen();
         // Acquire: pairs with the promotion's Release store of the marker, so the slot's hash
         // and state are seen.
         let value = A::Storage::inline_word(hit.cell())?.load(Ordering::Acquire);
         let slot = hot.owned(value, hash)?;
         let leased = hot.decide(slot, algorithm, &self.clock, cost);
         if leased.stranded > 0 {
-            self.hand_in(hash, key, leased.stranded, guard);
+            self.hand_in(hash, key, leased.stranded, seen, guard);
         }
         leased.decision
     }
@@ -69,12 +72,25 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         false
     }
 
+    /// The table's count of forgotten states as a check sees it before it loads a key's word
+    /// (`Forgets::seen`).
+    pub(super) fn forgets_seen(&self) -> u64 {
+        self.forgets.seen()
+    }
+
     /// Gives back, under the lock, units a check took from a slot that closed before they could
-    /// go back to it: to the key's state wherever it is now (a slot again, or its line). A key
-    /// no longer held starts fresh: nothing to give back to.
+    /// go back to it: to the key's state wherever it is now (a slot again, or its line), if that
+    /// is still the state the check was decided on, that is, if no key of the table was
+    /// removed, reset, reclaimed, evicted or moved since the check read `seen`. A key removed
+    /// and back starts fresh, and units handed to it would be units beyond its quota; after
+    /// another key's change the units stay taken, which is never too much. A key no longer held
+    /// starts fresh: nothing to give back to.
     #[cold]
-    fn hand_in(&self, hash: u64, key: &K, units: u64, guard: &Guard) {
+    fn hand_in(&self, hash: u64, key: &K, units: u64, seen: u64, guard: &Guard) {
         let Entry::Held(entry) = self.entry(hash, key, guard) else { return };
+        if self.forgets.read() != seen {
+            return;
+        }
         match (entry.slot(), &self.hot) {
             (Some(slot), Some(hot)) => {
                 hot.central(slot, entry.algorithm(), &self.clock).give_back(units);

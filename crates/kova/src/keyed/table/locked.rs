@@ -32,6 +32,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// to give back, unless the doorkeeper admitted its first check: that unit is given back) or
     /// the algorithm cannot refund (the sliding log). Takes the key's shard lock,
     /// so that no eviction or quota change can lose it; checks of the key run meanwhile.
+    /// The units go to the key's state as it is now: if the key was removed, reset or evicted
+    /// since the check that took them, they go to its fresh state, which then admits up to
+    /// that many units beyond its quota. Between a check and its refund within one request
+    /// that takes a [`remove`](Self::remove) or [`reset`](Self::reset) of the key, or an
+    /// eviction from a table full of keys still in use (a key just checked is not idle).
     ///
     /// ```
     /// use kova::{Gcra, Keyed, Quota};

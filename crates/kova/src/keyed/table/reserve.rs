@@ -17,21 +17,32 @@ use crate::{Clock, Decision, Fallback, Quota, WordAlgorithm};
 
 /// Counts the table's resets, removals, reclamations, evictions and quota moves of any key: a
 /// reservation made before one cannot tell its key's state from a new one, so its cancel gives
-/// nothing back.
+/// nothing back; nor can units a check stranded on a hot key's closed slot (`table/hot.rs`).
 ///
-/// Every bump and every read is made under the shard lock of the key concerned, so for one key
-/// the lock orders them; other keys' bumps only make a cancel give back nothing, never more.
+/// Every bump is made under the shard lock of the key concerned, once its old state is gone
+/// (its slot closed, its line buried or its state replaced). Reads under the same lock are
+/// ordered with it; other keys' bumps only make a cancel or a hand-in give back nothing, never
+/// more.
 #[derive(Debug, Default)]
 pub(super) struct Forgets(AtomicU64);
 
 impl Forgets {
-    /// Notes that a key's state is about to be forgotten or converted (under its shard lock).
+    /// Notes that a key's state was forgotten or converted (under its shard lock, after the
+    /// change).
     pub(super) fn note(&self) {
-        // Relaxed: the shard lock orders this against the cancels of the same key.
-        self.0.fetch_add(1, Ordering::Relaxed);
+        // Release: a check that reads the new count (Acquire, `seen`) before it loads the key's
+        // word sees the change this bump follows (a closed slot, a buried line), so it cannot
+        // decide on the old state and still count itself after the change.
+        self.0.fetch_add(1, Ordering::Release);
     }
 
-    fn read(&self) -> u64 {
+    /// The count as a check sees it without the lock, before it loads the key's word.
+    pub(super) fn seen(&self) -> u64 {
+        // Acquire: pairs with `note`'s Release.
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(super) fn read(&self) -> u64 {
         // Relaxed: read under the shard lock, as `note` is.
         self.0.load(Ordering::Relaxed)
     }

@@ -314,3 +314,36 @@ fn memory_counts_the_hot_slots() {
 }
 
 use crate::keyed::MAX_HOT_KEYS;
+
+/// Units stranded by a check on a slot that closed go back only to the life of the key that
+/// check was decided on: a key removed and inserted again meanwhile starts fresh, and units
+/// handed to it would be units beyond its quota.
+#[test]
+fn stranded_units_of_a_removed_key_do_not_go_to_its_next_life() {
+    let (keyed, _clock) = hot_table::<Gcra>(Quota::per_second(10).unwrap(), HotKeys::new(1));
+    let key = 7;
+    assert!(keyed.check(&key).is_allowed());
+    promote_eventually(&keyed, key);
+    // What a check on the slot reads first, before the slot closes under it.
+    let seen = keyed.forgets_seen();
+    // The key is removed (its slot closed) and comes back with 4 units spent.
+    assert!(keyed.remove(&key));
+    assert!(keyed.check_n(&key, 4).unwrap().is_allowed());
+    let before = keyed.peek(&key).remaining();
+    let hash = keyed.hash(&key);
+    keyed.hand_in(hash, &key, 3, seen, &epoch::pin());
+    assert_eq!(keyed.peek(&key).remaining(), before, "units of the old life went to the new one");
+}
+
+/// Units stranded by a check on a slot that closed while the key stayed go back to it.
+#[test]
+fn stranded_units_of_a_key_that_stays_go_back_to_it() {
+    let (keyed, _clock) = hot_table::<Gcra>(Quota::per_second(10).unwrap(), HotKeys::new(1));
+    let key = 7;
+    assert!(keyed.check_n(&key, 5).unwrap().is_allowed());
+    let seen = keyed.forgets_seen();
+    let before = keyed.peek(&key).remaining();
+    let hash = keyed.hash(&key);
+    keyed.hand_in(hash, &key, 3, seen, &epoch::pin());
+    assert_eq!(keyed.peek(&key).remaining(), before + 3);
+}
