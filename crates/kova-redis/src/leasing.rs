@@ -6,11 +6,15 @@ use std::time::Duration;
 /// admits a request, and spend them locally with no round trip.
 ///
 /// A key is *hot* when it is checked again within `ttl` of its previous check on this limiter.
-/// When a hot key has no leased units left, one check (the others wait for it, up to their
-/// timeout) asks Redis for `cost + batch`: the script admits `cost` and grants up to `batch`
-/// more, as many as the limit has room for right now. Leased units are spent by later checks of
-/// the same key and limit until they run out or `ttl` passes (for a fixed window, also when its
-/// window ends); unspent units expire unused (the limit is then *under*-used, never over).
+/// When a hot key has fewer leased units left than a check costs, one check (the others wait
+/// for it, up to their timeout) asks Redis for `cost + batch`: the script admits `cost` and
+/// grants up to `batch` more, as many as the limit has room for right now. Leased units are
+/// spent by later checks of the same key and limit until they run out or `ttl` passes (for a
+/// fixed window, also when its window ends); unspent units expire unused (the limit is then
+/// *under*-used, never over). A new lease replaces what was left of the old one; a refill that
+/// brings none (Redis denied it, had room for the check alone, or did not answer) leaves those
+/// units to spend until their own lease ends. A lease is dropped unspent when its key is reset,
+/// or checked under another limit of the same algorithm (both start the key's local state over).
 ///
 /// # Overshoot bound
 /// Redis counts a leased unit when it is leased, and the unit may be spent up to `ttl` later.

@@ -28,7 +28,7 @@ use crate::clock::LocalClock;
 use crate::leasing::Leasing;
 use crate::limit::RedisLimit;
 use denial::Denial;
-use entry::{Entry, Now};
+use entry::{Entry, Now, Refill};
 use recent::Recent;
 
 /// What the local layer says about a check before Redis is asked.
@@ -175,29 +175,35 @@ impl Local {
         Some(decision)
     }
 
-    /// Inserts a fresh entry for `key` if there is room, purging stale entries first when the
-    /// table is full (at most once per [`PURGE_INTERVAL`] unless `force`).
-    fn insert(&self, key: &KeyRef<'_>, limit: &RedisLimit, now: u64, force: bool) -> bool {
+    /// The key's entry: the one in the table, or a fresh one if there is room, purging stale
+    /// entries first when the table is full (at most once per [`PURGE_INTERVAL`] unless
+    /// `force`). `None`: no room.
+    ///
+    /// Never replaces an entry: a check that found the key absent may insert after another
+    /// made its entry and a refill leased into it, and replacing it would drop units Redis
+    /// granted.
+    fn insert(&self, key: &KeyRef<'_>, limit: &RedisLimit, now: u64, force: bool) -> Option<Arc<Entry>> {
         let map = self.map.pin();
+        if let Some(entry) = map.get(key) {
+            return Some(Arc::clone(entry));
+        }
         if map.len() >= self.max_keys {
             // Relaxed: the purge time only spaces purges out; two racing purges are harmless.
             let last = self.last_purge.load(Ordering::Relaxed);
             if !force && last != 0 && now.saturating_sub(last) < PURGE_INTERVAL {
-                return false;
+                return None;
             }
             self.last_purge.store(now.max(1), Ordering::Relaxed);
             let hot_within = self.hot_within;
             map.retain(|_, e| !e.is_stale(now, hot_within));
             self.recent.departed();
             if map.len() >= self.max_keys {
-                return false;
+                return None;
             }
         }
-        if map.insert(key.into_owned(), Arc::new(Entry::new(*limit, now))).is_some() {
-            // Another check inserted the key first.
-            self.recent.departed();
-        }
-        true
+        // Another check may have inserted the key since the lookup above: keep its entry.
+        let entry = map.get_or_insert_with(key.into_owned(), || Arc::new(Entry::new(*limit, now)));
+        Some(Arc::clone(entry))
     }
 
     /// What to do about `cost` (>= 1) units of `user_key` under `limit` when
@@ -210,9 +216,14 @@ impl Local {
         let entry = match map.get(&key) {
             Some(entry) if entry.holds_for(limit) => entry,
             Some(_) => {
-                // The same key checked against a limit that Redis sees otherwise: start over for it.
-                map.insert(key.into_owned(), Arc::new(Entry::new(*limit, now.value())));
-                self.recent.departed();
+                // The same key checked against a limit that Redis sees otherwise: start over for
+                // it. Only an entry that does not hold for this limit is removed: one that
+                // another check of this limit made meanwhile is kept, with its lease.
+                if map.remove_if(&key, |_, entry| !entry.holds_for(limit)).is_ok_and(|r| r.is_some()) {
+                    self.recent.departed();
+                }
+                drop(map);
+                self.insert(&key, limit, now.value(), false);
                 return Before::Plain;
             }
             None => {
@@ -233,17 +244,18 @@ impl Local {
             return Before::Plain;
         }
         let mut refilling = entry.refilling();
-        if let Some(notify) = &*refilling {
-            let mut notified = Box::pin(notify.clone().notified_owned());
+        if let Some(refill) = &*refilling {
+            let mut notified = Box::pin(refill.notify.clone().notified_owned());
             // Registered before the lock is released: the refill's notify_waiters, which runs
-            // under the same lock after it stores the lease, cannot be missed.
+            // under the same lock after its lease or the units it gives back, cannot be missed.
             notified.as_mut().enable();
             return Before::Wait(notified);
         }
-        // Spend no stale remainder: the new lease replaces it. Relaxed: spends racing with
-        // this take at most the units they saw, which were theirs to take.
-        entry.lease_units.store(0, Ordering::Relaxed);
-        *refilling = Some(Arc::new(Notify::new()));
+        // What the lease has left (fewer units than this check costs, or none it may still
+        // spend) waits for Redis's answer: a new lease supersedes it, else the refill's end
+        // gives it back ([`Refill`]).
+        let taken = entry.take_lease();
+        *refilling = Some(Refill { notify: Arc::new(Notify::new()), taken });
         Before::Refill { extra: leasing.batch(), guard: RefillGuard { refilling: Arc::clone(entry) } }
     }
 
@@ -267,21 +279,23 @@ impl Local {
         decided_from: u64,
     ) {
         let key = KeyRef { kind: limit.kind(), user_key };
-        if granted > 0 {
-            // A lease goes only into the entry its refill began on, while that is still the
-            // key's entry: one forgotten meanwhile (a reset, which deletes the Redis key) may
-            // hold units Redis no longer counts. The units are then left unspent (stricter).
-            let current = self.map.pin().get(&key).cloned();
-            let began_on = refill.map(|guard| &guard.refilling);
-            if !current.as_ref().zip(began_on).is_some_and(|(now, then)| Arc::ptr_eq(now, then)) {
-                return;
-            }
-        }
         // Durations count from the time Redis decided at (or before it), not from the reply:
         // a lease or a cached denial then ends no later than Redis's own boundary.
         let now = decided_from;
         let caching = self.cache_denials && !decision.is_allowed() && cost > 0;
-        if granted == 0 && !caching {
+        let denial = caching.then(|| Denial {
+            cost,
+            until: now.saturating_add(decision.retry_after_nanos()),
+            remaining: decision.remaining(),
+            reset_until: now.saturating_add(decision.reset_after_nanos()),
+        });
+        if granted > 0 {
+            // Only a refill asks for units to lease.
+            let Some(guard) = refill else { return };
+            self.store_lease(&key, limit, decision, granted, denial, &guard.refilling, now);
+            return;
+        }
+        if !caching {
             if decision.is_allowed() && cost > 0 {
                 // A stale denial must not outlive an admission.
                 if let Some(entry) = self.map.pin().get(&key) {
@@ -293,35 +307,49 @@ impl Local {
             }
             return;
         }
-        if self.map.pin().get(&key).is_none() && !self.insert(&key, limit, now, true) {
-            return;
-        }
-        let map = self.map.pin();
-        let Some(entry) = map.get(&key) else { return };
+        let Some(entry) = self.insert(&key, limit, now, true) else { return };
         if !entry.holds_for(limit) {
             return;
         }
         // The entry's lock makes this the denial's one writer.
         let _refilling = entry.refilling();
-        entry.denial.set(caching.then(|| Denial {
-            cost,
-            until: now.saturating_add(decision.retry_after_nanos()),
-            remaining: decision.remaining(),
-            reset_until: now.saturating_add(decision.reset_after_nanos()),
-        }));
-        if granted > 0 {
-            let mut lasts = self.hot_within;
-            if limit.kind() == AlgorithmKind::FixedWindow {
-                // Units of one window are spent in that window only.
-                lasts = lasts.min(decision.reset_after_nanos());
-            }
-            // Relaxed: published by the Release store of the units below.
-            entry.lease_until.store(now.saturating_add(lasts), Ordering::Relaxed);
-            entry
-                .lease_reset_until
-                .store(now.saturating_add(decision.reset_after_nanos()), Ordering::Relaxed);
-            // Release: a spend that reads these units sees the expiry stored above.
-            entry.lease_units.store(granted, Ordering::Release);
+        entry.denial.set(denial);
+    }
+
+    /// Stores a lease of `granted` units, which Redis granted at `now` with `decision` to the
+    /// refill that began on `began_on`, and the denial to remember beside it (if any).
+    #[expect(clippy::too_many_arguments, reason = "the answer's parts, each used once")]
+    fn store_lease(
+        &self,
+        key: &KeyRef<'_>,
+        limit: &RedisLimit,
+        decision: &Decision,
+        granted: u64,
+        denial: Option<Denial>,
+        began_on: &Arc<Entry>,
+        now: u64,
+    ) {
+        // The entry's lock makes this the lease's and the denial's one writer, and orders this
+        // against a reset's `forget`, which removes the entry before it takes the lock.
+        let mut refilling = began_on.refilling();
+        // A lease goes only into the entry its refill began on, while that is still the key's
+        // entry: one forgotten meanwhile (a reset, which deletes the Redis key) may hold units
+        // Redis no longer counts, so they are left unspent (stricter). An entry replaced
+        // because the key was checked under another limit leaves them unspent too.
+        let current = self.map.pin().get(key).is_some_and(|entry| Arc::ptr_eq(entry, began_on));
+        if !current || !began_on.holds_for(limit) {
+            return;
+        }
+        began_on.denial.set(denial);
+        let mut lasts = self.hot_within;
+        if limit.kind() == AlgorithmKind::FixedWindow {
+            // Units of one window are spent in that window only.
+            lasts = lasts.min(decision.reset_after_nanos());
+        }
+        began_on.lease(granted, now.saturating_add(lasts), now.saturating_add(decision.reset_after_nanos()));
+        if let Some(refill) = refilling.as_mut() {
+            // The new lease supersedes what the refill took from the old one.
+            refill.taken = 0;
         }
     }
 
@@ -331,9 +359,11 @@ impl Local {
         let map = self.map.pin();
         let Some(entry) = map.remove(&key) else { return };
         self.recent.departed();
+        // A refill in flight ends here: what it took from the lease stays unspent (the reset
+        // deleted the state that counted it).
         let refill = entry.refilling().take();
-        if let Some(notify) = refill {
-            notify.notify_waiters();
+        if let Some(refill) = refill {
+            refill.notify.notify_waiters();
         }
     }
 
@@ -344,7 +374,8 @@ impl Local {
 }
 
 /// Marks one key's lease refill in flight; dropping it (after the answer, a failure, or a
-/// cancelled call) ends the refill and wakes the checks waiting for it.
+/// cancelled call) ends the refill, gives back what it took from the lease unless a new lease
+/// superseded it ([`Refill`]), and wakes the checks waiting for it.
 pub(crate) struct RefillGuard {
     /// The entry whose refill this is (still that key's entry, or one that left the table).
     refilling: Arc<Entry>,
@@ -352,70 +383,15 @@ pub(crate) struct RefillGuard {
 
 impl Drop for RefillGuard {
     fn drop(&mut self) {
-        if let Some(notify) = self.refilling.refilling().take() {
-            notify.notify_waiters();
+        let mut refilling = self.refilling.refilling();
+        // None: a reset forgot the entry, and ended the refill.
+        if let Some(refill) = refilling.take() {
+            // Under the lock, before the wake: a waiter's next look finds the units.
+            self.refilling.give_back(refill.taken);
+            refill.notify.notify_waiters();
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use kova::{Clock, ManualClock, Quota};
-
-    use super::*;
-
-    /// A lease goes only into the entry its refill began on: when the key was forgotten (a
-    /// reset) while the refill was in flight, the units Redis granted may count against state
-    /// the reset deleted, so they are not kept, even in the entry a later check made meanwhile.
-    #[test]
-    fn a_lease_whose_key_was_forgotten_meanwhile_is_not_kept() {
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(1_000_000_000));
-        let local = Local::new(
-            100,
-            false,
-            Some(Leasing::new(5, Duration::from_secs(10))),
-            LocalClock::new(Some(&clock)),
-        );
-        let limit = RedisLimit::gcra(Quota::per_minute(100).unwrap()).unwrap();
-        let key = b"k".as_slice();
-        // A first check makes the entry, a second finds the key hot and refills.
-        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
-        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
-        // A reset forgets the key; a check makes a new entry before the refill's answer.
-        local.forget(key, limit.kind());
-        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
-        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard), clock.now_nanos());
-        assert_eq!(local.answer(key, &limit, 1), None, "a lease counted before the reset was kept");
-        // A refill that began on the entry it answers keeps its lease.
-        drop(guard);
-        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
-        local.after(key, &limit, 1, &Decision::allowed(100, 94, 0), 5, Some(&guard), clock.now_nanos());
-        assert!(local.answer(key, &limit, 1).is_some_and(|d| d.is_allowed()));
-    }
-
-    /// A fixed window's lease ends with the window Redis decided in, counted from the time Redis
-    /// decided at, not from when its reply came: a late reply must not carry a lease into the
-    /// next window, whose limit Redis grants whole again.
-    #[test]
-    fn a_lease_ends_with_the_window_redis_decided_in_however_late_the_reply() {
-        let manual = ManualClock::starting_at(1_000_000_000);
-        let clock: Arc<dyn Clock> = Arc::new(manual.clone());
-        let local = Local::new(
-            100,
-            false,
-            Some(Leasing::new(5, Duration::from_secs(10))),
-            LocalClock::new(Some(&clock)),
-        );
-        let limit = RedisLimit::fixed_window(Quota::per_second(100).unwrap()).unwrap();
-        let key = b"k".as_slice();
-        assert!(matches!(local.before(key, &limit, 1), Before::Plain));
-        let Before::Refill { guard, .. } = local.before(key, &limit, 1) else { panic!("a refill") };
-        // Redis decided 1 ms before its window's end; the reply comes 5 ms later.
-        let decided = manual.now_nanos();
-        manual.advance(Duration::from_millis(5));
-        local.after(key, &limit, 1, &Decision::allowed(100, 94, 1_000_000), 5, Some(&guard), decided);
-        assert_eq!(local.answer(key, &limit, 1), None, "a lease outlived the window Redis granted it in");
-    }
-}
+mod tests;

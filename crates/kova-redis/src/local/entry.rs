@@ -14,7 +14,7 @@ use crate::limit::RedisLimit;
 /// One key's local state. The lease is spent with no lock: `lease_units` is published last by a
 /// refill (Release) and read first by a spend (Acquire), so a spend that sees a lease's units
 /// sees its expiry too. The denial is read with no lock either ([`CachedDenial`]); the lock
-/// guards only a refill's start and end.
+/// guards only a refill's start and end ([`Refill`]).
 ///
 /// Laid out in this order (`repr(C)`): what a local answer reads comes first, so that it
 /// touches as few cache lines as it can.
@@ -32,7 +32,23 @@ pub(crate) struct Entry {
     capacity: u64,
     pub(crate) denial: CachedDenial,
     /// The refill in flight, if any: checks that find a hot key with no units wait on it.
-    refilling: Mutex<Option<Arc<Notify>>>,
+    refilling: Mutex<Option<Refill>>,
+}
+
+/// A refill in flight: what wakes the checks waiting for it, and the units it took from the
+/// lease it may replace.
+///
+/// A refill starts when a check costs more than the lease holds (or the lease ended). The units
+/// still left are Redis's grant to this server, so they are taken out of reach while Redis is
+/// asked (a spend racing with a new lease's store could otherwise pair them with the new
+/// lease's end) and given back unless Redis's answer brings a new lease, which supersedes them.
+/// Given back, they keep their own lease's end: only the refill writes a lease, and it wrote
+/// none.
+#[derive(Debug)]
+pub(crate) struct Refill {
+    pub(crate) notify: Arc<Notify>,
+    /// Units taken from the lease when the refill started; 0 once a new lease supersedes them.
+    pub(crate) taken: u64,
 }
 
 /// A reading of the local clock for one check: the coarse time, and the precise time read only
@@ -95,10 +111,36 @@ impl Entry {
         self.script == limit.script_args()
     }
 
-    pub(crate) fn refilling(&self) -> MutexGuard<'_, Option<Arc<Notify>>> {
+    pub(crate) fn refilling(&self) -> MutexGuard<'_, Option<Refill>> {
         // Every update under this lock is one store: a poisoned lock still guards a consistent
         // value.
         self.refilling.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes the units left in the lease, for a refill that starts (see [`Refill`]).
+    pub(crate) fn take_lease(&self) -> u64 {
+        // Acquire: pairs with the Release that published these units, so the expiry they were
+        // stored with happens before the `give_back` that republishes them.
+        self.lease_units.swap(0, Ordering::Acquire)
+    }
+
+    /// Gives back `units` taken by [`take_lease`](Self::take_lease), under the lease's own end.
+    pub(crate) fn give_back(&self, units: u64) {
+        if units > 0 {
+            // Release: a spend that reads these units with Acquire sees the lease's expiry,
+            // which the taking Acquire ordered before this.
+            self.lease_units.fetch_add(units, Ordering::Release);
+        }
+    }
+
+    /// Stores a new lease of `units`, spendable before `until`; its window resets at
+    /// `reset_until`. The refill's caller holds the entry's lock: one writer at a time.
+    pub(crate) fn lease(&self, units: u64, until: u64, reset_until: u64) {
+        // Relaxed: published by the Release store of the units below.
+        self.lease_until.store(until, Ordering::Relaxed);
+        self.lease_reset_until.store(reset_until, Ordering::Relaxed);
+        // Release: a spend that reads these units sees the expiry stored above.
+        self.lease_units.store(units, Ordering::Release);
     }
 
     /// Whether the entry holds nothing worth keeping at `now` (a busy entry is kept).

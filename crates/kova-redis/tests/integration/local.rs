@@ -207,3 +207,38 @@ async fn local_keys_stay_bounded() {
     let d = limiter.check("flood:2:0", &limit).await.unwrap();
     assert_eq!(d.fallback(), Some(Fallback::LocalCache), "no lease after the purge: {d:?}");
 }
+
+/// A hot key admits its whole quota when a check that costs more than its lease holds is
+/// answered without a new lease (Redis has room for the check alone, or not even that): the
+/// units left in the lease, which Redis counted, are still spent. On simulated time that does
+/// not move, so nothing refills: exactly the burst is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refill_without_a_new_lease_keeps_the_old_leases_units() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::starting_at(1_000_000_000);
+    let limiter = crate::deterministic(&clock)
+        .leasing(Leasing::new(4, Duration::from_secs(10)))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let limit = RedisLimit::gcra(Quota::per_minute(10).unwrap()).unwrap();
+    // A cost of 4 finds room for itself alone; a cost of 5 is denied.
+    for (key, big) in [("room-for-the-check", 4), ("denied", 5)] {
+        let mut admitted = 0;
+        // The first check asks Redis, the second leases 4 units, the third spends one: 3 left.
+        for _ in 0..3 {
+            assert!(limiter.check(key, &limit).await.unwrap().is_allowed());
+            admitted += 1;
+        }
+        if limiter.check_n(key, &limit, big).await.unwrap().is_allowed() {
+            admitted += big;
+        }
+        for _ in 0..20 {
+            if !limiter.check(key, &limit).await.unwrap().is_allowed() {
+                break;
+            }
+            admitted += 1;
+        }
+        assert_eq!(admitted, limit.capacity(), "units admitted of the burst ({key})");
+    }
+}
