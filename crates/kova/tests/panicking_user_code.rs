@@ -137,3 +137,26 @@ fn a_key_whose_drop_panics_is_dropped_once() {
     drop(keyed);
     assert_eq!(DROPS[1].load(Ordering::Relaxed), freed, "key 1 dropped again with the table");
 }
+
+/// A quota function that panics (a failed lookup unwrapped) runs unpinned: the panic reaches
+/// the caller, and the thread's later checks, peeks and reservations are pinned as before (the
+/// count of the thread's pins stays true, which a debug build checks on every unpin).
+#[test]
+fn a_quota_function_that_panics_leaves_the_thread_able_to_check() {
+    let table = Keyed::<u64, kova::Gcra>::builder(Quota::per_second(10).expect("valid"))
+        .quota_fn(|key: &u64| {
+            assert_ne!(*key, 13, "a lookup that failed");
+            None
+        })
+        .build()
+        .expect("valid table");
+    for _ in 0..3 {
+        assert!(catch_unwind(AssertUnwindSafe(|| table.check(&13))).is_err());
+        assert!(catch_unwind(AssertUnwindSafe(|| table.peek(&13))).is_err());
+        assert!(catch_unwind(AssertUnwindSafe(|| table.reserve_n(&13, 1))).is_err());
+    }
+    assert!(table.check(&1).is_allowed());
+    assert_eq!(table.peek(&1).remaining(), 9);
+    assert!(table.reserve_n(&2, 1).is_ok());
+    assert!(table.check(&1).is_allowed());
+}

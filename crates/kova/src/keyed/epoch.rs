@@ -235,12 +235,20 @@ impl Guard {
     }
 
     /// Unpins (unless an outer guard still pins the thread) while `f` runs, then pins again:
-    /// what this guard protected may be freed meanwhile.
+    /// what this guard protected may be freed meanwhile. Pinned again also when `f` unwinds (a
+    /// user's quota function that panics): the guard's drop then unpins once, and the thread's
+    /// count of pins stays true.
     pub(super) fn repin_after<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        /// Pins the guard again when dropped, on return or on unwind.
+        struct Rejoin<'g>(&'g Guard);
+        impl Drop for Rejoin<'_> {
+            fn drop(&mut self) {
+                self.0.join();
+            }
+        }
         self.leave();
-        let result = f();
-        self.join();
-        result
+        let _rejoin = Rejoin(self);
+        f()
     }
 
     /// Counts this guard's pin, pinning the thread if it is the outermost.
@@ -381,6 +389,22 @@ pub(super) mod tests {
         drop(inner);
         assert_ne!(my_state(), UNPINNED, "the outer guard still pins");
         drop(outer);
+        assert_eq!(my_state(), UNPINNED);
+    }
+
+    /// A closure that unwinds while the guard is unpinned leaves the thread's pins counted
+    /// right: the guard is pinned again and its drop unpins the thread once.
+    #[test]
+    fn a_repin_whose_closure_panics_keeps_the_count_of_pins() {
+        let unwound = std::panic::catch_unwind(|| {
+            let mut guard = pin();
+            guard.repin_after(|| panic!("a user's quota function"));
+        });
+        assert!(unwound.is_err());
+        assert_eq!(my_state(), UNPINNED);
+        let guard = pin();
+        assert_ne!(my_state(), UNPINNED, "a pin after the unwind is published");
+        drop(guard);
         assert_eq!(my_state(), UNPINNED);
     }
 

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::hash::Hash;
 
 use super::super::epoch::{self, Guard};
-use super::entry::{HeldEntry, VacantEntry};
+use super::entry::{Entry, HeldEntry, VacantEntry};
 use super::Keyed;
 use crate::loom::faults;
 use crate::{Algorithm, Clock, Decision};
@@ -96,6 +96,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             prior.set(None);
             (cost == 0).then(|| visit(algorithm, &entry.fresh_cell(algorithm), &self.clock))
         };
+        if self.has_quota_fn() {
+            // The quota function runs unpinned, after which `prior` names nothing: the held key
+            // is looked for first, while pinned (as `check_slow` does).
+            if let Entry::Held(entry) = self.entry(hash, key, &guard) {
+                return Box::new(on_held(entry));
+            }
+            prior.set(None);
+        }
         Box::new(match self.held_or_new(key, hash, guard, None, on_held, on_new) {
             Ok(answer) => answer,
             Err(no_room) => full(self.table_full(no_room.algorithm, cost, no_room.retry)),
