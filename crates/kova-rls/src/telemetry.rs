@@ -74,6 +74,7 @@ pub(crate) fn fallback(domain: &str, fallback: Fallback) {
         Fallback::StoreUnavailableDenied => "store_unavailable_denied",
         Fallback::StoreUnavailableLocal => "store_unavailable_local",
         Fallback::LocalCache => "local_cache",
+        Fallback::QuotaNotMoved => "quota_not_moved",
         _ => "other",
     };
     metrics::counter!(FALLBACKS, "domain" => domain.to_owned(), "fallback" => label).increment(1);

@@ -47,7 +47,7 @@ pub const SETTLE_FAILURES: &str = "kova_settle_failures_total";
 pub const DECISION_SECONDS: &str = "kova_decision_seconds";
 
 /// The `fallback` label values, in the order of [`kova::Fallback`]'s variants.
-pub const FALLBACK_LABELS: [&str; 8] = [
+pub const FALLBACK_LABELS: [&str; 9] = [
     "table_full_denied",
     "table_full_untracked",
     "store_unavailable_allowed",
@@ -56,6 +56,7 @@ pub const FALLBACK_LABELS: [&str; 8] = [
     "store_unavailable_local",
     "stripe_lease",
     "sketch",
+    "quota_not_moved",
 ];
 
 fn fallback_label(fallback: Fallback) -> &'static str {
@@ -68,6 +69,7 @@ fn fallback_label(fallback: Fallback) -> &'static str {
         Fallback::StoreUnavailableLocal => FALLBACK_LABELS[5],
         Fallback::StripeLease => FALLBACK_LABELS[6],
         Fallback::Sketch => FALLBACK_LABELS[7],
+        Fallback::QuotaNotMoved => FALLBACK_LABELS[8],
         // A variant added to kova after this list.
         _ => "other",
     }

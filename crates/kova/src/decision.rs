@@ -74,6 +74,13 @@ pub enum Fallback {
     /// hold): either way the decision has the same meaning and the same bound, and a table's
     /// caller tells it from the table's own decisions by the mark alone.
     Sketch,
+    /// A keyed check asked for a quota its key is not held under
+    /// ([`Keyed::check_n_with_quota`](crate::Keyed::check_n_with_quota)), and the key could not be
+    /// moved to it at once: a move needs a line free of its grace period, and a thread that
+    /// stayed pinned (preempted, or blocked in a user's key or algorithm code) held them back.
+    /// The check was decided under the key's current quota, exactly as that quota decides; a
+    /// later check moves the key.
+    QuotaNotMoved,
 }
 
 impl Decision {
@@ -167,6 +174,7 @@ impl Fallback {
             Fallback::StoreUnavailableLocal => 6,
             Fallback::StripeLease => 7,
             Fallback::Sketch => 8,
+            Fallback::QuotaNotMoved => 9,
         }
     }
 
@@ -180,6 +188,7 @@ impl Fallback {
             6 => Fallback::StoreUnavailableLocal,
             7 => Fallback::StripeLease,
             8 => Fallback::Sketch,
+            9 => Fallback::QuotaNotMoved,
             _ => return None,
         })
     }
@@ -200,6 +209,7 @@ mod tests {
             Fallback::StoreUnavailableLocal,
             Fallback::StripeLease,
             Fallback::Sketch,
+            Fallback::QuotaNotMoved,
         ];
         for fallback in all {
             assert_eq!(Fallback::from_code(fallback.code()), Some(fallback));
@@ -214,7 +224,7 @@ mod tests {
             assert_eq!((denied.fallback(), denied.retry_after_nanos()), (Some(fallback), 1));
         }
         assert_eq!(Fallback::from_code(0), None);
-        assert_eq!(Fallback::from_code(9), None);
+        assert_eq!(Fallback::from_code(10), None);
         assert_eq!(Decision::allowed(1, 0, 0).fallback(), None);
         let shown = format!("{:?}", Decision::denied(3, 0, 2, 4));
         assert!(shown.contains("allowed: false") && shown.contains("fallback: None"), "{shown}");

@@ -71,7 +71,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// Gives a held key its own quota, keeping what it has consumed; returns whether the key is
     /// held (a key not held gets its quota when it is next checked: from the quota function,
-    /// or [`check_n_with_quota`](Self::check_n_with_quota)).
+    /// or [`check_n_with_quota`](Self::check_n_with_quota)). A move needs a line free of its
+    /// grace period: while a thread stays pinned (preempted, or blocked in a user's key or
+    /// algorithm code) there may be none, and after 64 tries, yielding between them, the key
+    /// keeps its quota and this returns `false` too.
     ///
     /// "Keeping what it consumed" means: the units the old quota counts as used at this instant
     /// (`capacity - remaining`, so a partly refilled unit counts as used) are taken from a fresh

@@ -16,7 +16,7 @@ use super::entry::Entry;
 use super::Keyed;
 use crate::loom::atomic::{fence, Ordering};
 use crate::loom::faults;
-use crate::{Algorithm, CheckError, Clock, Decision, Quota};
+use crate::{Algorithm, CheckError, Clock, Decision, Fallback, Quota};
 
 /// What a check already did on a key's place before finding it unlinked.
 pub(super) type Prior = Option<(u64, Decision)>;
@@ -273,11 +273,11 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     return Ok(decision);
                 }
             }
-            if let Some(quota) = moved_to.filter(|&quota| entry.quota_id() != quota) {
-                entry.move_to(quota);
-            }
+            let moved = moved_to.filter(|&quota| entry.quota_id() != quota).map(|quota| entry.move_to(quota));
             check_cost(entry.algorithm(), cost)?;
-            Ok(entry.decide(cost))
+            let decision = entry.decide(cost);
+            // No line free of its grace period: decided under the quota the key still has.
+            Ok(if moved == Some(false) { decision.with_fallback(Fallback::QuotaNotMoved) } else { decision })
         };
         let quota = match moved_to {
             Some(quota) => quota,

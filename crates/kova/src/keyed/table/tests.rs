@@ -530,3 +530,30 @@ fn a_users_word_algorithm_takes_the_lines_and_the_cas_loop() {
     assert_eq!(keyed.check_n(&7, 2).unwrap().remaining(), 0);
     assert!(!keyed.check(&7).is_allowed());
 }
+
+/// A check that asks for a quota its key cannot be moved to at once (no line free of its grace
+/// period: here this thread holds every grace period back) is decided under the key's current
+/// quota, and says so.
+#[test]
+fn a_check_whose_quota_move_finds_no_room_says_so() {
+    let (keyed, _clock) = table::<Gcra>(per_second(100), 1, 8, TableFullPolicy::EvictClosestToIdle);
+    for key in 0..8 {
+        assert!(keyed.check(&key).is_allowed());
+    }
+    let held_back = epoch::pin();
+    // New keys evict and bury held ones until no line is left free of its grace period.
+    let mut key = 100;
+    while keyed.check(&key).fallback() != Some(Fallback::TableFullDenied) {
+        key += 1;
+        assert!(key < 10_000, "room never ran out while grace periods were held back");
+    }
+    let held = (0..8).chain(100..key).find(|k| keyed.quota_of(k).is_some()).expect("a key is held");
+    let decision = keyed.check_n_with_quota(&held, per_second(50), 1).unwrap();
+    assert_eq!(decision.fallback(), Some(Fallback::QuotaNotMoved), "{decision:?}");
+    assert_eq!(decision.limit(), 100, "decided under the key's current quota");
+    assert_eq!(keyed.quota_of(&held), Some(per_second(100)));
+    drop(held_back);
+    let moved = keyed.check_n_with_quota(&held, per_second(50), 1).unwrap();
+    assert_eq!(moved.fallback(), None);
+    assert_eq!(keyed.quota_of(&held), Some(per_second(50)));
+}
