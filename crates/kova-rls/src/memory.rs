@@ -59,6 +59,9 @@ impl<C: Clock + Clone> MemoryBackend<C> {
                     .clock(clock.clone())
                     .max_keys(options.max_keys)
                     .table_full(options.table_full)
+                    // Every rule's quota, and every distinct `limit` a request's descriptors
+                    // carry, is a quota of its algorithm's table for the table's life.
+                    .max_quotas(KeyedBuilder::<Vec<u8>, AnyAlgorithm, C>::MAX_QUOTAS)
                     .build()
             })
             .collect::<Result<_, _>>()?;
@@ -97,5 +100,31 @@ impl<C: Clock> MemoryBackend<C> {
     /// Whether no table holds a key.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Unit;
+
+    /// Request descriptors may each carry a `limit` of their own (a tenant's plan, from dynamic
+    /// metadata): a table keeps thousands of distinct quotas, more than a kova table's default.
+    #[test]
+    fn a_table_keeps_more_distinct_quotas_than_kovas_default() {
+        let backend = MemoryBackend::with_clock(MemoryOptions::default(), kova::ManualClock::new())
+            .expect("valid tables");
+        let quotas =
+            KeyedBuilder::<Vec<u8>, AnyAlgorithm, kova::ManualClock>::DEFAULT_MAX_QUOTAS as u32 + 100;
+        for n in 1..=quotas {
+            let limit = Limited {
+                requests_per_unit: n,
+                unit: Unit::Hour,
+                algorithm: AlgorithmKind::FixedWindow,
+                quota: Quota::per_hour(u64::from(n)).expect("valid"),
+            };
+            let decision = backend.check_now(&limit, &n.to_be_bytes().to_vec(), 1);
+            assert!(decision.is_ok_and(|d| d.is_allowed()), "quota {n}: {decision:?}");
+        }
     }
 }

@@ -179,7 +179,17 @@ fn every_keyed_builder_option_is_bounded() {
             assert_eq!(got, Err(KeyedError::Doorkeeper { words, max: Builder::MAX_DOOR_WORDS }));
         }
     }
+    for quotas in edges(Builder::MAX_QUOTAS) {
+        let got = build(&|b| b.max_quotas(quotas));
+        if (1..=Builder::MAX_QUOTAS).contains(&quotas) {
+            assert!(got.is_ok(), "{quotas}: {got:?}");
+        } else {
+            assert_eq!(got, Err(KeyedError::MaxQuotas { quotas, max: Builder::MAX_QUOTAS }));
+        }
+    }
     // The error names the option and its range.
+    let error = build(&|b| b.max_quotas(0)).unwrap_err().to_string();
+    assert!(error.contains("max_quotas") && error.contains(&Builder::MAX_QUOTAS.to_string()), "{error}");
     let error = build(&|b| b.doorkeeper(usize::MAX)).unwrap_err().to_string();
     assert!(error.contains("doorkeeper") && error.contains(&Builder::MAX_DOOR_WORDS.to_string()), "{error}");
     // A bad quota is still named first.

@@ -6,6 +6,7 @@ use std::hash::Hash;
 use super::hot::{HotKeys, HotSlots, RefundWord};
 use super::line::MAX_KEYS;
 use super::policy::{FullSketch, TableFullPolicy};
+use super::quotas::{DEFAULT_MAX_QUOTAS, MAX_QUOTAS};
 use super::{Keyed, KeyedError};
 use crate::clock::BuilderClock;
 use crate::striped::StripeShape;
@@ -52,6 +53,8 @@ pub struct KeyedBuilder<K, A: Algorithm = Gcra, C: Clock = CoarseClock> {
     hot: Option<(HotKeys, StripeShape, RefundWord<A>)>,
     /// Bytes of the sketch of [`TableFullPolicy::Sketch`] ([`sketch_memory_bytes`](Self::sketch_memory_bytes)).
     sketch_bytes: usize,
+    /// Distinct quotas the table holds at most ([`max_quotas`](Self::max_quotas)).
+    max_quotas: usize,
 }
 
 impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
@@ -64,6 +67,7 @@ impl<K, A: Algorithm, C: Clock> fmt::Debug for KeyedBuilder<K, A, C> {
             .field("reclaim_scan", &self.scan)
             .field("quota_fn", &self.quota_fn.is_some())
             .field("sketch_memory_bytes", &self.sketch_bytes)
+            .field("max_quotas", &self.max_quotas)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +88,10 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// The most words of a [`doorkeeper`](Self::doorkeeper) (128 MiB): far more than a flood of
     /// one-off keys needs for the time a unit takes to become idle.
     pub const MAX_DOOR_WORDS: usize = 1 << 24;
+    /// The default [`max_quotas`](Self::max_quotas).
+    pub const DEFAULT_MAX_QUOTAS: usize = DEFAULT_MAX_QUOTAS;
+    /// The most [`max_quotas`](Self::max_quotas): every id a line can store.
+    pub const MAX_QUOTAS: usize = MAX_QUOTAS;
     /// The fewest words of the default [`doorkeeper`](Self::doorkeeper) (8 KiB).
     pub const MIN_DEFAULT_DOOR_WORDS: usize = 1 << 10;
     /// The most words of the default [`doorkeeper`](Self::doorkeeper) (512 KiB): enough for
@@ -118,6 +126,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             door_words: None,
             hot: None,
             sketch_bytes: crate::sketch::DEFAULT_MEMORY_BYTES,
+            max_quotas: Self::DEFAULT_MAX_QUOTAS,
         }
     }
 
@@ -134,6 +143,7 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             door_words: self.door_words,
             hot: self.hot,
             sketch_bytes: self.sketch_bytes,
+            max_quotas: self.max_quotas,
         }
     }
 
@@ -261,6 +271,27 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         self.quota_fn = Some(Box::new(quota_fn));
         self
     }
+
+    /// The most distinct quotas the table holds, its default quota included: from 1 to
+    /// [`MAX_QUOTAS`](Self::MAX_QUOTAS) (65,536; [`KeyedError::MaxQuotas`] otherwise), by
+    /// default [`DEFAULT_MAX_QUOTAS`](Self::DEFAULT_MAX_QUOTAS) (4,096). Each distinct quota a key
+    /// is given ([`quota_fn`](Self::quota_fn), [`Keyed::check_n_with_quota`],
+    /// [`Keyed::set_quota`]) keeps one built algorithm for the table's life; one more than this
+    /// is refused ([`Keyed::rejected_quotas`] counts the quota function's). A table keyed by
+    /// tenants with plans of their own may need more; each costs about
+    /// `size_of::<A>() + 64` bytes once used, and [`Keyed::memory_bound_bytes`] counts them all.
+    ///
+    /// ```
+    /// use kova::{Gcra, Keyed, Quota};
+    /// let table = Keyed::<u64, Gcra>::builder(Quota::per_second(10)?).max_quotas(2).build()?;
+    /// assert!(table.check_n_with_quota(&1, Quota::per_second(20)?, 1).is_ok());
+    /// assert!(table.check_n_with_quota(&2, Quota::per_second(30)?, 1).is_err()); // a third quota
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_quotas(mut self, quotas: usize) -> Self {
+        self.max_quotas = quotas;
+        self
+    }
 }
 
 impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
@@ -295,6 +326,9 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
         }
         if let Some(words) = self.door_words.filter(|&w| w > Self::MAX_DOOR_WORDS) {
             return Err(KeyedError::Doorkeeper { words, max: Self::MAX_DOOR_WORDS });
+        }
+        if self.max_quotas == 0 || self.max_quotas > Self::MAX_QUOTAS {
+            return Err(KeyedError::MaxQuotas { quotas: self.max_quotas, max: Self::MAX_QUOTAS });
         }
         if self.policy == TableFullPolicy::Sketch {
             if let Ok(algorithm) = &self.algorithm {
@@ -336,6 +370,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
             self.scan,
             self.quota_fn,
         )
+        .with_max_quotas(self.max_quotas)
         .with_door(door_words)
         .with_hot(self.hot.map(|(hot, shape, refund)| HotSlots::new(hot, shape, refund)))
         .with_full_sketch(sketch.then(|| FullSketch::new(self.sketch_bytes))))

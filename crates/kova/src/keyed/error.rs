@@ -45,6 +45,13 @@ pub enum KeyedError {
         /// ([`KeyedBuilder::MAX_DOOR_WORDS`](crate::keyed::KeyedBuilder::MAX_DOOR_WORDS)).
         max: usize,
     },
+    /// [`max_quotas`](crate::keyed::KeyedBuilder::max_quotas) is 0 or more than `max`.
+    MaxQuotas {
+        /// The quotas asked for.
+        quotas: usize,
+        /// The most accepted ([`KeyedBuilder::MAX_QUOTAS`](crate::keyed::KeyedBuilder::MAX_QUOTAS)).
+        max: usize,
+    },
     /// The sketch of [`TableFullPolicy::Sketch`](crate::keyed::TableFullPolicy::Sketch) cannot be built:
     /// its [`sketch_memory_bytes`](crate::keyed::KeyedBuilder::sketch_memory_bytes).
     Sketch(SketchError),
@@ -79,6 +86,9 @@ impl fmt::Display for KeyedError {
             }
             KeyedError::Doorkeeper { words, max } => {
                 write!(f, "keyed table: a doorkeeper of {words} words; must be at most {max} (0 for none)")
+            }
+            KeyedError::MaxQuotas { quotas, max } => {
+                write!(f, "keyed table: max_quotas {quotas}; must be from 1 to {max} (the default quota included)")
             }
             KeyedError::Sketch(e) => write!(f, "keyed table's table-full sketch: {e}"),
             KeyedError::SketchAlgorithm { algorithm } => write!(

@@ -15,8 +15,11 @@ pub(super) const DEFAULT_ID: QuotaId = 0;
 
 /// Ids per page of built algorithms.
 const PAGE: usize = 64;
-/// Distinct quotas a table holds, the default included.
-pub(super) const MAX_QUOTAS: usize = 4096;
+/// Distinct quotas a table holds by default, the default quota included
+/// ([`KeyedBuilder::max_quotas`](super::KeyedBuilder::max_quotas)).
+pub(super) const DEFAULT_MAX_QUOTAS: usize = 1 << 12;
+/// The most distinct quotas a table can hold, the default included: every id of a [`QuotaId`].
+pub(super) const MAX_QUOTAS: usize = 1 << 16;
 
 /// A page of built algorithms, each set once.
 type Page<A> = Box<[OnceLock<A>]>;
@@ -26,15 +29,30 @@ pub(super) struct Quotas<A> {
     default: A,
     /// Page `p` holds ids `1 + p * PAGE ..`; pages and their entries are set once, under `ids`.
     pages: Box<[OnceLock<Page<A>>]>,
+    /// Distinct quotas it holds at most, the default included.
+    max: usize,
     ids: Mutex<HashMap<Quota, QuotaId>>,
     /// Quotas from the quota function that could not be used (invalid, or too many).
     rejected: AtomicU64,
 }
 
 impl<A: Algorithm> Quotas<A> {
-    pub(super) fn new(default: A) -> Self {
-        let pages = (0..(MAX_QUOTAS - 1).div_ceil(PAGE)).map(|_| OnceLock::new()).collect();
-        Quotas { default, pages, ids: Mutex::new(HashMap::new()), rejected: AtomicU64::new(0) }
+    /// Quotas of `default` and at most `max - 1` others (`max` from 1 to [`MAX_QUOTAS`]).
+    pub(super) fn new(default: A, max: usize) -> Self {
+        debug_assert!((1..=MAX_QUOTAS).contains(&max), "{max} quotas");
+        let pages = (0..(max - 1).div_ceil(PAGE)).map(|_| OnceLock::new()).collect();
+        Quotas { default, pages, max, ids: Mutex::new(HashMap::new()), rejected: AtomicU64::new(0) }
+    }
+
+    /// The same, holding at most `max` distinct quotas (before any is interned).
+    pub(super) fn with_max(self, max: usize) -> Self {
+        debug_assert!(self.pages.iter().all(|page| page.get().is_none()), "quotas interned already");
+        Quotas::new(self.default, max)
+    }
+
+    /// Distinct quotas it holds at most, the default included.
+    pub(super) fn max(&self) -> usize {
+        self.max
     }
 
     pub(super) fn default_algorithm(&self) -> &A {
@@ -57,10 +75,10 @@ impl<A: Algorithm> Quotas<A> {
     }
 
     /// The id of `quota`, building its algorithm the first time: an error when the algorithm
-    /// cannot represent it, or when the table already holds [`MAX_QUOTAS`] distinct quotas.
+    /// cannot represent it, or when the table already holds its most distinct quotas.
     #[expect(
         clippy::indexing_slicing,
-        reason = "next < MAX_QUOTAS, checked above, so i / PAGE is below pages.len() and i % PAGE below PAGE"
+        reason = "next < max, checked above, so i / PAGE is below pages.len() and i % PAGE below PAGE"
     )]
     pub(super) fn intern(&self, quota: Quota) -> Result<QuotaId, QuotaError> {
         if quota == self.default.quota() {
@@ -73,12 +91,12 @@ impl<A: Algorithm> Quotas<A> {
             return Ok(id);
         }
         let next = ids.len() + 1;
-        if next >= MAX_QUOTAS {
+        if next >= self.max {
             return Err(QuotaError::Unrepresentable {
                 algorithm: self.default.name(),
                 field: "distinct per-key quotas",
                 value: next as u64 + 1,
-                max: MAX_QUOTAS as u64,
+                max: self.max as u64,
             });
         }
         let algorithm = self.default.with_quota(quota)?;
@@ -133,7 +151,10 @@ mod tests {
 
     #[test]
     fn ids_are_stable_and_the_default_is_zero() {
-        let quotas = Quotas::new(<Gcra as Algorithm>::from_quota(Quota::per_second(10).unwrap()).unwrap());
+        let quotas = Quotas::new(
+            <Gcra as Algorithm>::from_quota(Quota::per_second(10).unwrap()).unwrap(),
+            DEFAULT_MAX_QUOTAS,
+        );
         assert_eq!(quotas.intern(Quota::per_second(10).unwrap()), Ok(DEFAULT_ID));
         let a = quotas.intern(Quota::per_second(20).unwrap()).unwrap();
         let b = quotas.intern(Quota::per_minute(20).unwrap()).unwrap();
@@ -147,7 +168,7 @@ mod tests {
     #[test]
     fn invalid_quotas_are_errors_and_count_as_rejected() {
         let window = AnyAlgorithm::new(AlgorithmKind::FixedWindow, Quota::per_second(10).unwrap()).unwrap();
-        let quotas = Quotas::new(window);
+        let quotas = Quotas::new(window, DEFAULT_MAX_QUOTAS);
         let bursty = Quota::per_second(5).unwrap().with_burst(9).unwrap();
         assert_eq!(quotas.intern(bursty), Err(QuotaError::BurstUnsupported { algorithm: "fixed_window" }));
         assert_eq!(quotas.intern_or_default(Some(bursty)), DEFAULT_ID);
@@ -163,14 +184,25 @@ mod tests {
     }
 
     #[test]
-    fn the_table_refuses_more_than_max_quotas() {
-        let quotas = Quotas::new(<Gcra as Algorithm>::from_quota(Quota::per_hour(1).unwrap()).unwrap());
-        for n in 2..=MAX_QUOTAS as u64 {
-            quotas.intern(Quota::per_hour(n).unwrap()).unwrap();
+    fn the_table_refuses_more_than_its_most_quotas() {
+        // The default most, and the most ids there are (fewer under Miri: every intern builds).
+        let most = if cfg!(miri) { [1, 2, 70] } else { [1, DEFAULT_MAX_QUOTAS, MAX_QUOTAS] };
+        for max in most {
+            let quotas =
+                Quotas::new(<Gcra as Algorithm>::from_quota(Quota::per_hour(1).unwrap()).unwrap(), max);
+            for n in 2..=max as u64 {
+                let id = quotas.intern(Quota::per_hour(n).unwrap()).unwrap();
+                assert_eq!(quotas.get(id).quota(), Quota::per_hour(n).unwrap());
+            }
+            assert_eq!(
+                quotas.intern(Quota::per_hour(1_000_000).unwrap()),
+                Err(QuotaError::Unrepresentable {
+                    algorithm: "gcra",
+                    field: "distinct per-key quotas",
+                    value: max as u64 + 1,
+                    max: max as u64,
+                })
+            );
         }
-        assert!(matches!(
-            quotas.intern(Quota::per_hour(1_000_000).unwrap()),
-            Err(QuotaError::Unrepresentable { field: "distinct per-key quotas", .. })
-        ));
     }
 }

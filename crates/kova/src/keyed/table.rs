@@ -9,7 +9,7 @@ use super::door::{self, Door};
 use super::hot::HotSlots;
 use super::line::{self, LineShard};
 use super::policy::{FullSketch, TableFullPolicy};
-use super::quotas::{Quotas, MAX_QUOTAS};
+use super::quotas::{Quotas, DEFAULT_MAX_QUOTAS};
 use super::KeyedError;
 use crate::clock::BuilderClock;
 use crate::{Algorithm, Clock, CoarseClock, Gcra, Quota};
@@ -181,7 +181,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             shard_mask: shards - 1,
             shard_keys,
             hasher: crate::loom::new_hasher(),
-            quotas: Quotas::new(algorithm),
+            quotas: Quotas::new(algorithm, DEFAULT_MAX_QUOTAS),
             clock,
             policy,
             scan,
@@ -193,6 +193,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             full_sketch: None,
             _owns: PhantomData,
         }
+    }
+
+    /// The table holding at most `max` distinct quotas, its default included (before any key
+    /// is given one).
+    pub(super) fn with_max_quotas(mut self, max: usize) -> Self {
+        self.quotas = self.quotas.with_max(max);
+        self
     }
 
     /// The table with a doorkeeper of `words` words (none for 0, or when the default quota's
@@ -265,7 +272,8 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// How many quotas from the quota function could not be used (invalid for the algorithm,
-    /// or beyond the table's 4,095 distinct quotas); those keys got the default quota.
+    /// or beyond the table's most distinct quotas, [`KeyedBuilder::max_quotas`]); those keys
+    /// got the default quota.
     pub fn rejected_quotas(&self) -> u64 {
         self.quotas.rejected()
     }
@@ -299,7 +307,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// The most [`memory_bytes`](Self::memory_bytes) can ever report for this table, whatever
     /// keys arrive: every shard full, its array at its largest with the arrays it replaced still
     /// waiting, a boxed cell for every line of them, bookkeeping queues at twice their contents,
-    /// and all 4,095 extra quotas built. Counts each cell's heap (the sliding
+    /// and every quota it may hold built ([`KeyedBuilder::max_quotas`]). Counts each cell's heap (the sliding
     /// log's ring) at the default quota's size: per-key quotas with bigger logs can exceed it.
     pub fn memory_bound_bytes(&self) -> usize {
         let cell_bytes = line::held_bytes::<A>(heap_of(self.quotas.default_algorithm()));
@@ -311,7 +319,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 .iter()
                 .map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes))
                 .sum::<usize>()
-            + MAX_QUOTAS * (std::mem::size_of::<A>() + 64)
+            + self.quotas.max() * (std::mem::size_of::<A>() + 64)
             + self.door_bytes()
             + self.hot_bytes()
             + self.full_sketch_bytes()

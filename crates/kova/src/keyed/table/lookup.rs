@@ -165,8 +165,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     ///
     /// The common case costs one comparison of the key's quota with `quota` more than
     /// [`check_n`](Self::check_n). Errors: `quota` unusable for the algorithm (or one distinct
-    /// quota too many: a table holds up to 4,095 besides its default), or `cost` above its
-    /// capacity.
+    /// quota too many: a table holds [`KeyedBuilder::max_quotas`](crate::keyed::KeyedBuilder::max_quotas)
+    /// counting its default, 4,096 unless set), or `cost` above its capacity.
     ///
     /// ```
     /// use kova::{Gcra, Keyed, ManualClock, Quota};
