@@ -304,6 +304,55 @@ mod tests {
         assert_eq!(admitted_after_an_undo(algorithms::<TokenBucket>(quota), 2, 0, at, 1, &[]), 2);
     }
 
+    /// A clock whose coarse reading trails its precise one, as the default clock's may.
+    struct Lagging {
+        coarse: std::sync::atomic::AtomicU64,
+        precise: std::sync::atomic::AtomicU64,
+    }
+
+    impl crate::Clock for Lagging {
+        fn now_nanos(&self) -> u64 {
+            self.coarse.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn now_nanos_precise(&self) -> u64 {
+            self.precise.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn max_lag_nanos(&self) -> u64 {
+            4_000_000
+        }
+    }
+
+    /// A check charged 10 of a burst of 10, then another check's near miss decided again on the
+    /// precise time (ahead of every coarse reading) and admitted, then the first check undone on
+    /// a coarse reading: how many single units the first link admits at the precise time.
+    fn admitted_after_an_undo_behind_a_near_miss<W: WordAlgorithm>() -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let algorithms = algorithms::<W>(Quota::per_second(1_000_000).unwrap().with_burst(10).unwrap());
+        let clock = Lagging { coarse: 0.into(), precise: 0.into() };
+        let first: AtomicU128 = link::fresh(&algorithms);
+        let charged = link::check(&first, &algorithms, &clock, 10);
+        assert!(charged.admitted);
+        clock.precise.store(500_000, Relaxed);
+        assert!(link::check(&first, &algorithms, &clock, 10).admitted, "a near miss decided again");
+        undo_first(&first, &algorithms, &clock, 10, &charged);
+        clock.coarse.store(500_000, Relaxed);
+        let mut admitted = 0;
+        while link::check(&first, &algorithms, &clock, 1).admitted {
+            admitted += 1;
+        }
+        admitted
+    }
+
+    /// At the precise time the undone check's units had refilled behind the second check's
+    /// charge: nothing comes back, as an undo that reads the precise time sees.
+    #[test]
+    fn an_undo_behind_a_near_miss_on_the_precise_time_gives_back_nothing_it_absorbed() {
+        assert_eq!(admitted_after_an_undo_behind_a_near_miss::<Gcra>(), 0);
+        assert_eq!(admitted_after_an_undo_behind_a_near_miss::<TokenBucket>(), 0);
+    }
+
     /// Undone at once, with nothing in between: every algorithm is back as it was.
     #[test]
     fn an_undo_at_once_gives_everything_back() {

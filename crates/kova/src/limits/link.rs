@@ -3,7 +3,7 @@
 //! A composite is one link (one or two limits: exactly the sequential composite) or two links
 //! checked then refunded (three or four limits, `cells.rs`).
 
-use crate::cas::{update_word, Outcome, Word};
+use crate::cas::{update_word, Outcome, Precise, Word};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::loom::AtomicU128;
 use crate::{Decision, WordAlgorithm};
@@ -194,9 +194,12 @@ pub(super) fn undo<L: Link<N>, W: WordAlgorithm, C: crate::Clock + ?Sized, const
 ) {
     let written: [u64; N] =
         std::array::from_fn(|i| algorithms[i].decide(charged.words[i], charged.now, cost).1);
-    update_word(cell, clock, |value, now| {
-        // A reading older than the charge's (the charge's may have been the precise time after
-        // a near miss) is taken as the charge's: the undo reasons from the charge forwards.
+    // On the precise time: another check's near miss may have been decided again on it, ahead
+    // of every coarse reading, and what the charge still counts must be judged no earlier than
+    // that check's time, or units it absorbed come back. A denial's undo is off the hit path.
+    update_word(cell, &Precise(clock), |value, now| {
+        // A reading older than the charge's is taken as the charge's: the undo reasons from the
+        // charge forwards.
         let now = now.max(charged.now);
         let mut words = L::split(value);
         for ((word, algorithm), written) in words.iter_mut().zip(algorithms).zip(written) {
