@@ -124,10 +124,7 @@ impl Degraded {
         let key = key.to_vec();
         let decided = on_table!(self, limit.kind(), table => table.check_n_with_quota(&key, share, cost));
         match decided {
-            Ok(decision) if decision.fallback().is_none() => {
-                decision.with_fallback(Fallback::StoreUnavailableLocal)
-            }
-            Ok(table_full) => table_full,
+            Ok(decision) => marked_local(decision),
             Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. })) | Err(_) => denied(),
         }
     }
@@ -169,5 +166,34 @@ impl Degraded {
             + self.fixed_window.len()
             + self.sliding_window_counter.len()
             + self.sliding_window_log.len()
+    }
+}
+
+/// A local table's decision as the degraded limiter reports it: [`Fallback::StoreUnavailableLocal`],
+/// also when the table could not move the key's state to a new share at once and decided it under
+/// its previous one (`QuotaNotMoved`: still a local decision, which the callers must refund and
+/// settle as one); the table's own fallback when it is full of other keys.
+fn marked_local(decision: Decision) -> Decision {
+    match decision.fallback() {
+        None | Some(Fallback::QuotaNotMoved) => decision.with_fallback(Fallback::StoreUnavailableLocal),
+        Some(_) => decision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A local decision is marked local, also one decided under the key's previous share.
+    #[test]
+    fn a_decision_under_the_previous_share_is_still_marked_local() {
+        let moved_late = Decision::allowed(5, 4, 0).with_fallback(Fallback::QuotaNotMoved);
+        assert_eq!(marked_local(moved_late).fallback(), Some(Fallback::StoreUnavailableLocal));
+        assert_eq!(
+            marked_local(Decision::allowed(5, 4, 0)).fallback(),
+            Some(Fallback::StoreUnavailableLocal)
+        );
+        let full = Decision::denied(5, 0, 1, 1).with_fallback(Fallback::TableFullDenied);
+        assert_eq!(marked_local(full).fallback(), Some(Fallback::TableFullDenied));
     }
 }

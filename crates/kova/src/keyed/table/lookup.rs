@@ -191,6 +191,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             Ok,
             |hash, prior, guard| {
                 let id = self.quotas.intern(quota)?;
+                // Before any move: a cost the asked quota cannot take moves nothing.
+                check_cost(self.quotas.get(id), cost)?;
                 Ok(self.check_slow(hash, key, cost, Some(id), prior, guard)?)
             },
         )
@@ -274,10 +276,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 }
             }
             let moved = moved_to.filter(|&quota| entry.quota_id() != quota).map(|quota| entry.move_to(quota));
+            if moved == Some(false) {
+                // No line free of its grace period: decided under the quota the key still has,
+                // which may not take a cost the asked quota takes (checked before the move):
+                // denied then, until a later check moves the key.
+                let algorithm = entry.algorithm();
+                let decision = if check_cost(algorithm, cost).is_ok() {
+                    entry.decide(cost)
+                } else {
+                    let now = entry.decide(0);
+                    let retry = algorithm.quota().emission_interval_nanos();
+                    Decision::denied(now.limit(), now.remaining(), retry, now.reset_after_nanos())
+                };
+                return Ok(decision.with_fallback(Fallback::QuotaNotMoved));
+            }
             check_cost(entry.algorithm(), cost)?;
-            let decision = entry.decide(cost);
-            // No line free of its grace period: decided under the quota the key still has.
-            Ok(if moved == Some(false) { decision.with_fallback(Fallback::QuotaNotMoved) } else { decision })
+            Ok(entry.decide(cost))
         };
         let quota = match moved_to {
             Some(quota) => quota,

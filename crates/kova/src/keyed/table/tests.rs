@@ -552,6 +552,12 @@ fn a_check_whose_quota_move_finds_no_room_says_so() {
     assert_eq!(decision.fallback(), Some(Fallback::QuotaNotMoved), "{decision:?}");
     assert_eq!(decision.limit(), 100, "decided under the key's current quota");
     assert_eq!(keyed.quota_of(&held), Some(per_second(100)));
+    // A cost the asked quota takes and the current one cannot: denied, marked, not an error.
+    let over = keyed.check_n_with_quota(&held, per_second(500), 200).unwrap();
+    assert_eq!((over.is_allowed(), over.fallback()), (false, Some(Fallback::QuotaNotMoved)), "{over:?}");
+    // A cost the asked quota cannot take is its error, and moves nothing.
+    assert!(keyed.check_n_with_quota(&held, per_second(50), 60).is_err());
+    assert_eq!(keyed.quota_of(&held), Some(per_second(100)));
     drop(held_back);
     // Once grace periods end again (a few locked sections advance the epoch; another test's
     // thread, preempted while pinned, may hold them back for a while), the key moves.
