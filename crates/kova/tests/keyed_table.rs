@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kova::keyed::{KeyedError, TableFullPolicy};
+use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
 use kova::{
     Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, ManualClock, Quota,
     QuotaError, TokenBucket, WordAlgorithm,
@@ -424,4 +424,32 @@ fn a_removed_key_comes_back_fresh() {
     assert_eq!(keyed.check_n(&7, 0).unwrap().remaining(), 3);
     assert_eq!(keyed.check(&7).remaining(), 2);
     assert_eq!(keyed.len(), 1);
+}
+
+/// The table's memory bound holds with every quota it may keep built: the pages of built
+/// algorithms and the map of quotas count, whatever their number.
+#[test]
+fn the_memory_bound_counts_every_quota_the_table_may_keep() {
+    for max in [2, KeyedBuilder::<u64, Gcra>::DEFAULT_MAX_QUOTAS, KeyedBuilder::<u64, Gcra>::MAX_QUOTAS] {
+        let table = Keyed::<u64, Gcra>::builder(Quota::per_hour(1).unwrap())
+            .clock(ManualClock::new())
+            .max_keys(1)
+            .shards(1)
+            .doorkeeper(0)
+            .max_quotas(max)
+            .build()
+            .unwrap();
+        for n in 2..=max as u64 {
+            assert!(
+                table.check_n_with_quota(&0, Quota::per_hour(n).unwrap(), 1).is_ok(),
+                "quota {n} of {max}"
+            );
+        }
+        assert!(
+            table.memory_bytes() <= table.memory_bound_bytes(),
+            "{max} quotas: {} bytes, bound {}",
+            table.memory_bytes(),
+            table.memory_bound_bytes()
+        );
+    }
 }

@@ -278,8 +278,9 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// is given ([`quota_fn`](Self::quota_fn), [`Keyed::check_n_with_quota`],
     /// [`Keyed::set_quota`]) keeps one built algorithm for the table's life; one more than this
     /// is refused ([`Keyed::rejected_quotas`] counts the quota function's). A table keyed by
-    /// tenants with plans of their own may need more; each costs about
-    /// `size_of::<A>() + 64` bytes once used, and [`Keyed::memory_bound_bytes`] counts them all.
+    /// tenants with plans of their own may need more; each costs a built algorithm (pages of
+    /// 64 are built as ids are handed out) and an entry of the quotas' map, and
+    /// [`Keyed::memory_bound_bytes`] counts the most the table may hold.
     ///
     /// ```
     /// use kova::{Gcra, Keyed, Quota};

@@ -50,11 +50,6 @@ impl<A: Algorithm> Quotas<A> {
         Quotas::new(self.default, max)
     }
 
-    /// Distinct quotas it holds at most, the default included.
-    pub(super) fn max(&self) -> usize {
-        self.max
-    }
-
     pub(super) fn default_algorithm(&self) -> &A {
         &self.default
     }
@@ -131,6 +126,16 @@ impl<A: Algorithm> Quotas<A> {
 
     pub(super) fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// The most [`bytes`](Self::bytes) reports, whatever quotas arrive: every page built and the
+    /// id map at the most room it takes for `max - 1` entries (its capacity at most doubles past
+    /// what it holds, and starts at 3).
+    pub(super) fn bound_bytes(&self) -> usize {
+        let map = 2 * (self.max - 1) + 3;
+        std::mem::size_of_val(&*self.pages)
+            + self.pages.len() * PAGE * std::mem::size_of::<OnceLock<A>>()
+            + map * (std::mem::size_of::<(Quota, QuotaId)>() + 1)
     }
 
     /// Bytes held: the page directory, the pages built and the id map's entries (estimated

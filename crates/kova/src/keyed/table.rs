@@ -319,7 +319,7 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 .iter()
                 .map(|&keys| LineShard::<K, A>::bound_bytes(keys, cell_bytes))
                 .sum::<usize>()
-            + self.quotas.max() * (std::mem::size_of::<A>() + 64)
+            + self.quotas.bound_bytes()
             + self.door_bytes()
             + self.hot_bytes()
             + self.full_sketch_bytes()
