@@ -6,8 +6,10 @@
 //! The members of a [`CompositeLimit`](crate::CompositeLimit) are decided in one step; every
 //! other limit on its own, with what earlier limits took given back when a later one rejects.
 
+mod awaiting;
 mod checked;
 mod settling;
+mod taken;
 
 use std::time::Duration;
 
@@ -18,8 +20,11 @@ use kova::limits::MAX_LIMITS;
 use kova::{Decision, Fallback};
 use smallvec::SmallVec;
 
+pub(crate) use self::awaiting::Awaiting;
 use self::checked::{Checked, Entry, ToSettle};
 pub(crate) use self::settling::Settling;
+pub(crate) use self::taken::Reading;
+use self::taken::Taken;
 use crate::config::Config;
 use crate::headers::{self, RateLimitHeaders};
 pub(crate) use crate::pending::{Answer, Check, Pending, PendingCheck};
@@ -34,6 +39,8 @@ struct Charge {
     key: LimitKey,
     cost: u64,
     composite: bool,
+    /// When: nothing is given back once its window has ended.
+    taken: Taken,
 }
 
 /// The checks of one request so far.
@@ -96,6 +103,10 @@ impl Run {
                 Err(verdict) => return Progress::Done(*verdict),
             };
             let cost = limit.cost_of(parts);
+            // Read only for a check that may be given back: a later limit may reject, or the
+            // response settles it.
+            let refundable = self.next < config.limits.len() || limit.settle_from().is_some();
+            let at = refundable.then(|| Reading::now(clock_of(limit, group.is_some())));
             let started = Stopwatch::start();
             let (answer, future) = match group {
                 Some(member) => match member.group.limiter.check(&key, cost).into_ready() {
@@ -107,7 +118,7 @@ impl Run {
                     Err(future) => (None, Some(PendingCheck::One(future))),
                 },
             };
-            let check = Check { index, key, cost, started };
+            let check = Check { index, key, cost, started, at };
             if let Some(future) = future {
                 return Progress::Pending(Pending { check, future });
             }
@@ -141,7 +152,7 @@ impl Run {
         let result = match limit.limiter().check(&key, cost).into_ready() {
             Ok(result) => result,
             Err(future) => {
-                let check = Check { index: 0, key, cost, started };
+                let check = Check { index: 0, key, cost, started, at: None };
                 let pending = Pending { check, future: PendingCheck::One(future) };
                 return Start::Running(run(), Progress::Pending(pending));
             }
@@ -157,7 +168,7 @@ impl Run {
             }
             result => {
                 let mut run = run();
-                let check = Check { index: 0, key, cost, started };
+                let check = Check { index: 0, key, cost, started, at: None };
                 let progress = match run.answered(config, &check, Answer::One(result)) {
                     Some(verdict) => Progress::Done(verdict),
                     None => Progress::Done(Verdict::Pass(run.pass(config))),
@@ -278,17 +289,21 @@ impl Run {
         decision_time: Duration,
     ) -> Option<Verdict> {
         let index = check.index;
+        // A check read no time for (nothing could give it back) reads it now.
+        let at = check.at.unwrap_or_else(|| Reading::now(clock_of(config.limit(index), via_composite)));
+        let taken = Taken::new(at, decided.decisions);
         for (offset, decision) in decided.decisions.iter().enumerate() {
             // A composite's limits are settled together, through its first.
             let settles = offset == 0 || !via_composite;
-            self.note(config, index + offset, check, *decision, decision_time, settles);
+            self.note(config, index + offset, check, *decision, decision_time, settles.then_some(taken));
         }
         let all_took_units = decided.decisions.iter().all(took_units);
         // An admission that took units (not a failure policy's), with limits still to come that
         // could reject the request: remember it, to give it back if one does.
         let more_to_come = index + decided.decisions.len() < config.limits.len();
         if decided.allowed && !config.shadow && all_took_units && more_to_come {
-            let charge = Charge { index, key: check.key.clone(), cost: check.cost, composite: via_composite };
+            let key = check.key.clone();
+            let charge = Charge { index, key, cost: check.cost, composite: via_composite, taken };
             self.charged.push(charge);
         }
         if decided.allowed || config.shadow {
@@ -389,7 +404,8 @@ impl Run {
     }
 
     /// Records the decision of the limit at `index` (its event, its time, its entry for the
-    /// headers) and whether to settle it from the response.
+    /// headers) and whether to settle it from the response (`settles`: when its units were
+    /// taken, for the limit that settles them).
     fn note(
         &mut self,
         config: &Config,
@@ -397,7 +413,7 @@ impl Run {
         check: &Check,
         decision: Decision,
         decision_time: Duration,
-        settles: bool,
+        settles: Option<Taken>,
     ) {
         let key = &check.key;
         let limit = config.limit(index);
@@ -409,7 +425,7 @@ impl Run {
         // share's while the store is down (the settlement could not reach it).
         let settleable =
             took_units(&decision) && decision.fallback() != Some(Fallback::StoreUnavailableLocal);
-        if settles && settleable && limit.settle_from().is_some() {
+        if let Some(taken) = settles.filter(|_| settleable && limit.settle_from().is_some()) {
             let composite = limit
                 .member()
                 .is_some_and(|m| config.limits.get(index..).is_some_and(|rest| m.heads_whole_group(rest)));
@@ -418,6 +434,7 @@ impl Run {
                 key: key.clone(),
                 estimated: check.cost,
                 composite,
+                taken,
             });
         }
     }
@@ -431,9 +448,13 @@ impl Run {
 
     /// Gives back what this request's earlier allowed checks took (it is being rejected), and
     /// updates their entries to the state after the refund where the limiter can say it now.
+    /// A charge whose window has ended is owed nothing back (see [`Taken`]).
     fn refund_charged(&mut self, config: &Config) {
         for charge in std::mem::take(&mut self.charged) {
             let limit = config.limit(charge.index);
+            if charge.taken.window_ended(clock_of(limit, charge.composite)) {
+                continue;
+            }
             let group = limit.member().filter(|_| charge.composite);
             match group {
                 Some(member) => {
@@ -476,8 +497,10 @@ impl Run {
         }
     }
 
-    /// How the allowed request's response gets its headers.
+    /// How the allowed request's response gets its headers. It is served: it keeps what its
+    /// limits took, whatever becomes of its response.
     fn pass(&mut self, config: &Config) -> Pass {
+        self.charged.clear();
         if self.checked.to_settle.is_empty() {
             Pass::Now(self.checked.pass_headers(config))
         } else {
@@ -502,6 +525,16 @@ impl Decided<'_> {
     )]
     fn decider(&self) -> &Decision {
         &self.decisions[self.by]
+    }
+}
+
+/// The reading of `limit`'s limiter clock, for [`Reading::now`] (none for a composite's: the
+/// layer cannot read it).
+fn clock_of(limit: &Limit, composite: bool) -> Option<u64> {
+    if composite {
+        None
+    } else {
+        limit.limiter().now_nanos()
     }
 }
 

@@ -352,11 +352,12 @@ pub(crate) fn state_prefix(name: &str) -> String {
 }
 
 /// `RateLimit` of one limit, from its [`state_prefix`]: written straight into a buffer of its
-/// exact size, which becomes the value without another copy.
+/// exact size, which becomes the value without another copy. Its numbers are clamped as
+/// [`state_item`]'s are: one of more than 15 digits makes a strict parser drop the whole field.
 pub(crate) fn state_value_of(prefix: &str, decision: &Decision) -> Option<HeaderValue> {
     let (mut remaining, mut reset) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let [_, _, _, remaining, t, reset] =
-        state_pieces("", remaining.format(decision.remaining()), reset.format(reset_secs(decision)));
+    let (r, t) = (sf_integer(decision.remaining()), sf_integer(reset_secs(decision)));
+    let [_, _, _, remaining, t, reset] = state_pieces("", remaining.format(r), reset.format(t));
     let pieces = [prefix, remaining, t, reset];
     let mut text = Vec::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
     for piece in pieces {

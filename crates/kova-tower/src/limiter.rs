@@ -67,6 +67,15 @@ pub trait KeyedLimiter: Send + Sync + 'static {
         };
         SettleFuture::ready(result)
     }
+
+    /// The limiter's clock, in nanoseconds since its origin, if it has one the layer can read.
+    /// The layer reads it when an allowed check may later be refunded or settled, and gives
+    /// nothing back once the check's window has ended (the units would come off the next
+    /// window's count); without a clock (the default, `None`) it measures with
+    /// [`Instant`](std::time::Instant).
+    fn now_nanos(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
@@ -81,6 +90,10 @@ impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         let settlement = Keyed::settle(self, key, estimated, actual);
         SettleFuture::ready(Ok(Settled { settlement, after: Some(self.peek(key)) }))
+    }
+
+    fn now_nanos(&self) -> Option<u64> {
+        Some(self.clock().now_nanos())
     }
 }
 
@@ -106,6 +119,10 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         (**self).settle(key, estimated, actual)
     }
+
+    fn now_nanos(&self) -> Option<u64> {
+        (**self).now_nanos()
+    }
 }
 
 impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
@@ -119,6 +136,10 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
 
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         (**self).settle(key, estimated, actual)
+    }
+
+    fn now_nanos(&self) -> Option<u64> {
+        (**self).now_nanos()
     }
 }
 

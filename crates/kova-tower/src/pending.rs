@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use kova::limits::LimitsDecision;
 use kova::Decision;
 
+use crate::enforce::Reading;
 use crate::stopwatch::Stopwatch;
 use crate::{CheckFuture, CompositeCheckFuture, LimitKey, LimiterError};
 
@@ -23,6 +24,8 @@ pub(crate) struct Check {
     pub(crate) key: LimitKey,
     pub(crate) cost: u64,
     pub(crate) started: Stopwatch,
+    /// When it was made, read before it where what it takes could be given back.
+    pub(crate) at: Option<Reading>,
 }
 
 /// A pending check of one limit or of a composite.

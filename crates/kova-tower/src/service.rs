@@ -10,7 +10,7 @@ use tower_service::Service;
 
 use crate::body::{BodyMode, Wrap};
 use crate::config::Config;
-use crate::enforce::{Pass, Pending, Progress, Run, Start, Verdict};
+use crate::enforce::{Awaiting, Pass, Pending, Progress, Run, Start, Verdict};
 use crate::ResponseFuture;
 
 /// Rate-limits requests to an inner service; made by [`RateLimitLayer`](crate::RateLimitLayer).
@@ -100,11 +100,13 @@ where
             }
             Progress::Pending(pending) => {
                 let (inner, config) = self.take_ready();
+                // Dropped while a check waits, it gives back what earlier limits took.
+                let mut run = Awaiting::new(run, config);
                 ResponseFuture::boxed(Box::pin(async move {
                     let mut pending: Pending = pending;
                     let verdict = loop {
                         let answer = pending.future.await;
-                        match run.resume(&config, &parts, &pending.check, answer) {
+                        match run.resume(&parts, &pending.check, answer) {
                             Progress::Done(verdict) => break verdict,
                             Progress::Pending(next) => pending = next,
                         }
@@ -112,7 +114,8 @@ where
                     match verdict {
                         Verdict::Reject(response) => Ok(response.map(M::full)),
                         Verdict::Pass(pass) => {
-                            serve::<_, _, _, M>(inner, Request::from_parts(parts, body), pass, &config).await
+                            let request = Request::from_parts(parts, body);
+                            serve::<_, _, _, M>(inner, request, pass, run.config()).await
                         }
                     }
                 }))

@@ -395,6 +395,25 @@ fn header_numbers_at_their_edges() {
     assert_eq!(keys.digest("x", &LimitKey::user(&"u".repeat(1 << 20))).len(), kova_tower::PARTITION_KEY_LEN);
 }
 
+/// A limit whose quota passes 15 digits, through the single-limit path: every number of its
+/// `RateLimit` member fits a structured-field integer (a strict parser drops the whole field
+/// for one longer number, `server_hints` and `PacingLayer` included).
+#[tokio::test]
+async fn huge_quota_state_fits_structured_fields() {
+    let quota = Quota::new(10u64.pow(16), Duration::from_secs(365 * 86_400)).unwrap();
+    let limit = Limit::in_memory("huge", quota, Key::global()).unwrap();
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(limit));
+    let request = Request::get("/").extension(PeerAddr("203.0.113.7:4000".parse().unwrap()));
+    let response = app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let state = response.headers()[headers::RATELIMIT].to_str().unwrap().to_owned();
+    let numbers = state.split(|c: char| !c.is_ascii_digit()).filter(|n| !n.is_empty());
+    for number in numbers {
+        assert!(number.len() <= 15, "{number} has more than 15 digits in {state:?}");
+    }
+    assert!(state.starts_with("\"huge\";r=999999999999999;t="), "{state}");
+}
+
 /// A settled cost read from the response: a whole number up to `u64::MAX` is settled (what does
 /// not fit in the overdraft reported as uncharged), anything else keeps the estimate and is
 /// reported as a failure.

@@ -2,11 +2,13 @@
 //! is refunded.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::{body::Body, routing::get, Router};
 use http::{HeaderName, Request, StatusCode};
-use kova::{Gcra, ManualClock, Quota};
-use kova_tower::{Key, Limit, PeerAddr, RateLimitLayer};
+use kova::{Decision, FixedWindow, Gcra, Keyed, ManualClock, Quota};
+use kova_tower::{CheckFuture, Key, KeyedLimiter, Limit, LimitKey, PeerAddr, RateLimitLayer};
 use tower::ServiceExt;
 
 #[tokio::test(flavor = "current_thread")]
@@ -43,4 +45,61 @@ async fn a_request_denied_by_the_second_limit_keeps_the_first_limits_quota() {
     let next = app.clone().oneshot(other_key).await.unwrap();
     assert_eq!(next.status(), StatusCode::OK);
     assert_eq!(next.headers()["ratelimit"], r#""ip";r=8;t=12, "key";r=0;t=60"#);
+}
+
+/// A store that never answers.
+struct NeverAnswers;
+
+impl KeyedLimiter for NeverAnswers {
+    fn check(&self, _: &LimitKey, _: u64) -> CheckFuture {
+        CheckFuture::new(std::future::pending())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_dropped_while_a_later_check_waits_gives_back_what_earlier_limits_took() {
+    let quota = Quota::per_minute(10).unwrap();
+    let shared = Arc::new(Keyed::<LimitKey, Gcra, _>::with_clock(quota, ManualClock::new()).unwrap());
+    let first = Limit::new("local", quota, Key::global(), shared.clone()).unwrap();
+    let second = Limit::new("store", quota, Key::global(), NeverAnswers).unwrap();
+    let app =
+        Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(first).limit(second));
+    let request = Request::get("/").body(Body::empty()).unwrap();
+    // The client gives up (or an outer timeout fires) while the second limit's check waits.
+    let gave_up = tokio::time::timeout(Duration::from_millis(1), app.oneshot(request)).await;
+    assert!(gave_up.is_err(), "the second limit never answers");
+    // The request was never served: the first limit has all its quota.
+    assert_eq!(shared.peek(&LimitKey::Global).remaining(), 10);
+}
+
+/// A later limit whose check is answered a minute on, after another request took 5 units of the
+/// shared limit's new window, and denies.
+struct DeniesAMinuteLater {
+    clock: ManualClock,
+    shared: Arc<Keyed<LimitKey, FixedWindow, ManualClock>>,
+}
+
+impl KeyedLimiter for DeniesAMinuteLater {
+    fn check(&self, _: &LimitKey, _: u64) -> CheckFuture {
+        self.clock.advance(Duration::from_secs(60));
+        assert!(self.shared.check_n(&LimitKey::Global, 5).unwrap().is_allowed());
+        CheckFuture::ready(Ok(Decision::denied(1, 0, 1_000_000_000, 1_000_000_000)))
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_refund_after_its_window_ended_gives_nothing_to_the_next_window() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_minute(10).unwrap();
+    let shared = Arc::new(Keyed::<LimitKey, FixedWindow, _>::with_clock(quota, clock.clone()).unwrap());
+    let first = Limit::new("window", quota, Key::global(), shared.clone()).unwrap().cost(5);
+    let later = DeniesAMinuteLater { clock, shared: shared.clone() };
+    let second = Limit::new("later", Quota::per_minute(1).unwrap(), Key::global(), later).unwrap();
+    let app =
+        Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(first).limit(second));
+    let response = app.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The 5 went into the ended window: the new one holds only the other request's 5.
+    let passed = (0..10).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count();
+    assert_eq!(passed, 5);
 }

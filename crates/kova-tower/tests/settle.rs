@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::response::IntoResponse;
 use axum::{body::Body, routing::get, Extension, Router};
 use http::{HeaderMap, HeaderName, Request, StatusCode};
-use kova::{Gcra, Keyed, ManualClock, Quota};
+use kova::{FixedWindow, Gcra, Keyed, ManualClock, Quota};
 use kova_tower::{
     ActualCost, CheckFuture, CompositeLimit, CountingMetrics, Key, KeyedLimiter, Limit, LimitKey, PeerAddr,
     RateLimitLayer,
@@ -171,4 +171,34 @@ async fn a_composite_settles_every_limit_each_into_its_own_overdraft() {
     let denied = app.get(None).await;
     assert_eq!(denied.0, StatusCode::TOO_MANY_REQUESTS);
     assert!(denied.1.ends_with(r#""day";r=797;t=17540"#), "{}", denied.1);
+}
+
+/// A lower cost settled after the window its estimate went into has ended gives nothing back:
+/// the units were counted in that window, and taking them off the next one would let it admit
+/// more than its quota.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lower_cost_settled_after_its_window_ended_gives_nothing_to_the_next_window() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_minute(10).unwrap();
+    let shared = Arc::new(Keyed::<LimitKey, FixedWindow, _>::with_clock(quota, clock.clone()).unwrap());
+    let limit = Limit::new("tokens", quota, Key::global(), shared.clone())
+        .unwrap()
+        .cost(5)
+        .settle_from_header(TOKENS_USED);
+    let (in_handler, later) = (shared.clone(), clock.clone());
+    let handler = move || {
+        let (limiter, clock) = (in_handler.clone(), later.clone());
+        async move {
+            // The call answers in the next window, after another request took 5 there.
+            clock.advance(Duration::from_secs(60));
+            assert!(limiter.check_n(&LimitKey::Global, 5).unwrap().is_allowed());
+            ([(TOKENS_USED, "0")], "ok")
+        }
+    };
+    let router = Router::new().route("/", get(handler)).layer(RateLimitLayer::new(limit));
+    let response = router.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // The new window holds its own 5: 5 more pass in it, not 10.
+    let passed = (0..10).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count();
+    assert_eq!(passed, 5);
 }

@@ -4,6 +4,7 @@
 use kova::Decision;
 use smallvec::SmallVec;
 
+use super::taken::Taken;
 use crate::config::Config;
 use crate::headers::{self, RateLimitHeaders};
 use crate::partition::PARTITION_KEY_LEN;
@@ -32,6 +33,8 @@ pub(crate) struct ToSettle {
     pub(crate) estimated: u64,
     /// Settled by the composite the limit at `index` heads, for all its limits.
     pub(crate) composite: bool,
+    /// When: the lower part of a settlement is not given back once its window has ended.
+    pub(crate) taken: Taken,
 }
 
 /// Entries kept inline: a request checked against up to this many limits allocates nothing

@@ -42,6 +42,10 @@ impl Settling {
         for (item, actual) in to_settle.into_iter().zip(actuals) {
             let limit = config.limit(item.index);
             let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
+            // What is settled: a lower cost gives nothing back once the check's window has
+            // ended (the units would come off the next window's); a higher one is still charged.
+            let window_ended = || item.taken.window_ended(super::clock_of(limit, item.composite));
+            let owed = |actual: u64| if actual < estimated && window_ended() { estimated } else { actual };
             if let Some(member) = limit.member().filter(|_| item.composite) {
                 // A composite settles every limit at once, each reported under its own name.
                 let members = config.members(item.index, member.group.len);
@@ -54,20 +58,21 @@ impl Settling {
                 match actual {
                     None => {}
                     Some(Err(error)) => failed(None, &error),
-                    Some(Ok(actual)) => match member.group.limiter.settle(&item.key, estimated, actual).await
-                    {
-                        Ok(all) => {
-                            for (offset, (limit, settled)) in members.iter().zip(all).enumerate() {
-                                let settlement = settled.settlement;
-                                let kind = EventKind::Settled { estimated, actual, settlement };
-                                config.record(limit.name(), key, kind);
-                                if let Some(after) = settled.after {
-                                    self.checked.update(item.index + offset, after);
+                    Some(Ok(actual)) => {
+                        match member.group.limiter.settle(&item.key, estimated, owed(actual)).await {
+                            Ok(all) => {
+                                for (offset, (limit, settled)) in members.iter().zip(all).enumerate() {
+                                    let settlement = settled.settlement;
+                                    let kind = EventKind::Settled { estimated, actual, settlement };
+                                    config.record(limit.name(), key, kind);
+                                    if let Some(after) = settled.after {
+                                        self.checked.update(item.index + offset, after);
+                                    }
                                 }
                             }
+                            Err(error) => failed(Some(actual), &error),
                         }
-                        Err(error) => failed(Some(actual), &error),
-                    },
+                    }
                 }
                 continue;
             }
@@ -81,7 +86,7 @@ impl Settling {
                         EventKind::SettleFailed { estimated, actual: None, error: &error },
                     );
                 }
-                Some(Ok(actual)) => match limit.limiter().settle(&item.key, estimated, actual).await {
+                Some(Ok(actual)) => match limit.limiter().settle(&item.key, estimated, owed(actual)).await {
                     Ok(settled) => {
                         let settlement = settled.settlement;
                         config.record(name, key, EventKind::Settled { estimated, actual, settlement });
