@@ -2,6 +2,8 @@
 //! per descriptor and gives units back when the request as a whole is denied.
 
 use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use kova::keyed::KeyedError;
 use kova::{Clock, Decision, Fallback};
@@ -17,7 +19,8 @@ pub enum BackendError {
     TooCostly,
     /// No decision could be made (a table holding too many distinct quotas, Redis down under
     /// `--redis-failure error`, a limit Redis's scripts cannot hold); the call gets
-    /// `UNAVAILABLE` and nothing it consumed is kept.
+    /// `UNAVAILABLE` and nothing it consumed is kept. A shadow rule's never fails the call: its
+    /// descriptor answers `OK` (a shadow rule never changes what is enforced).
     Unavailable(String),
 }
 
@@ -57,6 +60,16 @@ pub trait Backend: Send + Sync + 'static {
     fn refund_local(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> impl Future<Output = bool> + Send {
         let _ = (limit, key, cost);
         std::future::ready(false)
+    }
+
+    /// Nanoseconds on a clock that runs with the one this backend decides by, from an origin
+    /// of its own. The [`Decider`](crate::Decider) reads it before a check and before that
+    /// check's refund: once the check's `reset_after` has passed between the two, the window
+    /// its units went into has ended, and a refund would come off the next one's count (nothing
+    /// is owed back then). By default a monotonic clock of this process.
+    fn now_nanos(&self) -> u64 {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        u64::try_from(ORIGIN.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -107,5 +120,10 @@ impl<C: Clock + Send + Sync + 'static> Backend for MemoryBackend<C> {
 
     async fn refund(&self, limit: &Limited, key: &Vec<u8>, cost: u64) -> bool {
         self.refund_now(limit, key, cost)
+    }
+
+    /// The tables' own clock: their windows are counted on it.
+    fn now_nanos(&self) -> u64 {
+        self.clock.now_nanos()
     }
 }

@@ -199,9 +199,16 @@ impl<B: Backend> Decider<B> {
                         logs.push((outcomes.len(), LogCheck { rule, limited, key, cost }));
                         Outcome::Free
                     } else {
+                        let checked_at = self.backend.now_nanos();
                         match self.backend.check(limited, &key, cost).await {
-                            Ok(decision) => Outcome::Checked { rule, limited, key, cost, decision },
+                            Ok(decision) => {
+                                Outcome::Checked { rule, limited, key, cost, decision, checked_at }
+                            }
                             Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
+                            // A shadow rule never changes what is enforced.
+                            Err(BackendError::Unavailable(_)) if rule.is_shadow() => {
+                                Outcome::Unavailable { rule, limited }
+                            }
                             Err(BackendError::Unavailable(problem)) => {
                                 self.give_back(&mut outcomes).await;
                                 return Err(RequestError::Backend(problem));
@@ -257,11 +264,15 @@ impl<B: Backend> Decider<B> {
     }
 
     /// Decides the sliding window log's checks of a request, whose other limits are decided
-    /// (`over`: one of them denied). A log takes no refunds, so no log is charged unless every
-    /// log's cost fits now (a peek of each) and nothing else denied; otherwise each answers
-    /// without taking anything: a peek's answer where its cost fits, else a check's denial (a
-    /// denial takes nothing). Two checks of the same log racing between the peeks and the
-    /// charges can still deny a later log after an earlier one was charged.
+    /// (`over`: one of them denied). A log takes no refunds, so no enforced log is charged
+    /// unless every enforced log's cost fits now (a peek of each) and nothing else denied;
+    /// otherwise each answers without taking anything: a peek's answer where its cost fits,
+    /// else a check's denial (a denial takes nothing). Shadow logs take no part in that: their
+    /// denials are not enforced, so one used up must not keep the enforced logs of an admitted
+    /// request uncharged. They are decided last, charged when the request is not over the
+    /// limit; one the backend cannot decide answers `OK` ([`Outcome::Unavailable`]), as a
+    /// shadow rule never changes what is enforced. Two checks of the same log racing between
+    /// the peeks and the charges can still deny a later log after an earlier one was charged.
     async fn check_logs<'r>(
         &self,
         logs: &[(usize, LogCheck<'r>)],
@@ -270,44 +281,101 @@ impl<B: Backend> Decider<B> {
         let mut peeks = Vec::with_capacity(logs.len());
         for (_, log) in logs {
             peeks.push(match self.backend.check(log.limited, &log.key, 0).await {
-                Ok(peek) => Some(peek),
-                Err(BackendError::TooCostly) => None,
+                Ok(peek) => Peek::Left(peek),
+                Err(BackendError::TooCostly) => Peek::TooCostly,
+                Err(BackendError::Unavailable(_)) if log.rule.is_shadow() => Peek::Unavailable,
                 Err(BackendError::Unavailable(problem)) => return Err(problem),
             });
         }
-        let fits =
-            |log: &LogCheck<'_>, peek: &Option<Decision>| peek.is_some_and(|p| p.remaining() >= log.cost);
-        let charge = !over && logs.iter().zip(&peeks).all(|((_, log), peek)| fits(log, peek));
-        let mut decided = Vec::with_capacity(logs.len());
-        for ((_, log), peek) in logs.iter().zip(peeks) {
-            let (rule, limited) = (log.rule, log.limited);
-            let outcome = match peek {
-                None => Outcome::TooCostly { rule, limited },
-                Some(peek) if !charge && peek.remaining() >= log.cost => {
-                    Outcome::Checked { rule, limited, key: log.key.clone(), cost: 0, decision: peek }
+        let enforced = |log: &LogCheck<'_>| !log.rule.is_shadow();
+        let charge = !over
+            && logs
+                .iter()
+                .zip(&peeks)
+                .filter(|((_, log), _)| enforced(log))
+                .all(|((_, log), peek)| fits(log, peek));
+        let mut decided: Vec<Outcome<'r>> = logs.iter().map(|_| Outcome::Free).collect();
+        for (at, ((_, log), peek)) in logs.iter().zip(&peeks).enumerate() {
+            if enforced(log) {
+                let outcome = self.check_log(log, peek, charge, &mut decided).await?;
+                set(&mut decided, at, outcome);
+            }
+        }
+        // A log whose peek did not fit may still have been admitted by its check (a racing
+        // check's units aged out, a failure policy allowed it): if the request is then not over
+        // the limit, the enforced logs answered by a peek owe their cost.
+        let mut over = over || decided.iter().any(Outcome::enforced_denial);
+        if !over && !charge {
+            for (at, ((_, log), peek)) in logs.iter().zip(&peeks).enumerate() {
+                let peeked = matches!(decided.get(at), Some(Outcome::Checked { cost: 0, .. }));
+                if enforced(log) && peeked && log.cost > 0 {
+                    let outcome = self.check_log(log, peek, true, &mut decided).await?;
+                    over = outcome.enforced_denial();
+                    set(&mut decided, at, outcome);
+                    if over {
+                        break;
+                    }
                 }
-                Some(_) => match self.backend.check(limited, &log.key, log.cost).await {
-                    Ok(decision) => {
-                        Outcome::Checked { rule, limited, key: log.key.clone(), cost: log.cost, decision }
-                    }
-                    Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
-                    Err(BackendError::Unavailable(problem)) => {
-                        self.give_back(&mut decided).await;
-                        return Err(problem);
-                    }
-                },
-            };
-            decided.push(outcome);
+            }
+        }
+        for (at, ((_, log), peek)) in logs.iter().zip(&peeks).enumerate() {
+            if !enforced(log) {
+                let outcome = self.check_log(log, peek, !over, &mut decided).await?;
+                set(&mut decided, at, outcome);
+            }
         }
         Ok(decided)
     }
 
-    /// Refunds what the allowed checks among `outcomes` took, and makes each refunded
-    /// decision say what its limit has left after the refund (the response reports it).
+    /// One log's answer given its `peek`: charged when `charge`, else a peek's answer where
+    /// its cost fits and a check's denial where it does not. On an unavailable backend what
+    /// `decided` took is given back.
+    async fn check_log<'r>(
+        &self,
+        log: &LogCheck<'r>,
+        peek: &Peek,
+        charge: bool,
+        decided: &mut [Outcome<'r>],
+    ) -> Result<Outcome<'r>, String> {
+        let (rule, limited) = (log.rule, log.limited);
+        Ok(match peek {
+            Peek::TooCostly => Outcome::TooCostly { rule, limited },
+            Peek::Unavailable => Outcome::Unavailable { rule, limited },
+            // A peek takes nothing: no refund is ever owed for it.
+            Peek::Left(left) if !charge && fits(log, peek) => {
+                let (key, decision) = (log.key.clone(), *left);
+                Outcome::Checked { rule, limited, key, cost: 0, decision, checked_at: 0 }
+            }
+            Peek::Left(_) => {
+                let checked_at = self.backend.now_nanos();
+                match self.backend.check(limited, &log.key, log.cost).await {
+                    Ok(decision) => {
+                        let (key, cost) = (log.key.clone(), log.cost);
+                        Outcome::Checked { rule, limited, key, cost, decision, checked_at }
+                    }
+                    Err(BackendError::TooCostly) => Outcome::TooCostly { rule, limited },
+                    Err(BackendError::Unavailable(_)) if rule.is_shadow() => {
+                        Outcome::Unavailable { rule, limited }
+                    }
+                    Err(BackendError::Unavailable(problem)) => {
+                        self.give_back(decided).await;
+                        return Err(problem);
+                    }
+                }
+            }
+        })
+    }
+
+    /// Refunds what the allowed checks among `outcomes` took while it still counts
+    /// ([`still_counted`]), and makes each refunded decision say what its limit has left after
+    /// the refund (the response reports it).
     async fn give_back(&self, outcomes: &mut [Outcome<'_>]) {
         for outcome in outcomes {
-            if let Outcome::Checked { limited, key, cost, decision, .. } = outcome {
-                let given = if took_units(decision) {
+            if let Outcome::Checked { limited, key, cost, decision, checked_at, .. } = outcome {
+                let counted = still_counted(limited, decision, *checked_at, self.backend.now_nanos());
+                let given = if !counted {
+                    false
+                } else if took_units(decision) {
                     self.backend.refund(limited, key, *cost).await
                 } else if took_local_units(decision) {
                     self.backend.refund_local(limited, key, *cost).await
@@ -330,6 +398,46 @@ struct LogCheck<'r> {
     cost: u64,
 }
 
+/// What a peek at a sliding window log found (`check_logs`).
+enum Peek {
+    /// What the log has left.
+    Left(Decision),
+    /// The cost is more than the log ever admits at once.
+    TooCostly,
+    /// The backend could not tell (a shadow log's only: an enforced one fails the call).
+    Unavailable,
+}
+
+/// Whether `log`'s cost fits what its `peek` found left.
+fn fits(log: &LogCheck<'_>, peek: &Peek) -> bool {
+    matches!(peek, Peek::Left(left) if left.remaining() >= log.cost)
+}
+
+fn set<'r>(decided: &mut [Outcome<'r>], at: usize, outcome: Outcome<'r>) {
+    if let Some(slot) = decided.get_mut(at) {
+        *slot = outcome;
+    }
+}
+
+/// Whether the units an admission (`decision`) of `limited` took, checked at `checked_at` on
+/// the backend's clock, may still count at `now`, so that a refund is owed. A fixed window's
+/// admission resets when the window its units went into ends; once it has, a refund would come
+/// off the next window's count, which other checks may have opened meanwhile. A sliding window
+/// counter's admission resets up to a period after its window ends (the previous count's
+/// decay), so its window has surely not ended only while less than that reset less a period
+/// has passed. Every other algorithm is whole again at its reset, when a refund has nothing
+/// left to give back. Both readings are taken before the backend's own (the check's, the
+/// refund's), so the window can only be found ended too soon: a refund skipped, never one
+/// made to the wrong window, but for a refund racing the very edge against another check.
+fn still_counted(limited: &Limited, decision: &Decision, checked_at: u64, now: u64) -> bool {
+    let reset = decision.reset_after_nanos();
+    let horizon = match limited.algorithm() {
+        AlgorithmKind::SlidingWindowCounter => reset.saturating_sub(limited.quota().period_nanos()),
+        _ => reset,
+    };
+    now.saturating_sub(checked_at) < horizon
+}
+
 /// Whether `limited`'s algorithm gives units back on a refund (every algorithm but the sliding
 /// window log, whose ring of times cannot take a unit out).
 fn takes_refunds(limited: &Limited) -> bool {
@@ -339,10 +447,18 @@ fn takes_refunds(limited: &Limited) -> bool {
 /// envoyproxy/ratelimit's `replaces`: a matched rule that another rule of the request replaces
 /// (by `name`) is not applied. `rules` are the request's after its overrides (`overrides`, by
 /// position): an override has no `replaces`, and, though it keeps its node's `name` for the
-/// response, is never replaced (envoyproxy/ratelimit's override has no name).
+/// response, is never replaced (envoyproxy/ratelimit's override has no name). A shadow rule
+/// replaces nothing: it enforces nothing, so taking an enforced rule's place would lift that
+/// limit.
 fn drop_replaced<'a>(rules: &mut [Option<&'a Rule>], overrides: &[Option<Rule>]) {
-    let replaced: Vec<&'a str> =
-        rules.iter().copied().flatten().flat_map(|r| r.replaces()).map(String::as_str).collect();
+    let replaced: Vec<&'a str> = rules
+        .iter()
+        .copied()
+        .flatten()
+        .filter(|r| !r.is_shadow())
+        .flat_map(|r| r.replaces())
+        .map(String::as_str)
+        .collect();
     if replaced.is_empty() {
         return;
     }
@@ -358,6 +474,7 @@ fn count(domain: &str, outcome: &Outcome<'_>) {
     match outcome {
         Outcome::Free | Outcome::Unlimited => telemetry::unlimited(domain),
         Outcome::Refunded { .. } => {}
+        Outcome::Unavailable { .. } => telemetry::shadow_unavailable(domain),
         Outcome::TooCostly { rule, .. } => telemetry::decision(domain, true, rule.is_shadow()),
         Outcome::Zero { rule, counts, .. } => telemetry::decision(domain, *counts, rule.is_shadow()),
         Outcome::Checked { rule, decision, .. } => {

@@ -32,6 +32,8 @@ impl Default for MemoryOptions {
 #[derive(Debug)]
 pub struct MemoryBackend<C: Clock = UnixClock> {
     tables: Vec<Keyed<Vec<u8>, AnyAlgorithm, C>>,
+    /// The tables' clock, read for [`Backend::now_nanos`](crate::Backend::now_nanos).
+    pub(crate) clock: C,
 }
 
 impl MemoryBackend<UnixClock> {
@@ -65,7 +67,7 @@ impl<C: Clock + Clone> MemoryBackend<C> {
                     .build()
             })
             .collect::<Result<_, _>>()?;
-        Ok(MemoryBackend { tables })
+        Ok(MemoryBackend { tables, clock })
     }
 }
 

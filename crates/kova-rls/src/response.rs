@@ -20,10 +20,21 @@ pub(crate) enum Outcome<'a> {
     Free,
     /// `unlimited: true`.
     Unlimited,
-    /// Checked against its limit.
-    Checked { rule: &'a Rule, limited: &'a Limited, key: Vec<u8>, cost: u64, decision: Decision },
+    /// Checked against its limit, the backend's clock reading `checked_at` just before.
+    Checked {
+        rule: &'a Rule,
+        limited: &'a Limited,
+        key: Vec<u8>,
+        cost: u64,
+        decision: Decision,
+        checked_at: u64,
+    },
     /// Its cost is more than the limit ever admits at once: over the limit, nothing taken.
     TooCostly { rule: &'a Rule, limited: &'a Limited },
+    /// A shadow rule's check that the backend could not make (Redis down under
+    /// `--redis-failure error`, a table holding too many distinct quotas): `OK`, as a shadow
+    /// rule never changes what is enforced, and counted in `kova_rls_fallbacks_total`.
+    Unavailable { rule: &'a Rule, limited: &'a Limited },
     /// `is_negative_hits`: units given back.
     Refunded { rule: &'a Rule, limited: &'a Limited },
     /// A limit of 0 ([`Limit::Zero`](crate::Limit::Zero)): over it when the check counts a
@@ -49,7 +60,9 @@ impl Outcome<'_> {
             Outcome::Free => {}
             // As envoyproxy/ratelimit answers an unlimited descriptor.
             Outcome::Unlimited => status.limit_remaining = u32::MAX,
-            Outcome::TooCostly { rule, limited } | Outcome::Refunded { rule, limited } => {
+            Outcome::TooCostly { rule, limited }
+            | Outcome::Refunded { rule, limited }
+            | Outcome::Unavailable { rule, limited } => {
                 status.current_limit = Some(current_limit(rule, limited));
             }
             // Nothing remains, and no moment makes it whole (as `TooCostly`, no reset).

@@ -19,7 +19,8 @@ pub const REQUEST_ERRORS: &str = "kova_rls_request_errors_total";
 /// (`table_full_denied` / `table_full_untracked`: a full in-memory table;
 /// `store_unavailable_allowed` / `store_unavailable_denied` / `store_unavailable_local`:
 /// Redis did not answer and the failure policy decided; `local_cache`: a Redis lease or cached
-/// denial answered without a round trip).
+/// denial answered without a round trip; `shadow_unavailable`: a shadow rule's check the
+/// backend could not make, answered `OK`).
 pub const FALLBACKS: &str = "kova_rls_fallbacks_total";
 /// With `--backend redis`: 1 while Redis answers, 0 while its failure policy decides.
 pub const BACKEND_AVAILABLE: &str = "kova_rls_backend_available";
@@ -78,6 +79,11 @@ pub(crate) fn fallback(domain: &str, fallback: Fallback) {
         _ => "other",
     };
     metrics::counter!(FALLBACKS, "domain" => domain.to_owned(), "fallback" => label).increment(1);
+}
+
+pub(crate) fn shadow_unavailable(domain: &str) {
+    metrics::counter!(FALLBACKS, "domain" => domain.to_owned(), "fallback" => "shadow_unavailable")
+        .increment(1);
 }
 
 pub(crate) fn backend_available(available: bool) {

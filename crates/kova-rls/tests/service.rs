@@ -190,6 +190,31 @@ async fn replaces_drops_the_replaced_rule_when_both_match() {
     assert_eq!(call(&mut client, generic()).await.overall_code, Code::OverLimit as i32);
 }
 
+/// A shadow rule replaces nothing: its `replaces` would otherwise lift an enforced limit
+/// while itself enforcing none.
+#[tokio::test]
+async fn a_shadow_rule_replaces_nothing() {
+    let config = temp_file(
+        "shadow-replaces",
+        "config.yaml",
+        "domain: edge
+descriptors:
+  - key: plan
+    shadow_mode: true
+    rate_limit: { name: trial, unit: minute, requests_per_unit: 100, replaces: [{ name: generic }] }
+  - key: client
+    rate_limit: { name: generic, unit: minute, requests_per_unit: 1 }
+",
+    );
+    let service = Service::start(&config, &[]);
+    let mut client = service.client().await;
+    let both = || request("edge", vec![descriptor(&[("plan", "trial")]), descriptor(&[("client", "c1")])], 0);
+    assert_eq!(call(&mut client, both()).await.overall_code, Code::Ok as i32);
+    let second = call(&mut client, both()).await;
+    assert_eq!(second.overall_code, Code::OverLimit as i32);
+    assert_eq!(second.statuses[1].code, Code::OverLimit as i32);
+}
+
 #[tokio::test]
 async fn sigterm_stops_the_service_cleanly() {
     let service = Service::start(&example_config(), &[]);

@@ -148,7 +148,8 @@ impl Rule {
         self.shadow
     }
 
-    /// The names of the rules this one replaces when both match one request.
+    /// The names of the rules this one replaces when both match one request. A shadow rule's
+    /// are not applied: it enforces nothing, so taking another rule's place would lift a limit.
     pub fn replaces(&self) -> &[String] {
         &self.replaces
     }
