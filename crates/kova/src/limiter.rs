@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
 
 /// A limiter for one thing (a whole service, one upstream): one cell driven by the algorithm.
@@ -24,6 +25,9 @@ pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
     /// just beat would miss on them as well as on the cell.
     pub(crate) cell: CachePadded<A::Cell>,
     pub(crate) clock: C,
+    /// How many times [`reset`](Self::reset) ran: a reservation made before a reset gives back
+    /// nothing when cancelled, since the reset already gave back everything it held.
+    pub(crate) resets: AtomicU64,
 }
 
 impl<A: Algorithm> RateLimiter<A, CoarseClock> {
@@ -59,7 +63,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     pub fn from_algorithm(algorithm: A, clock: C) -> Self {
         let cell = CachePadded::new(algorithm.new_cell());
-        RateLimiter { algorithm, cell, clock }
+        RateLimiter { algorithm, cell, clock, resets: AtomicU64::new(0) }
     }
 
     /// Checks one unit.
@@ -104,8 +108,13 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.algorithm.refund_cell(&self.cell, &self.clock, cost)
     }
 
-    /// Puts the limiter back to full.
+    /// Puts the limiter back to full. A [reservation](crate::reservation) made before it gives
+    /// back nothing when cancelled: the reset gave its units back already.
     pub fn reset(&self) {
+        // Counted before the cell changes, Relaxed: the cell's reset publishes it (Release), so
+        // a cancel that reads the reset cell (Acquire) also reads this count
+        // (`reservation.rs`).
+        self.resets.fetch_add(1, Ordering::Relaxed);
         self.algorithm.reset_cell(&self.cell);
     }
 

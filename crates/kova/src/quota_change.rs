@@ -3,6 +3,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::algorithm::carry_over;
+use crate::loom::atomic::AtomicU64;
 use crate::{Algorithm, Clock, Quota, QuotaError, RateLimiter};
 
 impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
@@ -53,6 +54,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     {
         let algorithm = self.algorithm.with_quota(quota)?;
         let cell = carry_over(&self.algorithm, &algorithm, &self.cell, self.clock.now_nanos());
-        Ok(RateLimiter { algorithm, cell: CachePadded::new(cell), clock: self.clock.clone() })
+        let (cell, clock) = (CachePadded::new(cell), self.clock.clone());
+        Ok(RateLimiter { algorithm, cell, clock, resets: AtomicU64::new(0) })
     }
 }

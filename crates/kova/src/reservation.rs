@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cas::update_word;
+use crate::loom::atomic::Ordering;
 pub use crate::settle::Settlement;
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
@@ -44,6 +45,8 @@ pub struct ReservationOf<L> {
     pub(crate) ready_at: u64,
     /// The word the reservation stored: the mark that tells later units from ours.
     pub(crate) reserved_word: u64,
+    /// The limiter's [`resets`](RateLimiter::reset) before the reservation was made.
+    resets_before: u64,
 }
 
 impl<L> fmt::Debug for ReservationOf<L> {
@@ -168,6 +171,11 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             return Err(ReserveError::CostExceedsCapacity { cost, capacity });
         }
         let max_nanos = max_delay_nanos(max_delay);
+        // Read before the cell: a reset that lands after this read and before the reservation
+        // makes the reservation look older than it is, so its cancel gives back nothing (units
+        // lost to the caller, never granted twice). Read after, a reset between this read and
+        // the reservation's write would wipe the units and leave the count unchanged.
+        let resets_before = self.resets.load(Ordering::Relaxed);
         let made = update_word(
             &*self.cell,
             &self.clock,
@@ -181,6 +189,7 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             made_at,
             ready_at: made_at.saturating_add(wait),
             reserved_word,
+            resets_before,
         })
     }
 
@@ -195,9 +204,9 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
         cost: u64,
         max_delay: Duration,
     ) -> Result<OwnedReservation<W, C>, ReserveError> {
-        let ReservationOf { cost, made_at, ready_at, reserved_word, .. } =
+        let ReservationOf { cost, made_at, ready_at, reserved_word, resets_before, .. } =
             self.reserve_n_within(cost, max_delay)?;
-        Ok(ReservationOf { limiter: Arc::clone(self), cost, made_at, ready_at, reserved_word })
+        Ok(ReservationOf { limiter: Arc::clone(self), cost, made_at, ready_at, reserved_word, resets_before })
     }
 }
 
@@ -230,8 +239,8 @@ where
     /// Says the reserved units will not be used and gives back what can be (Go's `Cancel`), by
     /// the rule stated once in [`WordAlgorithm::cancel_reservation`]: nothing once their time
     /// has come (`now > ready_at`: they count as used); otherwise the whole cost when nothing
-    /// granted after it is still counted, and nothing when something is. Returns the units
-    /// given back.
+    /// granted after it is still counted, and nothing when something is; nothing either after a
+    /// [`reset`](RateLimiter::reset), which gave back everything. Returns the units given back.
     ///
     /// ```
     /// use kova::{Gcra, ManualClock, Quota, RateLimiter};
@@ -250,6 +259,11 @@ where
             return 0;
         }
         update_word(&*limiter.cell, &limiter.clock, |word, now| {
+            // Relaxed: `word` was read Acquire, so a reset whose cell this is (or any word
+            // written after it) was counted before it is read here (`RateLimiter::reset`).
+            if limiter.resets.load(Ordering::Relaxed) != self.resets_before {
+                return (0, word);
+            }
             cancel_step(&limiter.algorithm, word, now, cost, ready_at, mark)
         })
     }

@@ -105,6 +105,29 @@ fn an_async_wait_judges_its_deadline_again_after_each_sleep() {
     assert_eq!(limiter.peek(), before);
 }
 
+/// A timer that wakes late (a sleep always may) does not fail a wait whose admission was due
+/// within its deadline: the unit came due at 100 ms, the deadline is 100 ms, the wake-up comes
+/// at 150 ms and the unit is still there.
+#[test]
+fn a_late_wake_up_still_admits_what_was_due_within_the_deadline() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock);
+    let timer = ManualTimer::new(clock.clone());
+    let pacer = Pacer::with_timer(timer.clone());
+    assert!(limiter.check().is_allowed());
+    let mut waiting = pin!(pacer.until_n_ready_within(&limiter, 1, 100 * MS));
+    assert!(poll(waiting.as_mut()).is_pending());
+    timer.advance(150 * MS);
+    assert!(matches!(poll(waiting.as_mut()), Poll::Ready(Ok(d)) if d.is_allowed()));
+    // A denial after a late wake-up still fails: another caller took the unit, and the next
+    // is due 250 ms after this wait began, past its deadline.
+    let mut second = pin!(pacer.until_n_ready_within(&limiter, 1, 100 * MS));
+    assert!(poll(second.as_mut()).is_pending());
+    timer.advance(150 * MS);
+    assert!(limiter.check().is_allowed());
+    assert!(matches!(poll(second.as_mut()), Poll::Ready(Err(WaitError::DeadlinePassed { .. }))));
+}
+
 #[test]
 fn the_async_keyed_form_admits_within_its_deadline() {
     let clock = ManualClock::new();

@@ -250,3 +250,37 @@ fn an_owned_reservation_outlives_the_borrow_and_follows_the_rule() {
     assert_eq!(later.cancel(), 1);
     assert!(limiter.reserve_n_within_owned(2, Duration::MAX).is_err(), "cost above the capacity");
 }
+
+/// A reset gives back everything, reserved units included: a reservation made before it gives
+/// back nothing more when cancelled, for every word algorithm (each would otherwise read the
+/// units checked after the reset as its own and return them: more admitted than the quota).
+#[test]
+fn a_cancel_after_a_reset_gives_back_nothing() {
+    fn case<W: WordAlgorithm>(reserve: u64, checked: u64) {
+        let clock = ManualClock::new();
+        clock.set(1_000_000_000_000);
+        let quota = Quota::per_second(10).unwrap();
+        let limiter = RateLimiter::<W, _>::with_clock(quota, clock.clone()).unwrap();
+        let reserved = limiter.reserve_n(reserve).unwrap();
+        limiter.reset();
+        assert!(limiter.check_n(checked).unwrap().is_allowed(), "{}", W::NAME);
+        assert_eq!(reserved.cancel(), 0, "{}", W::NAME);
+        assert_eq!(limiter.peek().remaining(), 10 - checked, "{}", W::NAME);
+    }
+    case::<Gcra>(5, 3);
+    case::<TokenBucket>(2, 2);
+    case::<FixedWindow>(2, 2);
+    case::<SlidingWindowCounter>(2, 2);
+}
+
+/// A reservation made after a reset is cancelled as any other.
+#[test]
+fn a_reservation_after_a_reset_cancels_as_usual() {
+    let clock = ManualClock::new();
+    let limiter = gcra(10, 10, &clock);
+    limiter.check_n(4).unwrap();
+    limiter.reset();
+    let reserved = limiter.reserve_n(5).unwrap();
+    assert_eq!(reserved.cancel(), 5);
+    assert_eq!(limiter.peek().remaining(), 10);
+}

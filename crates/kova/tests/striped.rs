@@ -259,3 +259,24 @@ fn threads_sharing_stripes_lose_nothing() {
     hammer::<Gcra>(1, 16);
     hammer::<TokenBucket>(2, 7);
 }
+
+/// A stripe left unused for a long time holds units leased long ago: they are expired, whatever
+/// the time (here 2^48 ns, about 78 hours, a whole multiple of what a narrower stamp covered, at
+/// which such units read as freshly leased and were spent beside a full central word).
+#[test]
+fn units_leased_long_ago_are_expired() {
+    let clock = ManualClock::starting_at(1 << 40);
+    let limiter = StripedLimiter::<Gcra>::builder(Quota::per_second(10).unwrap())
+        .stripes(1)
+        .batch(5)
+        .lease(Duration::from_millis(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(limiter.check_n_on(0, 1).unwrap().is_allowed()); // the stripe keeps 4
+    for later in [1u64 << 48, 1 << 50, 1 << 52] {
+        clock.advance_nanos(later);
+        let admitted = (0..100).take_while(|_| limiter.check_n_on(0, 1).unwrap().is_allowed()).count();
+        assert_eq!(admitted, 10, "after {later} ns: the burst, and nothing older");
+    }
+}

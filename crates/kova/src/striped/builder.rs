@@ -28,14 +28,14 @@ pub enum StripedError {
         /// The count asked for.
         stripes: usize,
     },
-    /// The batch is 0, above the algorithm's capacity, or above what a stripe holds (2^32 - 1).
+    /// The batch is 0, above the algorithm's capacity, or above what a stripe holds (2^24 - 1).
     Batch {
         /// The batch asked for.
         batch: u64,
         /// The largest batch this limiter accepts.
         max: u64,
     },
-    /// The lease is zero or longer than a stripe's stamp can time (about 19 hours).
+    /// The lease is zero or longer than a stripe's stamp can time (about 208 days).
     Lease {
         /// The lease asked for.
         lease: Duration,
@@ -140,7 +140,9 @@ impl<W: WordAlgorithm, C: Clock> StripedBuilder<W, C> {
 
     /// How many units a stripe takes from the central word at once. By default a quarter of the
     /// capacity shared among the stripes, at most 1,024 and at least 1, so that the units stripes
-    /// hold stay within a quarter of the capacity.
+    /// hold stay within a quarter of the capacity whenever it is at least four units a stripe
+    /// (below that, one unit a stripe: stripes may then hold more, up to the whole capacity, and
+    /// other threads are denied until those units are spent or their lease ends).
     pub fn batch(self, batch: u64) -> Self {
         StripedBuilder { batch: Some(batch), ..self }
     }

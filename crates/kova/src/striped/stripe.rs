@@ -1,15 +1,17 @@
 //! One stripe's word: the units it holds and when the oldest of them was leased.
 
 /// Bits of the unit count.
-pub(crate) const UNITS_BITS: u32 = 32;
+pub(crate) const UNITS_BITS: u32 = 24;
 /// Bits of the lease stamp.
-pub(crate) const STAMP_BITS: u32 = 32;
+pub(crate) const STAMP_BITS: u32 = 40;
 const STAMP_SHIFT: u32 = UNITS_BITS;
 const UNITS_MASK: u64 = (1 << UNITS_BITS) - 1;
 const STAMP_MASK: u64 = (1 << STAMP_BITS) - 1;
 /// The most units a stripe holds (so the largest batch).
 pub(crate) const MAX_UNITS: u64 = UNITS_MASK;
-/// A stamp counts time in units of `2^STAMP_UNIT_SHIFT` ns (65.5 us): 32 bits then cover 78 hours.
+/// A stamp counts time in units of `2^STAMP_UNIT_SHIFT` ns (65.5 us): 40 bits then cover 2^56 ns,
+/// about 834 days. The stamp takes the bits a batch does not need: the wider it is, the longer a
+/// stripe can sit unused before its stamp wraps (see [`AHEAD`]).
 pub(crate) const STAMP_UNIT_SHIFT: u32 = 16;
 /// A stamp this many units or more ahead of the clock reads as the clock being behind it (not as
 /// a lease from long ago): half the stamp's range. For ordering two stamps ([`older`]).
@@ -17,7 +19,8 @@ const BEHIND: u64 = 1 << (STAMP_BITS - 1);
 /// How far ahead of a reading a lease's stamp may be and still be one (another thread read a
 /// later time; a coarse clock trails the precise one by milliseconds): 2^20 units, 68.7 s. A
 /// stamp further ahead is a lease from long ago, whose stamp has wrapped around: expired. Only a
-/// lease within this much of a whole multiple of the stamp's range (78 hours) old reads as new.
+/// lease within this much of a whole multiple of the stamp's range (about 834 days) old reads as
+/// new.
 const AHEAD: u64 = 1 << 20;
 /// The longest lease, in stamp units: well inside the part of the range read as the past.
 pub(crate) const MAX_LEASE_UNITS: u64 = 1 << (STAMP_BITS - 2);
@@ -94,7 +97,7 @@ mod tests {
         assert_eq!(until_expiry(20, 12, 3), 3);
         assert_eq!(until_expiry(10, 11, 3), 2);
         assert_eq!(until_expiry(10, 19, 3), 0);
-        // A lease from long ago, past half the stamp's range (39 hours), is expired, not read as
+        // A lease from long ago, past half the stamp's range (417 days), is expired, not read as
         // a stamp ahead of the clock; only one at most AHEAD ahead is.
         assert!(expired(0, BEHIND + 5, 3));
         assert!(expired(AHEAD + 1, 0, 3));

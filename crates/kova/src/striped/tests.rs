@@ -131,7 +131,7 @@ fn bad_configurations_get_typed_errors() {
         Err(StripedError::Lease { .. })
     ));
     assert!(matches!(
-        build(StripedLimiter::builder(quota).lease(Duration::from_secs(1 << 20))),
+        build(StripedLimiter::builder(quota).lease(Duration::from_secs(1 << 25))),
         Err(StripedError::Lease { .. })
     ));
     let overdraft =

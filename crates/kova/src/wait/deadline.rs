@@ -90,7 +90,7 @@ impl<'c, C: Clock + ?Sized> Deadline<'c, C> {
     }
 }
 
-/// A blocking wait's bound: judged before each check, but its turn in line is waited for
+/// A blocking wait's bound: judged before its first check, but its turn in line is waited for
 /// without one (a blocking sleep cannot run beside the turn it would race).
 fn blocking_left<'d, C: Clock + ?Sized>(
     deadline: &'d Deadline<'_, C>,

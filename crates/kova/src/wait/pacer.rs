@@ -170,8 +170,8 @@ impl<T: Timer> Pacer<T> {
     /// [`wait`](Self::wait), where `pace` turns each denial's wait into how long to sleep, or
     /// the error that ends the wait at once (a deadline the wait would pass), and `left` says
     /// how long the wait may still last: the error once a deadline has passed (judged before
-    /// every check, so a turn or a sleep that ends past it checks nothing), `Some` to wait for
-    /// the turn in line at most that long, `None` to wait for it without a bound.
+    /// the first check, so a turn that comes past it checks nothing), `Some` to wait for the
+    /// turn in line at most that long, `None` to wait for it without a bound.
     pub(super) async fn wait_paced<S: Future<Output = ()>, E>(
         &self,
         line: u64,
@@ -197,9 +197,14 @@ impl<T: Timer> Pacer<T> {
                 break;
             }
         }
+        // Judged once, before the first check (a turn in line that came after the deadline
+        // checks nothing). After a sleep the check runs even when the timer woke late: `pace`
+        // ended the sleep by the deadline only when the admission was due by then, and a late
+        // wake-up must not turn that admission into a failure. A denial after it is judged by
+        // `pace`, which fails once the deadline has passed.
+        left()?;
         loop {
             // Leaving (an error or an admission) drops the place: the next in line goes.
-            left()?;
             let decision = check()?;
             if decision.is_allowed() {
                 return Ok(decision);
