@@ -254,9 +254,15 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     fn is_idle_word(&self, word: u64, now: u64) -> bool;
 
     /// Gives back `cost` units that an earlier allowed check took (for example when a request
-    /// passed one limit but a later limit denied it). The state becomes what it would be had
-    /// that check never happened — or full, never beyond. Units whose window has already passed
-    /// are not given back (they no longer count).
+    /// passed one limit but a later limit denied it), at `now`. The state cannot tell which
+    /// check its units came from, so the refund is right when made soon after that check, as
+    /// the request that took them ends: the state becomes what it would be had `cost` fewer
+    /// units been taken — or full, never beyond. A window the state has already left is not
+    /// touched (its units no longer count), but once a later check has opened a new window (or
+    /// units have refilled since the check), units are given back to the state as it is now,
+    /// which then admits more than the quota over the check's span. A caller that may refund
+    /// late keeps when the check was made and gives nothing back after its decision's
+    /// [`reset_after`](crate::Decision::reset_after) (kova-tower does).
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
 
     /// Gives back `cost` units that an allowed check took by writing `written` (the word its

@@ -94,7 +94,11 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     }
 
     /// Gives back `cost` units an earlier allowed check took (for example when a later limit
-    /// denied the same request). Returns `false`, changing nothing, for the sliding log.
+    /// denied the same request). Returns `false`, changing nothing, for the sliding log. Meant
+    /// for the moment the request that took them ends: the limiter cannot tell which check the
+    /// units came from, and a refund made after its check's
+    /// [`reset_after`](crate::Decision::reset_after) (a new window, a refilled bucket) gives
+    /// them to the state as it is then (see [`WordAlgorithm::refund`](crate::WordAlgorithm::refund)).
     ///
     /// ```
     /// use kova::{Gcra, Quota, RateLimiter};

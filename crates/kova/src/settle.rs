@@ -22,6 +22,10 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// charge when higher. The extra charge never waits and is never denied: it takes what is
     /// left, then runs into a debt of up to the quota's [overdraft](crate::Quota::with_overdraft)
     /// (checks are denied until it has refilled); what does not fit is reported `uncharged`.
+    /// The refund part is [`refund`](Self::refund)'s: settle before the check's
+    /// [`reset_after`](crate::Decision::reset_after) has passed, or the difference goes to a
+    /// window (or refill) the check was not in; `refunded` reports what was offered back, which
+    /// the state caps at full.
     ///
     /// The bound, for [`Gcra`](crate::Gcra) with interval `T`, burst `B` and overdraft `D`: over
     /// any interval of length `L`, checks plus extra charges take at most `B + D + L / T` units
