@@ -269,13 +269,19 @@ impl<A: Algorithm> HotSlots<A> {
         place.seen.swap(now, Ordering::Relaxed) == now
     }
 
-    /// The slot `word` marks for the key of `hash`, if it is one.
+    /// The slot `word` marks for the key of `hash`, if it is one: the slot holds that hash and
+    /// is open. A closed slot keeps the hash of its last key, and a key's own state can equal a
+    /// marker (a clock near the end of its range): read as the slot's, such a state would be
+    /// demoted a second time, the slot freed twice.
     #[inline]
     pub(super) fn owned(&self, word: u64, hash: u64) -> Option<usize> {
         let slot = slot_of(word)?;
-        // Relaxed: written before the marker's Release store, which the caller's load of `word`
-        // read (Acquire) or which the lock it holds orders.
-        (self.slots.get(slot)?.hash.load(Ordering::Relaxed) == hash).then_some(slot)
+        let place = self.slots.get(slot)?;
+        // Relaxed both: written before the marker's Release store, which the caller's load of
+        // `word` read (Acquire) or which the lock it holds orders. A slot closing after this
+        // read is found closed by the stripes' own protocol (`decide` answers `None`).
+        let open = place.central.load(Ordering::Relaxed) != word::FROZEN;
+        (open && place.hash.load(Ordering::Relaxed) == hash).then_some(slot)
     }
 
     /// The central word of `slot` as the stripes see it.

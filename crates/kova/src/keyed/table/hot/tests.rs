@@ -347,3 +347,25 @@ fn stranded_units_of_a_key_that_stays_go_back_to_it() {
     keyed.hand_in(hash, &key, 3, seen, &epoch::pin());
     assert_eq!(keyed.peek(&key).remaining(), before + 3);
 }
+
+/// A demoted key whose own state later equals its old slot's marker (a clock near the end of
+/// its range) is not read as striped again: its slot is closed, so the state is decided as a
+/// state, the slot is not demoted a second time, and one slot holds one key.
+#[test]
+fn a_state_equal_to_a_closed_slots_marker_is_not_that_slot() {
+    let (keyed, clock) = hot_table::<Gcra>(Quota::per_second(1000).unwrap(), HotKeys::new(1));
+    assert!(keyed.check(&7).is_allowed());
+    // Two keys to promote later, their states far below the markers.
+    assert!(keyed.check(&8).is_allowed() && keyed.check(&9).is_allowed());
+    assert!(keyed.promote(&7));
+    assert!(keyed.demote(&7));
+    // One unit of 1 ms from here ends at slot 0's marker.
+    clock.set(word::HOT_BASE - 1_000_000);
+    keyed.check(&7);
+    keyed.check(&7);
+    assert_eq!(keyed.hot_len(), 0);
+    // Slot 0 comes back once, after its grace period: one key takes it, the next finds none.
+    promote_eventually(&keyed, 8);
+    assert!(!keyed.promote(&9), "one slot, two keys");
+    assert_eq!(keyed.hot_len(), 1);
+}
