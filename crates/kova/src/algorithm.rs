@@ -169,6 +169,20 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     /// log, whose units are timestamps already written); the state is then unchanged.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
 
+    /// Of `cost` units an admission took `elapsed_nanos` ago, whose decision said the state
+    /// would be whole again after `reset_after_nanos`, how many still count: the most a refund
+    /// made now may give back without the state admitting more than its quota over the
+    /// admission's span ([`RateLimiter::settle_estimate`](crate::RateLimiter::settle_estimate)).
+    /// By default all of them until that reset and none after: a window's units count until
+    /// it ends.
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        if elapsed_nanos < reset_after_nanos {
+            cost
+        } else {
+            0
+        }
+    }
+
     /// Charges up to `cost` units from `cell` whatever its state, never denied (the extra part
     /// of a settled cost, see [`WordAlgorithm::charge`]): returns the units charged. By default
     /// (an algorithm whose state cannot hold a debt), what a peek reports remaining, at most
@@ -264,6 +278,16 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
     /// late keeps when the check was made and gives nothing back after its decision's
     /// [`reset_after`](crate::Decision::reset_after) (kova-tower does).
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64;
+
+    /// [`Algorithm::still_counted`]: the same default, all of `cost` until the reset and none
+    /// after.
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        if elapsed_nanos < reset_after_nanos {
+            cost
+        } else {
+            0
+        }
+    }
 
     /// Gives back `cost` units that an allowed check took by writing `written` (the word its
     /// [`decide`](Self::decide) returned), now that the state is `word` and the time `now` (no

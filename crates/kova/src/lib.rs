@@ -11,7 +11,7 @@
 //! | wait until allowed, async | either | [`until_n_ready`](RateLimiter::until_n_ready), `_within` for a deadline |
 //! | wait until allowed, blocking | either | [`wait_n`](RateLimiter::wait_n) |
 //! | units now, used later, or given back (Go's `Reserve`) | [`reservation::Reservation`], [`keyed::KeyedReservation`] | [`reserve_n`](RateLimiter::reserve_n), [`reservation::Reservation::cancel`] |
-//! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`charge`](RateLimiter::charge) |
+//! | a cost known only afterwards | either | [`settle`](RateLimiter::settle), [`estimate`](RateLimiter::estimate) then [`settle_estimate`](RateLimiter::settle_estimate) when the answer may come late, [`charge`](RateLimiter::charge) |
 //! | several limits, all or nothing | [`limits::Limits`], [`limits::KeyedLimits`] | [`check_n`](limits::Limits::check_n) |
 //! | one limit shared by many threads | [`striped::StripedLimiter`] | [`check`](striped::StripedLimiter::check) |
 //! | per-client limits, a few keys hot | [`Keyed`] | [`keyed::KeyedBuilder::hot_keys`] |
@@ -116,7 +116,8 @@
 //! - **Reservations** (Go's `Reserve`): [`RateLimiter::reserve_n`] and [`reservation::Reservation::cancel`];
 //!   per key [`Keyed::reserve_n`] and [`keyed::KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
-//!   a bounded debt ([`Quota::with_overdraft`]).
+//!   a bounded debt ([`Quota::with_overdraft`]); however late, from an estimate
+//!   ([`RateLimiter::estimate`], [`RateLimiter::settle_estimate`], [`Keyed::settle_estimate`]).
 //! - **Several limits** all or nothing: [`limits::Limits`], per key [`limits::KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
 //! - **Hot limits** shared by many threads: [`striped::StripedLimiter`], per-thread stripes leasing

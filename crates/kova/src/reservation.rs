@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::cas::update_word;
 use crate::loom::atomic::Ordering;
-pub use crate::settle::Settlement;
+pub use crate::settle::{Estimate, Settlement};
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
 /// Units taken by [`RateLimiter::reserve_n`], usable after [`delay`](ReservationOf::delay); it

@@ -3,7 +3,7 @@
 use std::hash::Hash;
 
 use crate::cas::update_word;
-use crate::{Algorithm, Clock, Keyed, RateLimiter, WordAlgorithm};
+use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter, WordAlgorithm};
 
 /// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,7 +43,56 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn settle(&self, estimated: u64, actual: u64) -> Settlement {
-        settle_with(estimated, actual, |back| self.refund(back), |extra| self.charge(extra))
+        settle_with(
+            estimated,
+            actual,
+            |back| if self.refund(back) { back } else { 0 },
+            |extra| self.charge(extra),
+        )
+    }
+
+    /// Checks `cost` units, an estimate to [settle](Self::settle_estimate) once the real cost
+    /// is known: [`check_n`](Self::check_n), remembering when it was made.
+    pub fn estimate(&self, cost: u64) -> Result<Estimate, CheckError> {
+        // Read before the check's own reading: the time since can only be found longer than it
+        // was, so a settlement gives back too little, never too much.
+        let checked_at = self.clock.now_nanos();
+        let decision = self.check_n(cost)?;
+        Ok(Estimate { decision, cost, checked_at })
+    }
+
+    /// [`settle`](Self::settle) for an [`estimate`](Self::estimate), right however late: a
+    /// lower real cost gives back only what the estimate's units still count for
+    /// ([`Algorithm::still_counted`]: nothing once its window has ended, for GCRA and the token
+    /// bucket not what has refilled since), so the state never admits more than its quota over
+    /// the estimate's span. A higher real cost is charged as `settle` charges it. A denied
+    /// estimate took nothing: its whole real cost is charged.
+    ///
+    /// ```
+    /// use kova::reservation::Settlement;
+    /// use kova::{FixedWindow, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::<FixedWindow, _>::with_clock(Quota::per_minute(10)?, clock.clone())?;
+    /// clock.set(55_000_000_000); // 0:55
+    /// let estimate = limiter.estimate(10)?;
+    /// assert!(estimate.decision().is_allowed());
+    /// clock.set(61_000_000_000); // the answer comes at 1:01, in the next window
+    /// assert!(limiter.check_n(10)?.is_allowed());
+    /// // Used 2 of the 10: the other 8 counted in a window that has ended. Nothing comes back.
+    /// assert_eq!(limiter.settle_estimate(estimate, 2), Settlement::default());
+    /// assert!(!limiter.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_estimate(&self, estimate: Estimate, actual: u64) -> Settlement {
+        let back = |back: u64| {
+            let counted = estimate.still_counted(&self.algorithm, self.clock.now_nanos()).min(back);
+            if counted > 0 && self.refund(counted) {
+                counted
+            } else {
+                0
+            }
+        };
+        settle_with(estimate.taken(), actual, back, |extra| self.charge(extra))
     }
 
     /// Charges up to `cost` units now, never denied (see [`settle`](Self::settle)): takes what
@@ -69,17 +118,51 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     }
 }
 
-/// The difference between `estimated` and `actual`, given back or charged.
+/// A check of an estimated cost, to settle once the real cost is known
+/// ([`RateLimiter::estimate`], [`Keyed::estimate`]): its decision, and what it took and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "settle it once the real cost is known"]
+pub struct Estimate {
+    decision: Decision,
+    cost: u64,
+    /// On the limiter's clock, read before the check.
+    checked_at: u64,
+}
+
+impl Estimate {
+    /// The check's decision.
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// The units it took: its cost when allowed, none when denied.
+    pub fn taken(&self) -> u64 {
+        if self.decision.is_allowed() {
+            self.cost
+        } else {
+            0
+        }
+    }
+
+    /// Of the units it took, those `algorithm` still counts at `now`.
+    fn still_counted<A: Algorithm>(&self, algorithm: &A, now: u64) -> u64 {
+        let elapsed = now.saturating_sub(self.checked_at);
+        algorithm.still_counted(self.taken(), elapsed, self.decision.reset_after_nanos())
+    }
+}
+
+/// The difference between `estimated` and `actual`, given back or charged. `refund` returns
+/// the units it gave back.
 fn settle_with(
     estimated: u64,
     actual: u64,
-    refund: impl FnOnce(u64) -> bool,
+    refund: impl FnOnce(u64) -> u64,
     charge: impl FnOnce(u64) -> u64,
 ) -> Settlement {
     if actual <= estimated {
         let back = estimated - actual;
         // What could not be given back (a sliding log, a key no longer held) is not reported.
-        let refunded = if back > 0 && refund(back) { back } else { 0 };
+        let refunded = if back > 0 { refund(back) } else { 0 };
         return Settlement { refunded, ..Settlement::default() };
     }
     let extra = actual - estimated;
@@ -107,7 +190,28 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn settle(&self, key: &K, estimated: u64, actual: u64) -> Settlement {
-        settle_with(estimated, actual, |back| self.refund(key, back), |extra| self.charge(key, extra))
+        let refund = |back| if self.refund(key, back) { back } else { 0 };
+        settle_with(estimated, actual, refund, |extra| self.charge(key, extra))
+    }
+
+    /// [`RateLimiter::estimate`] for `key`.
+    pub fn estimate(&self, key: &K, cost: u64) -> Result<Estimate, CheckError> {
+        // Read before the check's own reading, as `RateLimiter::estimate` does.
+        let checked_at = self.clock().now_nanos();
+        let decision = self.check_n(key, cost)?;
+        Ok(Estimate { decision, cost, checked_at })
+    }
+
+    /// [`RateLimiter::settle_estimate`] for `key`, under the key's own quota: a lower real cost
+    /// gives back only what the estimate's units still count for, to the key held now (see
+    /// [`refund`](Self::refund) for a key removed or reset since).
+    pub fn settle_estimate(&self, key: &K, estimate: Estimate, actual: u64) -> Settlement {
+        let refund = |back: u64| {
+            self.refund_with(key, |algorithm| {
+                estimate.still_counted(algorithm, self.clock().now_nanos()).min(back)
+            })
+        };
+        settle_with(estimate.taken(), actual, refund, |extra| self.charge(key, extra))
     }
 }
 

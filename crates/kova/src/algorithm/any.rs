@@ -262,6 +262,10 @@ impl Algorithm for AnyAlgorithm {
         Ok(self.decide_cell(cell, clock, cost))
     }
 
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        dispatch!(self, a => a.still_counted(cost, elapsed_nanos, reset_after_nanos))
+    }
+
     /// A cell of the other kind is not refunded.
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &AnyCell, clock: &C, cost: u64) -> bool {
         cell_dispatch!(self, cell, a, c => a.refund_cell(c, clock, cost), false)

@@ -136,6 +136,12 @@ impl WordAlgorithm for Gcra {
         }
     }
 
+    /// The admission's units lie at the end of the TAT it wrote, `reset_after` after it was
+    /// decided; those still after now count, one per interval, the rest have refilled.
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        cost.min(reset_after_nanos.saturating_sub(elapsed_nanos) / self.interval)
+    }
+
     fn refund(&self, tat: u64, now: u64, cost: u64) -> u64 {
         let back = cost.saturating_mul(self.interval);
         // A TAT at or before `now` already means full: never refund past that.

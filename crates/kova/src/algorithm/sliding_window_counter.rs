@@ -256,6 +256,17 @@ impl WordAlgorithm for SlidingWindowCounter {
         }
     }
 
+    /// An admission's window ends at least a period before its decision's reset (the count it
+    /// left decays over the next window): until then its units count whole; after, a refund
+    /// could come off a later window's count, so none do.
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        if elapsed_nanos < reset_after_nanos.saturating_sub(self.period.nanos()) {
+            cost
+        } else {
+            0
+        }
+    }
+
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {
         let (stored, stored_prev, stored_current) = unpack(word);
         let v = self.view(word, now);

@@ -227,6 +227,13 @@ impl WordAlgorithm for TokenBucket {
         }
     }
 
+    /// What the admission took still keeps the bucket from full as long as the time it said
+    /// the bucket needed to be full has not passed: one token per interval of what is left of
+    /// that time (tokens that refilled since would have been wasted on a full bucket).
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        cost.min(reset_after_nanos.saturating_sub(elapsed_nanos) / self.interval_nanos())
+    }
+
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {
         let now_units = (now >> self.shift) & STAMP_MASK;
         let (tokens, stamp, _) = self.refill(word, now_units);

@@ -48,6 +48,10 @@ impl<W: WordAlgorithm> Algorithm for W {
         update_word(cell, clock, |word, now| (true, self.refund(word, now, cost)))
     }
 
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        <W as WordAlgorithm>::still_counted(self, cost, elapsed_nanos, reset_after_nanos)
+    }
+
     fn charge_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> u64 {
         update_word(
             cell,

@@ -54,6 +54,31 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         })
     }
 
+    /// [`refund`](Self::refund) of as many units as `units` says under the key's algorithm
+    /// (its own quota's), all under the key's lock; returns the units given back.
+    pub(crate) fn refund_with(&self, key: &K, units: impl FnOnce(&A) -> u64) -> u64 {
+        self.with_entry(key, |entry| match entry {
+            Entry::Held(entry) => {
+                let cost = units(entry.algorithm());
+                let given = cost > 0 && entry.algorithm().refund_cell(entry.cell(), entry.clock(), cost);
+                if given {
+                    cost
+                } else {
+                    0
+                }
+            }
+            // The door admits under the default quota only.
+            Entry::Vacant(entry) => {
+                let cost = units(self.algorithm());
+                if cost > 0 && entry.refund(cost) {
+                    cost
+                } else {
+                    0
+                }
+            }
+        })
+    }
+
     /// Forgets `key` (its state, its own quota, and what the doorkeeper admitted of it); returns
     /// whether it was held. Its memory is reused once no check can still be reading it.
     pub fn remove(&self, key: &K) -> bool {
