@@ -138,6 +138,10 @@ impl<B: Backend> Decider<B> {
     /// denies, the whole request is over the limit and the units the other descriptors took are
     /// given back: a request Envoy rejects consumes nothing (a sliding window log, which takes
     /// no refunds, is charged last and only when everything fits: `check_logs`).
+    ///
+    /// Run the returned future to its end: one dropped between its checks, or while giving
+    /// back, keeps the units already taken. [`RateLimitGrpc`](crate::RateLimitGrpc) runs it on a
+    /// task of its own, which a cancelled call does not drop.
     pub async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
         self.check_shape(request)?;
         let config = self.config.load();

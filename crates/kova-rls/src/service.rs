@@ -7,6 +7,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tokio::task::JoinError;
 use tonic::{Request, Response, Status};
 
 use crate::{telemetry, Backend, Decider, MemoryBackend};
@@ -31,20 +32,54 @@ impl<B: Backend> RateLimitGrpc<B> {
 
 #[tonic::async_trait]
 impl<B: Backend> RateLimitService for RateLimitGrpc<B> {
+    /// Decides on a task of its own, which this call awaits. Tonic drops a call's future when
+    /// the client cancels or its deadline passes (Envoy's `timeout`), and a decision dropped
+    /// between its checks, or in the middle of giving back what they took, would keep units
+    /// that a denied or failed request must not consume. A spawned task is not dropped with
+    /// the call: the decision, its refunds and its metrics always run to the end, and only the
+    /// answer goes unread.
     async fn should_rate_limit(
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        match self.decider.decide(request.get_ref()).await {
-            Ok(response) => {
-                telemetry::request(response.overall_code == Code::OverLimit as i32);
-                Ok(Response::new(response))
-            }
-            Err(error) => {
-                telemetry::request_error(error.reason());
-                tracing::debug!(domain = %request.get_ref().domain, %error, "request refused");
-                Err(error.to_status())
-            }
+        let decider = Arc::clone(&self.decider);
+        let request = request.into_inner();
+        match tokio::spawn(async move { answer(&decider, &request).await }).await {
+            Ok(answer) => answer.map(Response::new),
+            Err(failed) => Err(task_failed(&failed)),
         }
+    }
+}
+
+/// One call's decision, counted and logged as the caller will see it.
+async fn answer<B: Backend>(
+    decider: &Decider<B>,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, Status> {
+    match decider.decide(request).await {
+        Ok(response) => {
+            telemetry::request(response.overall_code == Code::OverLimit as i32);
+            Ok(response)
+        }
+        Err(error) => {
+            telemetry::request_error(error.reason());
+            tracing::debug!(domain = %request.domain, %error, "request refused");
+            Err(error.to_status())
+        }
+    }
+}
+
+/// The status of a call whose decision's task ended without an answer. A panic (a backend's:
+/// the library itself does not panic on any input) is caught by the task and answered
+/// `INTERNAL`, so the call fails alone instead of unwinding into tonic's connection. A task is
+/// cancelled only when the runtime shuts down: `UNAVAILABLE`, the service going away.
+fn task_failed(failed: &JoinError) -> Status {
+    if failed.is_panic() {
+        telemetry::request_error("panic");
+        tracing::error!(error = %failed, "a decision panicked");
+        Status::internal("the rate limit decision failed")
+    } else {
+        telemetry::request_error("cancelled");
+        Status::unavailable("the rate limit service is shutting down")
     }
 }
