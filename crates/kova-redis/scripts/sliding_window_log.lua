@@ -5,11 +5,15 @@
 -- a = limit (<= 2^16, checked by the caller), b = period (microseconds).
 local function decide_sliding_window_log(key, now, cost, extra, margin, limit, period)
   -- Keep times non-decreasing even if the clock ran backwards: read at the newest unit's time.
+  -- lag: how far the reading is behind it. Units written at that time count until period
+  -- after it, lag later than period after the reading PEXPIRE counts from: the TTL adds the
+  -- lag, as the other algorithms' do.
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local last = nil
+  local lag = 0
   if newest[2] then
     last = tonumber(newest[2])
-    if last > now then now = last end
+    if last > now then lag, now = last - now, last end
   end
   -- A unit at time t is inside the window while now - t < period, i.e. t > now - period.
   local inside = '(' .. fmt(now - period)
@@ -43,6 +47,6 @@ local function decide_sliding_window_log(key, now, cost, extra, margin, limit, p
     end
   end
   if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-  redis.call('PEXPIRE', key, ttl_ms(period + margin))
+  redis.call('PEXPIRE', key, ttl_ms(lag + period + margin))
   return {1, remaining - units, 0, period, granted}
 end

@@ -5,7 +5,10 @@
 
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+use crossbeam_utils::CachePadded;
 
 use kova::keyed::{KeyedError, TableFullPolicy};
 use kova::{
@@ -26,6 +29,36 @@ pub(crate) struct Degraded {
     sliding_window_log: Keyed<Vec<u8>, SlidingWindowLog, LocalClock>,
     /// Set by the first local decision: until then a check looks up no local state at all.
     used: AtomicBool,
+    /// Keys by stripe (a hash of the Redis key), so that forgetting what Redis was paid can
+    /// tell the units admitted since `owed` read the state, and none is admitted meanwhile.
+    stripes: Box<[CachePadded<Stripe>]>,
+    hasher: ahash::RandomState,
+}
+
+/// How many stripes: keys sharing one only make forgetting keep more than it must.
+const STRIPES: usize = 64;
+
+#[derive(Default)]
+struct Stripe {
+    /// Shared by local decisions, exclusive while a key's paid state is forgotten.
+    lock: RwLock<()>,
+    /// The units local decisions of the stripe's keys have admitted, wrapping.
+    admitted: AtomicU64,
+}
+
+/// What [`Degraded::owed`] read: the units to charge Redis, and where the key's stripe stood
+/// then, for [`Degraded::forget_paid`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Owed {
+    units: u64,
+    admitted: u64,
+}
+
+impl Owed {
+    /// The units to charge Redis.
+    pub(crate) fn units(&self) -> u64 {
+        self.units
+    }
 }
 
 impl fmt::Debug for Degraded {
@@ -87,7 +120,17 @@ impl Degraded {
             sliding_window_counter: table(&clock, max_keys),
             sliding_window_log: table(&clock, max_keys),
             used: AtomicBool::new(false),
+            stripes: (0..STRIPES).map(|_| CachePadded::default()).collect(),
+            hasher: ahash::RandomState::new(),
         }
+    }
+
+    #[expect(clippy::indexing_slicing, reason = "the index is taken modulo the STRIPES stripes")]
+    fn stripe(&self, key: &[u8]) -> &Stripe {
+        // Truncating the hash keeps its low bits, which the modulo reads.
+        #[expect(clippy::cast_possible_truncation, reason = "only the low bits are used")]
+        let hash = self.hasher.hash_one(key) as usize;
+        &self.stripes[hash % STRIPES]
     }
 
     /// This server's share of `limit`: the limit's own local quota when it has one, else its
@@ -121,8 +164,17 @@ impl Degraded {
         // up, and a check that misses a state set concurrently only charges Redis less for it
         // once (see `StoreFailurePolicy::Degrade`).
         self.used.store(true, Ordering::Relaxed);
+        let stripe = self.stripe(key);
         let key = key.to_vec();
-        let decided = on_table!(self, limit.kind(), table => table.check_n_with_quota(&key, share, cost));
+        let decided = {
+            let _shared = stripe.lock.read().unwrap_or_else(PoisonError::into_inner);
+            let decided = on_table!(self, limit.kind(), table => table.check_n_with_quota(&key, share, cost));
+            if cost > 0 && matches!(&decided, Ok(decision) if decision.is_allowed()) {
+                // Release: `owed` reading this count sees the state that holds these units.
+                stripe.admitted.fetch_add(cost, Ordering::Release);
+            }
+            decided
+        };
         match decided {
             Ok(decision) => marked_local(decision),
             Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. })) | Err(_) => denied(),
@@ -132,17 +184,52 @@ impl Degraded {
     /// The units `key` has used locally that its local limiter still counts (`capacity -
     /// remaining`, as kova's `Keyed::set_quota` counts them), or `None` when it holds no local
     /// state for `limit`.
-    pub(crate) fn owed(&self, key: &[u8], limit: &RedisLimit) -> Option<u64> {
+    pub(crate) fn owed(&self, key: &[u8], limit: &RedisLimit) -> Option<Owed> {
         // Relaxed: see `decide`.
         if !self.used.load(Ordering::Relaxed) {
             return None;
         }
+        // Read before the state: units admitted after it count in `forget_paid`'s difference,
+        // those before it in the state (Acquire: see `decide`).
+        let admitted = self.stripe(key).admitted.load(Ordering::Acquire);
         let key = key.to_vec();
-        on_table!(self, limit.kind(), table => {
+        let units = on_table!(self, limit.kind(), table => {
             table.quota_of(&key)?;
             let peek = table.peek(&key);
-            Some(peek.limit().saturating_sub(peek.remaining()))
-        })
+            peek.limit().saturating_sub(peek.remaining())
+        });
+        Some(Owed { units, admitted })
+    }
+
+    /// Forgets what `key` owed (`owed`, read before Redis was charged it) and nothing admitted
+    /// locally since: when a local decision came in between (a check whose call timed out, on
+    /// this key or another of its stripe), the state is started again with those units, at
+    /// now (they count as long as before, or longer). The algorithms cannot all give units
+    /// back, nor tell which units came after `owed`: starting again is the same for all five,
+    /// and never charges Redis less than was admitted.
+    pub(crate) fn forget_paid(&self, key: &[u8], limit: &RedisLimit, owed: Owed) {
+        let stripe = self.stripe(key);
+        // No local decision of the stripe runs while the state is replaced.
+        let _only = stripe.lock.write().unwrap_or_else(PoisonError::into_inner);
+        let since = stripe.admitted.load(Ordering::Relaxed).wrapping_sub(owed.admitted);
+        let key = key.to_vec();
+        on_table!(self, limit.kind(), table => {
+            if since == 0 {
+                table.remove(&key);
+                return;
+            }
+            let Some(share) = table.quota_of(&key) else { return };
+            let peek = table.peek(&key);
+            // At most what the state still counts: units admitted since that have left it (a
+            // window that ended) are owed to no one.
+            let unpaid = since.min(peek.limit().saturating_sub(peek.remaining()));
+            table.remove(&key);
+            if unpaid > 0 {
+                // Under its own share, on the room the removal made: admitted (unless a full
+                // table gave that room to another key meanwhile).
+                let _ = table.check_n_with_quota(&key, share, unpaid);
+            }
+        });
     }
 
     /// Gives back `cost` units a local decision of `key` took (a composite's check that a
@@ -153,7 +240,7 @@ impl Degraded {
         on_table!(self, limit.kind(), table => table.refund(&key, cost))
     }
 
-    /// Forgets `key`'s local state (once Redis holds what it used).
+    /// Forgets `key`'s local state, whatever it holds (a reset).
     pub(crate) fn forget(&self, key: &[u8], limit: &RedisLimit) {
         let key = key.to_vec();
         on_table!(self, limit.kind(), table => table.remove(&key));
@@ -182,7 +269,41 @@ fn marked_local(decision: Decision) -> Decision {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use kova::{Clock, ManualClock, Quota};
+
     use super::*;
+
+    fn degraded(clock: &ManualClock) -> Degraded {
+        let clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        Degraded::new(NonZeroU32::MIN, LocalClock::new(Some(&clock)), 64)
+    }
+
+    /// A unit admitted locally between reading what is owed and forgetting what was paid stays
+    /// owed, whatever the algorithm; with none in between, the state is forgotten.
+    #[test]
+    fn forgetting_what_was_paid_keeps_a_unit_admitted_meanwhile() {
+        let clock = ManualClock::starting_at(1_000_000_000_000);
+        let degraded = degraded(&clock);
+        for kind in AlgorithmKind::ALL {
+            let limit = RedisLimit::new(kind, Quota::per_second(10).unwrap()).unwrap();
+            for _ in 0..3 {
+                assert!(degraded.decide(b"k", &limit, 1, 0).is_allowed(), "{kind}");
+            }
+            let owed = degraded.owed(b"k", &limit).unwrap();
+            assert_eq!(owed.units(), 3, "{kind}");
+            // Redis is charged 3 units here; meanwhile a call that timed out is decided locally.
+            assert!(degraded.decide(b"k", &limit, 1, 0).is_allowed(), "{kind}");
+            degraded.forget_paid(b"k", &limit, owed);
+            assert_eq!(degraded.owed(b"k", &limit).map(|o| o.units()), Some(1), "{kind}");
+
+            let owed = degraded.owed(b"k", &limit).unwrap();
+            degraded.forget_paid(b"k", &limit, owed);
+            assert!(degraded.owed(b"k", &limit).is_none(), "{kind}");
+        }
+        assert_eq!(degraded.len(), 0);
+    }
 
     /// A local decision is marked local, also one decided under the key's previous share.
     #[test]

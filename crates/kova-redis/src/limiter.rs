@@ -204,17 +204,8 @@ impl RedisLimiter {
             }
         }
         let deadline = deadline.unwrap_or_else(|| self.deadline());
-        if let Some(degraded) = &self.inner.degraded {
-            if let Some(owed) = degraded.owed(&key, limit) {
-                if owed > 0 {
-                    // The way back from an outage: Redis first counts what this server admitted
-                    // locally (admitted as far as the limit has room, as a lease is).
-                    if let Err(e) = self.eval(&key, limit, 1, owed - 1, now, deadline).await {
-                        return self.unavailable(&key, limit, cost, e);
-                    }
-                }
-                degraded.forget(&key, limit);
-            }
+        if let Err(e) = self.pay_back(&key, limit, now, deadline).await {
+            return self.unavailable(&key, limit, cost, e);
         }
         // The local time the script decides at or after: its own `now` with a client clock (on
         // the same clock as the local layer's), else a reading taken before the call, which
@@ -460,7 +451,9 @@ impl RedisLimiter {
 
     /// The way back from an outage under [`StoreFailurePolicy::Degrade`], as a check takes it: when
     /// `key` holds local state for `limit`, Redis first counts what this server admitted
-    /// locally, then the local state is forgotten.
+    /// locally (admitted as far as the limit has room, as a lease is), then the local state
+    /// forgets those units, and only those: a local decision between the two (a call that
+    /// timed out meanwhile) stays owed.
     pub(crate) async fn pay_back(
         &self,
         key: &[u8],
@@ -470,10 +463,10 @@ impl RedisLimiter {
     ) -> Result<(), StoreError> {
         let Some(degraded) = &self.inner.degraded else { return Ok(()) };
         let Some(owed) = degraded.owed(key, limit) else { return Ok(()) };
-        if owed > 0 {
-            self.eval(key, limit, 1, owed - 1, now, deadline).await?;
+        if owed.units() > 0 {
+            self.eval(key, limit, 1, owed.units() - 1, now, deadline).await?;
         }
-        degraded.forget(key, limit);
+        degraded.forget_paid(key, limit, owed);
         Ok(())
     }
 }

@@ -33,8 +33,9 @@ pub enum StoreFailurePolicy {
     /// **The way back.** Every check still tries Redis first. When Redis answers again, the
     /// first check of a key that was decided locally first charges Redis with the units the
     /// local limiter still counts as used (`capacity - remaining`, in one script run that admits
-    /// them as far as the limit has room, like a lease), then forgets the local state and
-    /// decides in Redis. So returning does not hand out a second full quota on top of what was
+    /// them as far as the limit has room, like a lease), then forgets those units locally (a
+    /// unit admitted locally meanwhile, by a call that timed out, stays owed) and decides in
+    /// Redis. So returning does not hand out a second full quota on top of what was
     /// spent locally: what was admitted during the outage and is still within the algorithm's
     /// memory is counted in Redis. Two limits on that: a server that returns while another has
     /// not yet charged its own local units may be admitted against them (the total over the

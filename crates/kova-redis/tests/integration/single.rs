@@ -219,3 +219,36 @@ async fn denials_and_peeks_write_nothing_and_ttls_are_reset_times() {
         assert_eq!(dirty(&server), before, "{kind}: a peek of a fresh key wrote to Redis");
     }
 }
+
+/// A sliding window log read by a clock behind its newest unit stores the new units at that
+/// unit's time, so they count until a period after it: the key's TTL must last that long
+/// (with no margin, a shorter TTL would drop units still in the window, and admit them twice).
+/// Alone and in a composite (limits.lua runs the same decision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_behind_its_newest_unit_keeps_its_key_until_the_units_leave() {
+    let Some(server) = RedisServer::start() else { return };
+    let clock = ManualClock::new();
+    let limiter =
+        crate::deterministic(&clock).ttl_margin(Duration::ZERO).connect(&server.url()).await.unwrap();
+    let limit = RedisLimit::sliding_window_log(Quota::new(2, Duration::from_millis(200)).unwrap()).unwrap();
+    let limits = kova_redis::Limits::new([limit]).unwrap();
+    let pttl = |key: &str| -> i64 { server.cli(&["PTTL", key]).trim().parse().unwrap() };
+
+    clock.set(10_000_000_000);
+    assert!(limiter.check("behind", &limit).await.unwrap().is_allowed());
+    assert!(limiter.check_limits("behind", &limits).await.unwrap().is_allowed());
+    // 100 ms back: both units now stand at 10.000 s, in the window until 10.200 s, 300 ms on.
+    clock.set(9_900_000_000);
+    assert!(limiter.check("behind", &limit).await.unwrap().is_allowed());
+    assert!(limiter.check_limits("behind", &limits).await.unwrap().is_allowed());
+
+    let single = String::from_utf8(limiter.redis_key("behind", &limit)).unwrap();
+    let composite = server.cli(&["KEYS", "*limits*"]).trim().to_owned();
+    assert!(!composite.is_empty() && !composite.contains('\n'), "composite key: {composite:?}");
+    for key in [single, composite] {
+        // Time passes between the script and PTTL (a loaded machine: tens of ms); a TTL counted
+        // from the reading would be 200 ms at most.
+        let ttl = pttl(&key);
+        assert!((201..=300).contains(&ttl), "{key}: PTTL {ttl} ms, the units count for 300 ms");
+    }
+}
