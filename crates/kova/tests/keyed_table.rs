@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kova::keyed::{KeyedBuilder, KeyedError, TableFullPolicy};
+use kova::reservation::ReserveError;
 use kova::{
     Algorithm, AlgorithmKind, AnyAlgorithm, CheckError, Clock, Fallback, Gcra, Keyed, ManualClock, Quota,
     QuotaError, TokenBucket, WordAlgorithm,
@@ -249,21 +250,57 @@ fn quota_fn_gives_keys_their_own_quota() {
     assert_eq!(keyed.rejected_quotas(), 0);
 }
 
+/// A quota the table cannot use is never silently replaced: the key is answered by the
+/// table-full policy, marked, not inserted, and counted at each check; a quota given with the
+/// check is the caller's error.
 #[test]
-fn an_unusable_quota_from_the_function_falls_back_to_the_default() {
+fn an_unusable_quota_from_the_function_is_answered_by_the_table_full_policy() {
+    let unusable = || Quota::per_second(3).unwrap().with_burst(9).unwrap();
     let algorithm = AnyAlgorithm::new(AlgorithmKind::FixedWindow, per_second(3)).unwrap();
     let keyed = Keyed::<u64, AnyAlgorithm>::builder_from_algorithm(algorithm)
         .clock(ManualClock::new())
-        .quota_fn(|_| Some(Quota::per_second(3).unwrap().with_burst(9).unwrap()))
+        .quota_fn(move |_| Some(unusable()))
         .doorkeeper(0)
         .build()
         .unwrap();
-    assert_eq!(keyed.check(&1).remaining(), 2);
-    assert_eq!(keyed.rejected_quotas(), 1);
+    for checks in 1..=3 {
+        let refused = keyed.check(&1);
+        assert_eq!((refused.is_allowed(), refused.fallback()), (false, Some(Fallback::TableFullDenied)));
+        assert_eq!(keyed.rejected_quotas(), checks);
+    }
+    assert_eq!(keyed.peek(&1).fallback(), Some(Fallback::TableFullDenied));
+    assert_eq!(keyed.len(), 0, "not inserted");
     assert_eq!(
-        keyed.check_n_with_quota(&1, Quota::per_second(3).unwrap().with_burst(9).unwrap(), 1),
+        keyed.check_n_with_quota(&1, unusable(), 1),
         Err(KeyedError::Quota(QuotaError::BurstUnsupported { algorithm: "fixed_window" }))
     );
+}
+
+/// Past the table's most distinct quotas, a key whose quota would be one more is answered by
+/// the policy: untracked under `AllowUntracked`, marked, its reservations too; a key of a quota
+/// the table holds is not affected.
+#[test]
+fn a_quota_past_the_most_distinct_is_answered_untracked_under_allow_untracked() {
+    let keyed = Keyed::<u64, Gcra, _>::builder(per_second(10))
+        .clock(ManualClock::new())
+        .doorkeeper(0)
+        .max_quotas(2)
+        .table_full(TableFullPolicy::AllowUntracked)
+        .quota_fn(|&key| Some(per_second(100 + key)))
+        .build()
+        .unwrap();
+    assert_eq!(keyed.check(&1).fallback(), None, "the second distinct quota fits");
+    assert_eq!(keyed.quota_of(&1), Some(per_second(101)));
+    let untracked = keyed.check_n(&2, 5).unwrap();
+    assert_eq!((untracked.is_allowed(), untracked.fallback()), (true, Some(Fallback::TableFullUntracked)));
+    assert_eq!(untracked.limit(), 10, "under the default quota");
+    assert_eq!(keyed.quota_of(&2), None);
+    assert_eq!(keyed.reserve_n(&2, 3).unwrap().fallback(), Some(Fallback::TableFullUntracked));
+    assert!(matches!(
+        keyed.reserve_n(&2, 11),
+        Err(ReserveError::CostExceedsCapacity { cost: 11, capacity: 10 })
+    ));
+    assert_eq!(keyed.rejected_quotas(), 3);
 }
 
 #[test]

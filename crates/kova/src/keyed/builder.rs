@@ -263,10 +263,31 @@ impl<K, A: Algorithm, C: Clock> KeyedBuilder<K, A, C> {
     /// Per-key quotas: `quota_fn(key)` is called when a key is inserted (first seen, or back
     /// after being reclaimed), outside the table's locks and outside its reclamation's grace
     /// periods, so a function that blocks (a lookup in another service) delays only the checks
-    /// that wait for its answer; `None` means the default quota. A
-    /// quota the algorithm cannot represent gets the default quota and is counted in
-    /// [`Keyed::rejected_quotas`]. To change the quota of a key already held, call
-    /// [`Keyed::set_quota`] (the function is not consulted again while the key is held).
+    /// that wait for its answer; `None` means the default quota. To change the quota of a key
+    /// already held, call [`Keyed::set_quota`] (the function is not consulted again while the
+    /// key is held).
+    ///
+    /// A quota the table cannot use (one the algorithm cannot represent, or one distinct quota
+    /// more than [`max_quotas`](Self::max_quotas)) is never silently replaced by another: the
+    /// key is not inserted, and each of its checks is answered as the
+    /// [table-full policy](Self::table_full) answers a key the table has no room for, under
+    /// the default quota and marked so ([`Fallback::TableFullDenied`](crate::Fallback) by
+    /// default; untracked, or on the sketch, under the other policies). Each is counted in
+    /// [`Keyed::rejected_quotas`], and the function is asked again at the key's next check.
+    ///
+    /// ```
+    /// use kova::{Fallback, FixedWindow, Keyed, ManualClock, Quota};
+    /// let table = Keyed::<u64, FixedWindow, _>::builder(Quota::per_second(10)?)
+    ///     .clock(ManualClock::new())
+    ///     // A fixed window has no burst of its own: this quota cannot be used.
+    ///     .quota_fn(|&key| (key == 7).then(|| Quota::per_second(10).unwrap().with_burst(50).unwrap()))
+    ///     .build()?;
+    /// let refused = table.check(&7);
+    /// assert_eq!((refused.is_allowed(), refused.fallback()), (false, Some(Fallback::TableFullDenied)));
+    /// assert_eq!(table.rejected_quotas(), 1);
+    /// assert!(table.check(&8).is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn quota_fn(mut self, quota_fn: impl Fn(&K) -> Option<Quota> + Send + Sync + 'static) -> Self {
         self.quota_fn = Some(Box::new(quota_fn));
         self

@@ -111,15 +111,16 @@ impl<A: Algorithm> Quotas<A> {
         Ok(id)
     }
 
-    /// The id for a quota from the quota function: the default when it cannot be used (counted).
-    pub(super) fn intern_or_default(&self, quota: Option<Quota>) -> QuotaId {
+    /// The id for a quota from the quota function (`None`: the default), or `None` when the
+    /// table cannot use it (counted).
+    pub(super) fn intern_from_fn(&self, quota: Option<Quota>) -> Option<QuotaId> {
         match quota.map(|q| self.intern(q)) {
-            None => DEFAULT_ID,
-            Some(Ok(id)) => id,
+            None => Some(DEFAULT_ID),
+            Some(Ok(id)) => Some(id),
             Some(Err(_)) => {
                 // Relaxed: a statistic.
                 self.rejected.fetch_add(1, Ordering::Relaxed);
-                DEFAULT_ID
+                None
             }
         }
     }
@@ -176,8 +177,9 @@ mod tests {
         let quotas = Quotas::new(window, DEFAULT_MAX_QUOTAS);
         let bursty = Quota::per_second(5).unwrap().with_burst(9).unwrap();
         assert_eq!(quotas.intern(bursty), Err(QuotaError::BurstUnsupported { algorithm: "fixed_window" }));
-        assert_eq!(quotas.intern_or_default(Some(bursty)), DEFAULT_ID);
+        assert_eq!(quotas.intern_from_fn(Some(bursty)), None);
         assert_eq!(quotas.rejected(), 1);
+        assert_eq!(quotas.intern_from_fn(None), Some(DEFAULT_ID));
     }
 
     #[test]

@@ -271,9 +271,10 @@ impl<K, A: Algorithm, C: Clock> Keyed<K, A, C> {
         &self.clock
     }
 
-    /// How many quotas from the quota function could not be used (invalid for the algorithm,
-    /// or beyond the table's most distinct quotas, [`KeyedBuilder::max_quotas`]); those keys
-    /// got the default quota.
+    /// How many times a quota from the quota function could not be used (invalid for the
+    /// algorithm, or beyond the table's most distinct quotas, [`KeyedBuilder::max_quotas`]):
+    /// each such check was answered by the table-full policy, as a key with no room is
+    /// ([`KeyedBuilder::quota_fn`]).
     pub fn rejected_quotas(&self) -> u64 {
         self.quotas.rejected()
     }

@@ -116,7 +116,10 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                 if let Entry::Held(entry) = self.entry(hash, key, &guard) {
                     return Ok(held(entry));
                 }
-                self.quota_for_new(key, &mut guard)
+                match self.quota_for_new(key, &mut guard) {
+                    Some(id) => id,
+                    None => return Err(self.refused(key, hash)),
+                }
             }
         };
         let algorithm = self.quotas.get(id);
@@ -147,15 +150,26 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         }
     }
 
-    /// The quota a key not held yet gets: the quota function's, or the default. The function
-    /// is the user's code and may block (a lookup elsewhere): it runs with `guard`'s thread
-    /// unpinned, since a pinned thread holds back every table's grace periods, and with them
-    /// every insert that needs a removed line back. Whatever the caller read while pinned
+    /// The quota a key not held yet gets: the quota function's, or the default; `None` when the
+    /// function gave one the table cannot use (unrepresentable, or one distinct quota too many),
+    /// and the key is then answered as one the table has no room for ([`Self::refused`]). The
+    /// function is the user's code and may block (a lookup elsewhere): it runs with `guard`'s
+    /// thread unpinned, since a pinned thread holds back every table's grace periods, and with
+    /// them every insert that needs a removed line back. Whatever the caller read while pinned
     /// (a place, a line) means nothing after it.
-    pub(super) fn quota_for_new(&self, key: &K, guard: &mut Guard) -> QuotaId {
+    pub(super) fn quota_for_new(&self, key: &K, guard: &mut Guard) -> Option<QuotaId> {
         match &self.quota_fn {
-            None => DEFAULT_ID,
-            Some(f) => guard.repin_after(|| self.quotas.intern_or_default(f(key))),
+            None => Some(DEFAULT_ID),
+            Some(f) => guard.repin_after(|| self.quotas.intern_from_fn(f(key))),
+        }
+    }
+
+    /// A key whose quota the table cannot use, answered by the table-full policy under the
+    /// default quota, as a key the table has no room for (its decisions say so).
+    pub(super) fn refused<'s>(&'s self, key: &'s K, hash: u64) -> TableFull<'s, K, A> {
+        TableFull {
+            algorithm: self.quotas.default_algorithm(),
+            retry: NoRoomFor { key, hash, soonest: None },
         }
     }
 

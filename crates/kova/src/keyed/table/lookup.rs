@@ -212,8 +212,13 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     Entry::Vacant(entry) => entry.admitted(),
                 };
                 // Outside the lock and unpinned: the quota function is the user's code.
-                let quota = self.quota_for_new(key, &mut guard);
-                self.peek_new(self.quotas.get(quota), admitted)
+                match self.quota_for_new(key, &mut guard) {
+                    Some(quota) => self.peek_new(self.quotas.get(quota), admitted),
+                    None => {
+                        let refused = self.refused(key, hash);
+                        self.table_full(refused.algorithm, 0, refused.retry)
+                    }
+                }
             },
         )
     }
@@ -305,7 +310,14 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
                     }
                     prior.set(None);
                 }
-                self.quota_for_new(key, &mut guard)
+                match self.quota_for_new(key, &mut guard) {
+                    Some(quota) => quota,
+                    None => {
+                        let refused = self.refused(key, hash);
+                        check_cost(refused.algorithm, cost)?;
+                        return Ok(self.table_full(refused.algorithm, cost, refused.retry));
+                    }
+                }
             }
         };
         let door_may_admit = cost == 1 && quota == DEFAULT_ID;

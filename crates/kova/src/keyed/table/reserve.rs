@@ -164,6 +164,12 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> Keyed<K, W, C> {
             (cost > capacity).then_some(Err(ReserveError::CostExceedsCapacity { cost, capacity }))
         };
         self.held_or_new(key, self.hash(key), epoch::pin(), None, &reserve, fits).unwrap_or_else(|full| {
+            // Checked by `fits` for a key that found no room, not for one whose quota the table
+            // refused (answered under the default quota).
+            let capacity = full.algorithm.capacity();
+            if cost > capacity {
+                return Err(ReserveError::CostExceedsCapacity { cost, capacity });
+            }
             let quota = full.algorithm.quota();
             let decided = |decision: Decision| match decision.fallback() {
                 Some(fallback @ (Fallback::TableFullUntracked | Fallback::Sketch))
