@@ -203,3 +203,15 @@ fn a_denied_estimate_charges_its_real_cost() {
     assert_eq!(denied.taken(), 0);
     assert_eq!(limiter.settle_estimate(denied, 3), Settlement { refunded: 0, charged: 3, uncharged: 0 });
 }
+
+/// `Keyed::still_counted` answers under the key's own quota, and 0 for a key not held.
+#[test]
+fn a_key_still_counts_under_its_own_quota() {
+    let clock = ManualClock::new();
+    let table = Keyed::<u8, Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock).unwrap();
+    table.check_n_with_quota(&1, Quota::per_second(100).unwrap(), 1).unwrap();
+    // 10 units at 10 ms each (its own quota), half of a 100 ms reset gone: 5 still count.
+    assert_eq!(table.still_counted(&1, 10, 50 * MS, 100 * MS), 5);
+    assert_eq!(table.still_counted(&1, 10, 100 * MS, 100 * MS), 0);
+    assert_eq!(table.still_counted(&2, 10, 0, 100 * MS), 0, "not held");
+}

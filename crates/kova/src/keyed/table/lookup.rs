@@ -237,6 +237,26 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
         )
     }
 
+    /// Of `taken` units a check of `key` took `elapsed_nanos` ago, whose decision said
+    /// `reset_after_nanos`, how many still count under the key's quota
+    /// ([`Algorithm::still_counted`]): the most a late refund may give back. 0 for a key not
+    /// held (its state is fresh: nothing of it still counts). For a caller that keeps its own
+    /// record of a check (a middleware); [`settle_estimate`](Self::settle_estimate) applies it
+    /// itself.
+    pub fn still_counted(&self, key: &K, taken: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+        let counted = |algorithm: &A| algorithm.still_counted(taken, elapsed_nanos, reset_after_nanos);
+        self.lookup(
+            key,
+            |algorithm| OnHit::Answer(counted(algorithm)),
+            // Not asked for: `on_hit` never decides.
+            |_| 0,
+            |hash, _, guard| match self.entry(hash, key, &guard) {
+                Entry::Held(entry) => counted(entry.algorithm()),
+                Entry::Vacant(_) => 0,
+            },
+        )
+    }
+
     /// `check`'s slow path (see `check_slow`).
     #[cold]
     #[inline(never)]
