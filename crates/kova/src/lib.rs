@@ -117,7 +117,8 @@
 //!   per key [`Keyed::reserve_n`] and [`keyed::KeyedReservation::cancel`].
 //! - **Settling** a cost known only afterwards: [`RateLimiter::settle`], [`Keyed::settle`], into
 //!   a bounded debt ([`Quota::with_overdraft`]); however late, from an estimate
-//!   ([`RateLimiter::estimate`], [`RateLimiter::settle_estimate`], [`Keyed::settle_estimate`]).
+//!   ([`RateLimiter::estimate`], [`RateLimiter::settle_estimate`], [`Keyed::settle_estimate`],
+//!   [`limits::Limits::settle_estimate`], [`limits::KeyedLimits::settle_estimate`]).
 //! - **Several limits** all or nothing: [`limits::Limits`], per key [`limits::KeyedLimits`].
 //! - **Quota changes**: [`RateLimiter::set_quota`], [`Keyed::set_quota`].
 //! - **Hot limits** shared by many threads: [`striped::StripedLimiter`], per-thread stripes leasing

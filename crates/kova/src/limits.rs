@@ -4,12 +4,14 @@
 mod cells;
 mod composite;
 mod decision;
+mod estimate;
 mod keyed;
 mod keyed_builder;
 mod link;
 mod seen;
 
 pub use decision::LimitsDecision;
+pub use estimate::LimitsEstimate;
 pub use keyed::KeyedLimits;
 pub use keyed_builder::KeyedLimitsBuilder;
 

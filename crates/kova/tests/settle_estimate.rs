@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kova::limits::{KeyedLimits, Limits, LimitsEstimate};
 use kova::reservation::{Estimate, Settlement};
 use kova::{
     Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
@@ -214,4 +215,63 @@ fn a_key_still_counts_under_its_own_quota() {
     assert_eq!(table.still_counted(&1, 10, 50 * MS, 100 * MS), 5);
     assert_eq!(table.still_counted(&1, 10, 100 * MS, 100 * MS), 0);
     assert_eq!(table.still_counted(&2, 10, 0, 100 * MS), 0, "not held");
+}
+
+proptest! {
+    /// Several limits (10 a second and 30 a minute, fixed windows): however late estimates are
+    /// settled, what requests really used stays within each limit in each of its windows; and
+    /// a key of `KeyedLimits` settles as the direct composite.
+    #[test]
+    fn limits_keep_every_limit_however_late_estimates_are_settled(steps in steps()) {
+        let clock = ManualClock::new();
+        let quotas = [Quota::per_second(10).unwrap(), Quota::per_minute(30).unwrap()];
+        let limits = Limits::<FixedWindow, _>::with_clock(quotas, clock.clone()).unwrap();
+        let keyed = KeyedLimits::<u8, FixedWindow, _>::with_clock(quotas, clock.clone()).unwrap();
+        let mut used: Vec<(u64, i64)> = Vec::new();
+        let mut pending: Vec<(usize, LimitsEstimate, LimitsEstimate)> = Vec::new();
+        for step in &steps {
+            let now = clock.now_nanos();
+            match *step {
+                Step::Advance(ms) => clock.advance(Duration::from_millis(ms * 20)),
+                Step::Check(cost) => {
+                    let decision = limits.check_n(cost).unwrap();
+                    prop_assert_eq!(keyed.check_n(&1, cost).unwrap(), decision);
+                    if decision.is_allowed() {
+                        used.push((now, cost as i64));
+                    }
+                }
+                // Above the per-second limit's capacity: an error, taking nothing.
+                Step::Estimate(cost) if cost > 10 => {}
+                Step::Estimate(cost) => {
+                    let (estimate, keyed_estimate) = (limits.estimate(cost).unwrap(), keyed.estimate(&1, cost).unwrap());
+                    prop_assert_eq!(keyed_estimate.decision(), estimate.decision());
+                    if estimate.decision().is_allowed() {
+                        used.push((now, cost as i64));
+                        pending.push((used.len() - 1, estimate, keyed_estimate));
+                    }
+                }
+                Step::Settle(at, actual) => {
+                    if pending.is_empty() {
+                        continue;
+                    }
+                    let (entry, estimate, keyed_estimate) = pending.remove(at % pending.len());
+                    let settled = limits.settle_estimate(estimate, actual);
+                    prop_assert_eq!(keyed.settle_estimate(&1, keyed_estimate, actual), settled.clone());
+                    used[entry].1 -= settled[0].refunded as i64;
+                    let charged = settled.iter().map(|s| s.charged).min().unwrap_or(0);
+                    if charged > 0 {
+                        used.push((now, charged as i64));
+                    }
+                }
+            }
+        }
+        let mut seconds: BTreeMap<u64, i64> = BTreeMap::new();
+        let mut minutes: BTreeMap<u64, i64> = BTreeMap::new();
+        for (at, units) in used {
+            *seconds.entry(at / (1_000 * MS)).or_default() += units;
+            *minutes.entry(at / (60_000 * MS)).or_default() += units;
+        }
+        prop_assert!(seconds.values().all(|&u| u <= 10), "{:?}", seconds);
+        prop_assert!(minutes.values().all(|&u| u <= 30), "{:?}", minutes);
+    }
 }

@@ -67,6 +67,11 @@ impl<W: WordAlgorithm> Composite<W> {
 }
 
 impl<W: WordAlgorithm> Composite<W> {
+    /// Every limit's algorithm, in order.
+    pub(super) fn algorithms(&self) -> &[W] {
+        &self.algorithms
+    }
+
     /// Charges up to `cost` units to every limit of `cell`, never denied: the units each took.
     pub(super) fn charge_each<C: Clock + ?Sized>(
         &self,

@@ -37,7 +37,7 @@ use crate::{CheckError, Clock, CoarseClock, Decision, Gcra, Keyed, Quota, WordAl
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedLimits<K, W: WordAlgorithm = Gcra, C: Clock = CoarseClock> {
-    table: Keyed<K, Composite<W>, C>,
+    pub(super) table: Keyed<K, Composite<W>, C>,
     /// The least of the limits' capacities.
     capacity: u64,
     /// How many limits.
