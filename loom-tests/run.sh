@@ -22,6 +22,7 @@
 #   racy (23 should-fail models, bound 3; 14 in child processes)   ~4 s
 #   limits (5 composite models, one should-fail, bound 3)          <1 s
 #   reservation (cancel racing a check, and its should-fail twin)  <1 s
+#   reset_reservation (a reset racing a reservation, should-fail)  <1 s
 #   striped (9 take/give-back models, 2 should-fail, bound 3)     ~2 s
 #   sketch (4 models, 2 should-fail, bound 3)                     ~4 s
 #   keyed (19 models, bound 4)                                     ~30 s
@@ -46,7 +47,7 @@ cargo_test() {
 }
 
 start=$SECONDS
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test striped --test sketch "$@"
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo_test --test word_cas --test refund --test racy --test limits --test reservation --test reset_reservation --test striped --test sketch "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_TABLE:-4}" cargo_test --test keyed --test door --test hot --test sketch_policy "$@"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS_LOG:-2}" cargo_test --test sliding_log "$@"
 echo "loom-tests: all models passed in $((SECONDS - start)) s"

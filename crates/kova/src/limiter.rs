@@ -3,6 +3,14 @@
 use crossbeam_utils::CachePadded;
 
 use crate::loom::atomic::{AtomicU64, Ordering};
+
+/// What a reset adds to [`RateLimiter::resets`] as it starts: one under way.
+const RESET_STARTED: u64 = 1;
+/// What it adds once done: one done, one fewer under way. Every step adds, so the count only
+/// grows: a give-back that reads the same count as its reservation saw no reset since.
+const RESET_DONE: u64 = (1 << 32) - 1;
+/// The resets under way.
+const RESETS_UNDER_WAY: u64 = (1 << 32) - 1;
 use crate::{Algorithm, CheckError, Clock, CoarseClock, Decision, Gcra, Quota, QuotaError};
 
 /// A limiter for one thing (a whole service, one upstream): one cell driven by the algorithm.
@@ -25,8 +33,7 @@ pub struct RateLimiter<A: Algorithm = Gcra, C: Clock = CoarseClock> {
     /// just beat would miss on them as well as on the cell.
     pub(crate) cell: CachePadded<A::Cell>,
     pub(crate) clock: C,
-    /// How many times [`reset`](Self::reset) ran: a reservation made before a reset gives back
-    /// nothing when cancelled, since the reset already gave back everything it held.
+    /// The resets done (high 32 bits) and under way (low 32 bits) ([`Resets`]).
     pub(crate) resets: AtomicU64,
 }
 
@@ -112,14 +119,38 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.algorithm.refund_cell(&self.cell, &self.clock, cost)
     }
 
-    /// Puts the limiter back to full. A [reservation](crate::reservation) made before it gives
-    /// back nothing when cancelled: the reset gave its units back already.
+    /// Puts the limiter back to full. A [reservation](crate::reservation) or an
+    /// [estimate](Self::estimate) made before it gives back nothing when cancelled or settled:
+    /// the reset gave its units back already.
     pub fn reset(&self) {
-        // Counted before the cell changes, Relaxed: the cell's reset publishes it (Release), so
-        // a cancel that reads the reset cell (Acquire) also reads this count
-        // (`reservation.rs`).
-        self.resets.fetch_add(1, Ordering::Relaxed);
+        if crate::loom::faults::reset_counted_once() {
+            // The racy variant: counted as done before the cell changes.
+            self.resets.fetch_add(RESET_STARTED + RESET_DONE, Ordering::Relaxed);
+            self.algorithm.reset_cell(&self.cell);
+            return;
+        }
+        // Under way, before the cell changes, Relaxed: the cell's reset publishes it (Release),
+        // so a give-back that reads the reset cell (Acquire) also reads this count.
+        self.resets.fetch_add(RESET_STARTED, Ordering::Relaxed);
         self.algorithm.reset_cell(&self.cell);
+        // Release: a reservation that reads the count done (Acquire) then reads a cell no older
+        // than the reset, so it cannot be made on the cell the reset wiped.
+        self.resets.fetch_add(RESET_DONE, Ordering::Release);
+    }
+
+    /// The resets as a reservation or an estimate sees them before it takes its units: what
+    /// its give-back compares with [`gives_back_after`](Self::gives_back_after).
+    pub(crate) fn resets_before(&self) -> u64 {
+        // Acquire: pairs with `reset`'s last count.
+        self.resets.load(Ordering::Acquire)
+    }
+
+    /// Whether units taken when the resets read `before` may be given back now: no reset was
+    /// under way then or since. Called after an Acquire load of the cell (a give-back's
+    /// compare-and-swap loop): a reset that cell follows was counted under way before it.
+    pub(crate) fn gives_back_after(&self, before: u64) -> bool {
+        // Relaxed: ordered by the caller's load of the cell (see `reset`).
+        before & RESETS_UNDER_WAY == 0 && self.resets.load(Ordering::Relaxed) == before
     }
 
     /// The algorithm.

@@ -210,6 +210,14 @@ pub fn without_grace_periods<R>(f: impl FnOnce() -> R) -> R {
     faults::with_grace_periods_skipped(f)
 }
 
+/// RACY: runs `f` (a loom model of a [`RateLimiter`](crate::RateLimiter)'s reservations) with
+/// a reset counted once, as done, before its cell changes: a reservation that reads the count
+/// after that and takes its units from the cell the reset then wipes looks made after the reset,
+/// and its cancel gives its units back to the fresh state.
+pub fn reset_counted_once<R>(f: impl FnOnce() -> R) -> R {
+    faults::with_reset_counted_once(f)
+}
+
 /// RACY: runs `f` (a loom model of a [`StripedLimiter`](crate::striped::StripedLimiter)) with checks
 /// spending a stripe's units by load and store instead of a CAS: two checks on one stripe both
 /// spend the same unit, and a lease or a give-back between the load and the store is overwritten.

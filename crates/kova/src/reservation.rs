@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cas::update_word;
-use crate::loom::atomic::Ordering;
 pub use crate::settle::{Estimate, Settlement};
 use crate::{Clock, RateLimiter, WordAlgorithm};
 
@@ -171,11 +170,10 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
             return Err(ReserveError::CostExceedsCapacity { cost, capacity });
         }
         let max_nanos = max_delay_nanos(max_delay);
-        // Read before the cell: a reset that lands after this read and before the reservation
-        // makes the reservation look older than it is, so its cancel gives back nothing (units
-        // lost to the caller, never granted twice). Read after, a reset between this read and
-        // the reservation's write would wipe the units and leave the count unchanged.
-        let resets_before = self.resets.load(Ordering::Relaxed);
+        // Read before the cell: a reset that has not finished by now counts as after the
+        // reservation (its cancel gives back nothing: units lost to the caller, never granted
+        // twice), and one that wipes the reservation finishes after this read.
+        let resets_before = self.resets_before();
         let made = update_word(
             &*self.cell,
             &self.clock,
@@ -259,9 +257,8 @@ where
             return 0;
         }
         update_word(&*limiter.cell, &limiter.clock, |word, now| {
-            // Relaxed: `word` was read Acquire, so a reset whose cell this is (or any word
-            // written after it) was counted before it is read here (`RateLimiter::reset`).
-            if limiter.resets.load(Ordering::Relaxed) != self.resets_before {
+            // After `word`'s Acquire load: see `RateLimiter::gives_back_after`.
+            if !limiter.gives_back_after(self.resets_before) {
                 return (0, word);
             }
             cancel_step(&limiter.algorithm, word, now, cost, ready_at, mark)

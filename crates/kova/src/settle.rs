@@ -3,7 +3,7 @@
 use std::hash::Hash;
 
 use crate::cas::update_word;
-use crate::{Algorithm, CheckError, Clock, Decision, Keyed, RateLimiter, WordAlgorithm};
+use crate::{Algorithm, CheckError, Clock, Decision, Keyed, Quota, RateLimiter, WordAlgorithm};
 
 /// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,16 +57,19 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
         // Read before the check's own reading: the time since can only be found longer than it
         // was, so a settlement gives back too little, never too much.
         let checked_at = self.clock.now_nanos();
+        let resets = self.resets_before();
         let decision = self.check_n(cost)?;
-        Ok(Estimate { decision, cost, checked_at })
+        Ok(Estimate { decision, cost, checked_at, forgotten: resets, quota: Some(self.algorithm.quota()) })
     }
 
     /// [`settle`](Self::settle) for an [`estimate`](Self::estimate), right however late: a
     /// lower real cost gives back only what the estimate's units still count for
     /// ([`Algorithm::still_counted`]: nothing once its window has ended, for GCRA and the token
     /// bucket not what has refilled since), so the state never admits more than its quota over
-    /// the estimate's span. A higher real cost is charged as `settle` charges it. A denied
-    /// estimate took nothing: its whole real cost is charged.
+    /// the estimate's span. Nothing comes back after a [`reset`](Self::reset) (it gave
+    /// everything back) or from an estimate of another quota ([`set_quota`](Self::set_quota)).
+    /// A higher real cost is charged as `settle` charges it. A denied estimate took nothing: its
+    /// whole real cost is charged.
     ///
     /// ```
     /// use kova::reservation::Settlement;
@@ -86,11 +89,17 @@ impl<W: WordAlgorithm, C: Clock> RateLimiter<W, C> {
     pub fn settle_estimate(&self, estimate: Estimate, actual: u64) -> Settlement {
         let back = |back: u64| {
             let counted = estimate.still_counted(&self.algorithm, self.clock.now_nanos()).min(back);
-            if counted > 0 && self.refund(counted) {
-                counted
-            } else {
-                0
+            if counted == 0 || estimate.quota != Some(self.algorithm.quota()) {
+                return 0;
             }
+            update_word(&*self.cell, &self.clock, |word, now| {
+                // After `word`'s Acquire load: see `RateLimiter::gives_back_after`.
+                if self.gives_back_after(estimate.forgotten) {
+                    (counted, self.algorithm.refund(word, now, counted))
+                } else {
+                    (0, word)
+                }
+            })
         };
         settle_with(estimate.taken(), actual, back, |extra| self.charge(extra))
     }
@@ -127,6 +136,12 @@ pub struct Estimate {
     cost: u64,
     /// On the limiter's clock, read before the check.
     checked_at: u64,
+    /// The limiter's count of forgotten states (its resets; a table's forgotten keys, as a
+    /// keyed reservation reads it) before the check: once it has moved, the state the
+    /// estimate's units went into may be gone, and nothing is given back.
+    forgotten: u64,
+    /// The direct limiter's quota at the check (a table's quota moves count as forgotten).
+    quota: Option<Quota>,
 }
 
 impl Estimate {
@@ -198,16 +213,20 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     pub fn estimate(&self, key: &K, cost: u64) -> Result<Estimate, CheckError> {
         // Read before the check's own reading, as `RateLimiter::estimate` does.
         let checked_at = self.clock().now_nanos();
+        let forgotten = self.forgets_seen();
         let decision = self.check_n(key, cost)?;
-        Ok(Estimate { decision, cost, checked_at })
+        Ok(Estimate { decision, cost, checked_at, forgotten, quota: None })
     }
 
     /// [`RateLimiter::settle_estimate`] for `key`, under the key's own quota: a lower real cost
-    /// gives back only what the estimate's units still count for, to the key held now (see
-    /// [`refund`](Self::refund) for a key removed or reset since).
+    /// gives back only what the estimate's units still count for. Nothing comes back once the
+    /// table has forgotten any key's state since the estimate (a reset, a removal, a reclaimed
+    /// or evicted key, a quota change): the table keeps one count of these for all its keys, as
+    /// its reservations do, so on a table that reclaims keys all the time a late settlement
+    /// mostly gives nothing back (the stricter answer).
     pub fn settle_estimate(&self, key: &K, estimate: Estimate, actual: u64) -> Settlement {
         let refund = |back: u64| {
-            self.refund_with(key, |algorithm| {
+            self.refund_with(key, estimate.forgotten, |algorithm| {
                 estimate.still_counted(algorithm, self.clock().now_nanos()).min(back)
             })
         };

@@ -275,3 +275,36 @@ proptest! {
         prop_assert!(minutes.values().all(|&u| u <= 30), "{:?}", minutes);
     }
 }
+
+/// A reset gives back everything, the estimate's units included: settling the estimate after
+/// it gives back nothing more (GCRA 10 a second: the old rule gave 10 back on top, and 20 passed
+/// at one instant). The same for a key of a table reset or removed, and after a quota change.
+#[test]
+fn nothing_comes_back_after_a_reset_or_a_quota_change() {
+    let clock = ManualClock::new();
+    let mut limiter =
+        RateLimiter::<Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock.clone()).unwrap();
+    let estimate = limiter.estimate(10).unwrap();
+    limiter.reset();
+    assert!(limiter.check_n(10).unwrap().is_allowed());
+    assert_eq!(limiter.settle_estimate(estimate, 0), Settlement::default());
+    assert!(!limiter.check().is_allowed());
+
+    limiter.reset();
+    let estimate = limiter.estimate(10).unwrap();
+    limiter.set_quota(Quota::per_second(20).unwrap()).unwrap();
+    assert_eq!(limiter.settle_estimate(estimate, 0), Settlement::default());
+
+    let table = Keyed::<u8, Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock).unwrap();
+    for forget in [Keyed::reset as fn(&Keyed<u8, Gcra, ManualClock>, &u8), |t, k| {
+        t.remove(k);
+    }] {
+        table.check(&1); // held from its second check (the doorkeeper)
+        let estimate = table.estimate(&1, 9).unwrap();
+        forget(&table, &1);
+        assert!(table.check_n(&1, 10).unwrap().is_allowed());
+        assert_eq!(table.settle_estimate(&1, estimate, 0), Settlement::default());
+        assert!(!table.check(&1).is_allowed());
+        table.remove(&1);
+    }
+}

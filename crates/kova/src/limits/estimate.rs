@@ -14,11 +14,14 @@ pub struct LimitsEstimate {
     cost: u64,
     /// On the limits' clock, read before the check.
     checked_at: u64,
+    /// A keyed composite's count of forgotten keys before the check (as
+    /// [`crate::reservation::Estimate`] keeps it); 0 for a direct one, which forgets nothing.
+    forgotten: u64,
 }
 
 impl LimitsEstimate {
-    pub(super) fn new(decision: LimitsDecision, cost: u64, checked_at: u64) -> Self {
-        LimitsEstimate { decision, cost, checked_at }
+    fn new(decision: LimitsDecision, cost: u64, checked_at: u64, forgotten: u64) -> Self {
+        LimitsEstimate { decision, cost, checked_at, forgotten }
     }
 
     /// The check's decision.
@@ -63,7 +66,7 @@ impl<W: WordAlgorithm, C: Clock> Limits<W, C> {
     pub fn estimate(&self, cost: u64) -> Result<LimitsEstimate, crate::CheckError> {
         // Read before the check's own reading: the time since can only be found longer.
         let checked_at = self.clock.now_nanos();
-        Ok(LimitsEstimate::new(self.check_n(cost)?, cost, checked_at))
+        Ok(LimitsEstimate::new(self.check_n(cost)?, cost, checked_at, 0))
     }
 
     /// [`settle`](Self::settle) for an [`estimate`](Self::estimate), right however late: a lower
@@ -98,18 +101,20 @@ impl<K: std::hash::Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K,
     /// [`Limits::estimate`] for `key`.
     pub fn estimate(&self, key: &K, cost: u64) -> Result<LimitsEstimate, crate::CheckError> {
         let checked_at = self.table.clock().now_nanos();
-        Ok(LimitsEstimate::new(self.check_n(key, cost)?, cost, checked_at))
+        let forgotten = self.table.forgets_seen();
+        Ok(LimitsEstimate::new(self.check_n(key, cost)?, cost, checked_at, forgotten))
     }
 
     /// [`Limits::settle_estimate`] for `key` (a key no longer held gets nothing back: its state
-    /// is fresh).
+    /// is fresh; nor does any once the table has forgotten a key since the estimate, as
+    /// [`Keyed::settle_estimate`](crate::Keyed::settle_estimate) says).
     pub fn settle_estimate(&self, key: &K, estimate: LimitsEstimate, actual: u64) -> Vec<Settlement> {
         let taken = estimate.taken();
         if actual < taken {
             let algorithms = self.table.algorithm().algorithms();
             let now = self.table.clock().now_nanos();
             let counted = estimate.still_counted(algorithms, now).min(taken - actual);
-            let back = if counted > 0 && self.refund(key, counted) { counted } else { 0 };
+            let back = self.table.refund_with(key, estimate.forgotten, |_| counted);
             return refunded(back, self.len());
         }
         self.settle(key, taken, actual)

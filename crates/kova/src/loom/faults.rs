@@ -63,6 +63,7 @@ mod switches {
         static FREE_DOOR_MARK: Cell<bool> = const { Cell::new(false) };
         static HOT_SLOT_OPEN: Cell<bool> = const { Cell::new(false) };
         static SKIP_VISIT_RELOOK: Cell<bool> = const { Cell::new(false) };
+        static RESET_COUNTED_ONCE: Cell<bool> = const { Cell::new(false) };
         static SKETCH_RAISE: Cell<SketchRaise> = const { Cell::new(SketchRaise::BeforeCommit) };
         static RECLAIMED: Cell<Reclaimed> = const { Cell::new(Reclaimed { lines: 0, arrays: 0 }) };
     }
@@ -115,6 +116,15 @@ mod switches {
 
     pub(crate) fn door_claim_racy() -> bool {
         SKIP_DOOR_CAS.with(Cell::get)
+    }
+
+    /// Runs `f` with the direct limiter's reset counted once, done, before the cell changes.
+    pub(crate) fn with_reset_counted_once<R>(f: impl FnOnce() -> R) -> R {
+        with_switch(&RESET_COUNTED_ONCE, true, f)
+    }
+
+    pub(crate) fn reset_counted_once() -> bool {
+        RESET_COUNTED_ONCE.with(Cell::get)
     }
 
     /// Runs `f` with door admissions without the lock standing whatever inserts ran meanwhile.
@@ -252,6 +262,13 @@ pub(crate) fn count_reclaimed(_lines: usize, _arrays: usize) {}
 #[cfg(not(kova_loom))]
 #[inline(always)]
 pub(crate) const fn stripe_cas_skipped() -> bool {
+    false
+}
+
+/// Whether a reset is counted once, before the cell changes (`loom_racy::reset_counted_once`).
+#[cfg(not(kova_loom))]
+#[inline(always)]
+pub(crate) const fn reset_counted_once() -> bool {
     false
 }
 

@@ -74,7 +74,7 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
 
     /// The table's count of forgotten states as a check sees it before it loads a key's word
     /// (`Forgets::seen`).
-    pub(super) fn forgets_seen(&self) -> u64 {
+    pub(crate) fn forgets_seen(&self) -> u64 {
         self.forgets.seen()
     }
 

@@ -55,9 +55,12 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// [`refund`](Self::refund) of as many units as `units` says under the key's algorithm
-    /// (its own quota's), all under the key's lock; returns the units given back.
-    pub(crate) fn refund_with(&self, key: &K, units: impl FnOnce(&A) -> u64) -> u64 {
+    /// (its own quota's), all under the key's lock, unless the table has forgotten a state since
+    /// its count read `forgotten` ([`forgets_seen`](Self::forgets_seen)); returns the units given
+    /// back.
+    pub(crate) fn refund_with(&self, key: &K, forgotten: u64, units: impl FnOnce(&A) -> u64) -> u64 {
         self.with_entry(key, |entry| match entry {
+            _ if self.forgets.read() != forgotten => 0,
             Entry::Held(entry) => {
                 let cost = units(entry.algorithm());
                 let given = cost > 0 && entry.algorithm().refund_cell(entry.cell(), entry.clock(), cost);
