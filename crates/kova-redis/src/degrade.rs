@@ -220,9 +220,12 @@ impl Degraded {
             }
             let Some(share) = table.quota_of(&key) else { return };
             let peek = table.peek(&key);
-            // At most what the state still counts: units admitted since that have left it (a
-            // window that ended) are owed to no one.
-            let unpaid = since.min(peek.limit().saturating_sub(peek.remaining()));
+            // What the key's state counts beyond what was paid: `since` counts the admissions of
+            // every key of the stripe (and undone ones), so it alone would charge Redis again
+            // for units already paid; units that left the state meanwhile (a window that ended)
+            // are owed to no one.
+            let counted = peek.limit().saturating_sub(peek.remaining());
+            let unpaid = since.min(counted.saturating_sub(owed.units));
             table.remove(&key);
             if unpaid > 0 {
                 // Under its own share, on the room the removal made: admitted (unless a full
@@ -303,6 +306,28 @@ mod tests {
             assert!(degraded.owed(b"k", &limit).is_none(), "{kind}");
         }
         assert_eq!(degraded.len(), 0);
+    }
+
+    /// Admissions of another key of the same stripe between `owed` and `forget_paid` are not
+    /// this key's: it is forgotten whole, not charged to Redis again.
+    #[test]
+    fn another_keys_admission_meanwhile_is_not_charged_again() {
+        let clock = ManualClock::starting_at(1_000_000_000_000);
+        let degraded = degraded(&clock);
+        let limit = RedisLimit::new(AlgorithmKind::Gcra, Quota::per_second(10).unwrap()).unwrap();
+        let index = |key: &[u8]| std::ptr::from_ref(degraded.stripe(key)) as usize;
+        let other = (0u32..)
+            .map(|n| format!("other-{n}").into_bytes())
+            .find(|key| index(key) == index(b"k"))
+            .expect("a key of the same stripe");
+        for _ in 0..3 {
+            assert!(degraded.decide(b"k", &limit, 1, 0).is_allowed());
+        }
+        let owed = degraded.owed(b"k", &limit).unwrap();
+        assert!(degraded.decide(&other, &limit, 1, 0).is_allowed());
+        degraded.forget_paid(b"k", &limit, owed);
+        assert!(degraded.owed(b"k", &limit).is_none(), "3 paid, nothing more owed");
+        assert_eq!(degraded.owed(&other, &limit).map(|o| o.units()), Some(1));
     }
 
     /// A local decision is marked local, also one decided under the key's previous share.
