@@ -255,3 +255,72 @@ fn keyed_limits_settle_each_limit_into_its_own_room() {
     assert_eq!(limits.settle(&2, 0, 3)[1].charged, 3);
     assert_eq!(limits.peek(&2).limit_decisions()[0].remaining(), 7);
 }
+
+/// A full table evicts the key closest to fresh in every limit: not one whose per-second limit
+/// refills soon while its daily limit is nearly spent (evicted, it would forget that day's use).
+#[test]
+fn eviction_weighs_every_limits_reset() {
+    let quotas = [Quota::per_second(10).unwrap(), Quota::per_day(10_000).unwrap()];
+    let clock = ManualClock::new();
+    let limits = kova::limits::KeyedLimits::<u32, Gcra>::builder(quotas)
+        .clock(clock.clone())
+        .max_keys(2)
+        .shards(1)
+        .table_full(kova::keyed::TableFullPolicy::EvictClosestToIdle)
+        .build()
+        .unwrap();
+    limits.settle(&1, 0, 9_990); // 10 of the day left
+    clock.advance(Duration::from_millis(700));
+    assert!(limits.check_n(&2, 5).unwrap().is_allowed());
+    assert_eq!(limits.key_count(), 2);
+    // Key 1's per-second limit is fresh again in 0.3 s, key 2's in 0.5 s; their days in about
+    // a day and in 43 s.
+    assert!(limits.check_n(&3, 2).unwrap().is_allowed());
+    assert_eq!(limits.peek(&1).limit_decisions()[1].remaining(), 10, "key 1 kept its day");
+}
+
+/// A full table's answer gives each limit its own numbers: untracked, what a fresh state of
+/// that limit answers; denied, nothing left of its own capacity.
+#[test]
+fn a_full_tables_answer_is_in_each_limits_own_numbers() {
+    let quotas = [Quota::per_second(10).unwrap(), Quota::per_day(10_000).unwrap()];
+    let build = |policy| {
+        kova::limits::KeyedLimits::<u32, Gcra>::builder(quotas)
+            .clock(ManualClock::new())
+            .max_keys(1)
+            .shards(1)
+            .table_full(policy)
+            .build()
+            .unwrap()
+    };
+    let untracked = build(kova::keyed::TableFullPolicy::AllowUntracked);
+    assert!(untracked.check_n(&1, 2).unwrap().is_allowed());
+    let answer = untracked.check(&2);
+    let each: Vec<(u64, u64, Option<kova::Fallback>)> =
+        answer.limit_decisions().iter().map(|d| (d.limit(), d.remaining(), d.fallback())).collect();
+    let mark = Some(kova::Fallback::TableFullUntracked);
+    assert_eq!(each, [(10, 9, mark), (10_000, 9_999, mark)]);
+    let denied = build(kova::keyed::TableFullPolicy::DenyNew);
+    assert!(denied.check_n(&1, 2).unwrap().is_allowed());
+    let answer = denied.check(&2);
+    assert!(!answer.is_allowed());
+    let limits: Vec<u64> = answer.limit_decisions().iter().map(Decision::limit).collect();
+    assert_eq!(limits, [10, 10_000]);
+}
+
+/// An answer said denied when every limit admitted has no limit to wait for: refused.
+#[test]
+fn a_denial_without_a_denying_limit_is_refused() {
+    use kova::limits::LimitsDecision;
+    assert!(LimitsDecision::from_decisions(&[Decision::allowed(10, 5, 0)], false).is_none());
+    assert!(LimitsDecision::from_decisions(&[Decision::allowed(10, 5, 0)], true).is_some());
+}
+
+/// The sketch policy holds one GCRA state per key, not several limits: refused by the builder.
+#[test]
+fn keyed_limits_refuse_the_sketch_policy() {
+    let built = kova::limits::KeyedLimits::<u32, Gcra>::builder([Quota::per_second(1).unwrap()])
+        .table_full(kova::keyed::TableFullPolicy::Sketch)
+        .build();
+    assert!(matches!(built, Err(LimitsError::Table(kova::keyed::KeyedError::SketchAlgorithm { .. }))));
+}

@@ -121,9 +121,19 @@ impl<W: WordAlgorithm> Algorithm for Composite<W> {
     }
 
     /// The deciding limit's decision ([`LimitsDecision::decision`]): admitted exactly when
-    /// every limit admitted.
+    /// every limit admitted; its reset is the longest of the limits' resets. The table reads a
+    /// key's reset as the time until its state is fresh again (eviction takes the keys closest
+    /// to it; a full table's retry hint): the deciding limit's alone would make a key whose
+    /// per-second limit refills soon look close to fresh while its daily limit is nearly spent.
     fn decide_cell<C: Clock + ?Sized>(&self, cell: &Padded, clock: &C, cost: u64) -> Decision {
-        self.answer(&self.check(cell, clock, cost), cost).decision()
+        let answer = self.answer(&self.check(cell, clock, cost), cost);
+        let decision = answer.decision();
+        let reset = answer.limit_decisions().iter().map(Decision::reset_after_nanos).max().unwrap_or(0);
+        if decision.is_allowed() {
+            Decision::allowed(decision.limit(), decision.remaining(), reset)
+        } else {
+            Decision::denied(decision.limit(), decision.remaining(), decision.retry_after_nanos(), reset)
+        }
     }
 
     fn reset_cell(&self, cell: &Padded) {

@@ -89,9 +89,14 @@ impl LimitsDecision {
         for (place, &decision) in all.iter_mut().zip(decisions) {
             *place = decision;
         }
-        // A check some limit denied is not admitted, whatever the caller says.
-        let allowed = allowed && decisions.iter().all(Decision::is_allowed);
-        Some(Self::new(all, decisions.len(), allowed))
+        // A check some limit denied is not admitted, whatever the caller says; one that says
+        // denied when every limit admitted has no limit to wait for (its answer would be a
+        // denial to retry at once): refused.
+        let all_admitted = decisions.iter().all(Decision::is_allowed);
+        if !allowed && all_admitted {
+            return None;
+        }
+        Some(Self::new(all, decisions.len(), allowed && all_admitted))
     }
 
     /// Whether the request may proceed (every limit admitted it).

@@ -138,7 +138,10 @@ impl<K: Hash + Eq + Clone, W: WordAlgorithm, C: Clock> KeyedLimits<K, W, C> {
             // The table's one composite: a key's cell is always checked by the composite the
             // table was built with.
             Visited::Seen(seen) => self.table.algorithm().answer(&seen, cost),
-            Visited::Full(decision) => full_answer(decision, self.len),
+            Visited::Full(decision) => {
+                let now = self.table.clock().now_nanos();
+                full_answer(decision, self.table.algorithm().algorithms(), cost, now)
+            }
         }
     }
 
@@ -228,8 +231,28 @@ impl Visited {
     }
 }
 
-/// The answer for a new key the table had no room for: the policy's decision for every limit.
+/// The answer for a new key the table had no room for: the policy's decision (`decision`, on
+/// the composite) for each limit, in that limit's own numbers (its headers): untracked, what a
+/// fresh state of the limit answers for `cost` at `now`; denied, nothing left of its capacity.
+/// Marked as the policy's decision is.
 #[cold]
-fn full_answer(decision: Decision, len: usize) -> LimitsDecision {
-    LimitsDecision::new([decision; MAX_LIMITS], len, decision.is_allowed())
+fn full_answer<W: WordAlgorithm>(
+    decision: Decision,
+    algorithms: &[W],
+    cost: u64,
+    now: u64,
+) -> LimitsDecision {
+    let mut each = [decision; MAX_LIMITS];
+    for (place, algorithm) in each.iter_mut().zip(algorithms) {
+        let own = if decision.is_allowed() {
+            algorithm.decide(algorithm.fresh_word(), now, cost).0
+        } else {
+            Decision::denied(algorithm.capacity(), 0, decision.retry_after_nanos(), 0)
+        };
+        *place = match decision.fallback() {
+            Some(fallback) => own.with_fallback(fallback),
+            None => own,
+        };
+    }
+    LimitsDecision::new(each, algorithms.len(), decision.is_allowed())
 }

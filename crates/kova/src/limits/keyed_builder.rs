@@ -63,7 +63,11 @@ impl<K, W: WordAlgorithm, C: Clock> KeyedLimitsBuilder<K, W, C> {
     }
 
     /// What a new key gets when the table is full ([`KeyedBuilder::table_full`]); the policy's
-    /// decision stands for every limit of the answer.
+    /// decision stands for every limit of the answer, each in its own numbers (untracked: what a
+    /// fresh state of that limit answers; denied: nothing left of its capacity).
+    /// [`TableFullPolicy::Sketch`] is refused by [`build`](Self::build)
+    /// ([`KeyedError::SketchAlgorithm`](crate::keyed::KeyedError::SketchAlgorithm)): the sketch
+    /// holds one GCRA state per key, not several limits.
     pub fn table_full(self, policy: TableFullPolicy) -> Self {
         self.with(|table| table.table_full(policy))
     }

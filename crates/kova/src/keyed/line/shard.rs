@@ -373,11 +373,19 @@ impl<K, A: Algorithm> Drop for LineShard<K, A> {
 /// drained the store buffer, so the load after it cannot be satisfied before it, which is what
 /// `still_linked`'s SeqCst fence provides against the lock holder's fence (a `lock or`, as dear
 /// as the compare-and-swap itself). The compiler fence keeps the compiler from moving the load
-/// above the write.
+/// above the write. Only while the 128-bit compare-and-swap is `cmpxchg16b`: on a CPU without it
+/// (or a virtual machine that hides it) portable-atomic takes a lock, whose release is a plain
+/// store, and the full fence is needed.
 #[cfg(all(any(target_arch = "x86", target_arch = "x86_64"), not(miri), not(kova_loom)))]
 #[inline(always)]
 fn after_rmw_fence() {
-    crate::loom::atomic::compiler_fence(Ordering::SeqCst);
+    use crate::loom::AtomicU128;
+    if AtomicU128::is_always_lock_free() || AtomicU128::is_lock_free() {
+        crate::loom::atomic::compiler_fence(Ordering::SeqCst);
+    } else {
+        // SeqCst: as in `still_linked`.
+        fence(Ordering::SeqCst);
+    }
 }
 
 /// The portable form, and loom's and Miri's: the SeqCst fence of `still_linked`.
