@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 use kova::limits::{KeyedLimits, LimitsDecision, LimitsError};
-use kova::{Clock, CoarseClock, Decision, Gcra, Quota, WordAlgorithm};
+use kova::{Clock, CoarseClock, Decision, Gcra, GiveBack, Quota, WordAlgorithm};
 
 use crate::headers::QuotaUnit;
 use crate::limit::{Cost, Filter, Group, Member};
@@ -18,8 +18,9 @@ use crate::{
 };
 
 /// A member limit used on its own (cloned out of its composite into another layer): it checks
-/// and refunds the whole composite, and answers with its own quota's decision.
-struct MemberLimiter(Member);
+/// and refunds the whole composite, and answers with its own quota's decision. Its quota is the
+/// one the composite names for it.
+struct MemberLimiter(Member, Quota);
 
 impl KeyedLimiter for MemberLimiter {
     fn check(&self, key: &LimitKey, cost: u64) -> CheckFuture {
@@ -49,6 +50,30 @@ impl KeyedLimiter for MemberLimiter {
 
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         self.0.group.limiter.refund(key, cost)
+    }
+
+    /// A refund gives back to every member of the composite, but the layer holds only this
+    /// member's decision: what the others still count is not known, so nothing is given back
+    /// unless the composite has this member alone.
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        if self.0.group.len == 1 {
+            self.0.group.limiter.still_counted(
+                key,
+                taken,
+                elapsed_nanos,
+                &[(self.1, reset_after_nanos)],
+                give_back,
+            )
+        } else {
+            0
+        }
     }
 
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
@@ -177,7 +202,7 @@ impl CompositeLimit {
         let mut members = Vec::with_capacity(named.len());
         for (position, (name, quota)) in named.into_iter().enumerate() {
             let member = Member { group: group.clone(), position };
-            let limiter = Arc::new(MemberLimiter(member.clone()));
+            let limiter = Arc::new(MemberLimiter(member.clone(), quota));
             members.push(Limit::from_shared(name, quota, key.clone(), limiter)?.into_member(member));
         }
         Ok(CompositeLimit { limits: members })

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use kova::limits::{KeyedLimits, LimitsDecision};
-use kova::{Clock, WordAlgorithm};
+use kova::{Clock, GiveBack, Quota, WordAlgorithm};
 
 use crate::ready::ReadyOr;
 use crate::{LimitKey, LimiterError, SettleError, SettleFuture, Settled};
@@ -30,6 +30,30 @@ pub trait CompositeLimiter: Send + Sync + 'static {
         false
     }
 
+    /// Of `taken` units an admitted check of `key` took `elapsed_nanos` ago from every quota,
+    /// how many still count in every one of them: the most the layer gives back to them all
+    /// together now (see [`KeyedLimiter::still_counted`](crate::KeyedLimiter::still_counted)).
+    /// `members` holds each quota (as the [`CompositeLimit`](crate::CompositeLimit) names it)
+    /// and the reset its decision said, in order. A refund moves every quota by the same
+    /// amount, so it is the least any one of them still counts.
+    ///
+    /// The default is the window rule for every quota: all of `taken` until the soonest reset,
+    /// none after. kova's [`KeyedLimits`] applies its algorithm's own rule to each quota.
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        members: &[(Quota, u64)],
+        give_back: GiveBack,
+    ) -> u64 {
+        let _ = (key, give_back);
+        match members.iter().map(|&(_, reset_after)| reset_after).min() {
+            Some(reset_after) if elapsed_nanos < reset_after => taken,
+            _ => 0,
+        }
+    }
+
     /// Settles an admitted check of `estimated` units whose real cost was `actual`, for every
     /// quota (see [`KeyedLimiter::settle`](crate::KeyedLimiter::settle)): one [`Settled`] per
     /// quota, in order. The default cannot: [`SettleError::Unsupported`], and the estimate
@@ -48,6 +72,25 @@ impl<W: WordAlgorithm, C: Clock + 'static> CompositeLimiter for KeyedLimits<Limi
     fn refund(&self, key: &LimitKey, cost: u64) -> bool {
         KeyedLimits::refund(self, key, cost);
         true
+    }
+
+    /// The least of what each quota still counts under `W`'s rule
+    /// ([`kova::Algorithm::still_counted`]); nothing for a quota `W` cannot take.
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        members: &[(Quota, u64)],
+        give_back: GiveBack,
+    ) -> u64 {
+        let _ = key;
+        let each = members.iter().map(|&(quota, reset_after)| {
+            <W as WordAlgorithm>::from_quota(quota).map_or(0, |algorithm| {
+                WordAlgorithm::still_counted(&algorithm, taken, elapsed_nanos, reset_after, give_back)
+            })
+        });
+        each.min().unwrap_or(0)
     }
 
     /// Every quota settles on its own (a settle is never denied, so there is nothing to decide
@@ -103,5 +146,30 @@ impl Future for CompositeCheckFuture {
         self.get_mut()
             .0
             .poll_with(cx, || Err(LimiterError::backend("rate-limit check polled after it completed")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kova::{Gcra, ManualClock};
+
+    /// Each quota's own rule, the least of them: GCRA 10 a second has 5 of 10 units left
+    /// counting half a second on, 1,000 an hour all of them.
+    #[test]
+    fn a_composite_still_counts_the_least_of_its_quotas() {
+        const SECOND: u64 = 1_000_000_000;
+        let (second, hour) = (Quota::per_second(10).unwrap(), Quota::per_hour(1_000).unwrap());
+        let limits =
+            KeyedLimits::<LimitKey, Gcra, _>::with_clock([second, hour], ManualClock::new()).unwrap();
+        let key = LimitKey::Global;
+        let members = [(second, SECOND), (hour, 36 * SECOND)];
+        assert_eq!(CompositeLimiter::still_counted(&limits, &key, 10, 0, &members, GiveBack::Settle), 10);
+        assert_eq!(
+            CompositeLimiter::still_counted(&limits, &key, 10, SECOND / 2, &members, GiveBack::Settle),
+            5
+        );
+        assert_eq!(CompositeLimiter::still_counted(&limits, &key, 10, SECOND, &members, GiveBack::Settle), 0);
+        assert_eq!(CompositeLimiter::still_counted(&limits, &key, 10, 0, &[], GiveBack::Settle), 0);
     }
 }

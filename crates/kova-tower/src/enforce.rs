@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use kova::limits::MAX_LIMITS;
-use kova::{Decision, Fallback};
+use kova::{Decision, Fallback, GiveBack};
 use smallvec::SmallVec;
 
 pub(crate) use self::awaiting::Awaiting;
@@ -39,7 +39,7 @@ struct Charge {
     key: LimitKey,
     cost: u64,
     composite: bool,
-    /// When: nothing is given back once its window has ended.
+    /// When: only what still counts of it is given back.
     taken: Taken,
 }
 
@@ -448,17 +448,22 @@ impl Run {
 
     /// Gives back what this request's earlier allowed checks took (it is being rejected), and
     /// updates their entries to the state after the refund where the limiter can say it now.
-    /// A charge whose window has ended is owed nothing back (see [`Taken`]).
+    /// Only what a charge still counts is given back (see [`Taken`]): nothing once its window
+    /// has ended, not what has refilled since. As an undo ([`GiveBack::Undo`]): the request is
+    /// denied, and a denial takes nothing, so a unit partly refilled since the check comes back
+    /// whole.
     fn refund_charged(&mut self, config: &Config) {
         for charge in std::mem::take(&mut self.charged) {
             let limit = config.limit(charge.index);
-            if charge.taken.window_ended(clock_of(limit, charge.composite)) {
+            let (index, composite, undo) = (charge.index, charge.composite, GiveBack::Undo);
+            let back = charge.taken.still_counted(config, index, composite, &charge.key, charge.cost, undo);
+            if back == 0 {
                 continue;
             }
             let group = limit.member().filter(|_| charge.composite);
             match group {
                 Some(member) => {
-                    if member.group.limiter.refund(&charge.key, charge.cost) {
+                    if member.group.limiter.refund(&charge.key, back) {
                         if let Ok(Ok(now)) = member.group.limiter.check(&charge.key, 0).into_ready() {
                             for (offset, decision) in now.limit_decisions().iter().enumerate() {
                                 self.checked.update(charge.index + offset, *decision);
@@ -467,7 +472,7 @@ impl Run {
                     }
                 }
                 None => {
-                    if limit.limiter().refund(&charge.key, charge.cost) {
+                    if limit.limiter().refund(&charge.key, back) {
                         if let Ok(Ok(now)) = limit.limiter().check(&charge.key, 0).into_ready() {
                             self.checked.update(charge.index, now);
                         }

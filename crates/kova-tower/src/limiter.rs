@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use kova::{Algorithm, CheckError, Clock, Decision, Keyed};
+use kova::{Algorithm, CheckError, Clock, Decision, GiveBack, Keyed};
 
 use crate::ready::ReadyOr;
 use crate::{LimitKey, SettleError, SettleFuture, Settled};
@@ -68,11 +68,36 @@ pub trait KeyedLimiter: Send + Sync + 'static {
         SettleFuture::ready(result)
     }
 
+    /// Of `taken` units an allowed check of `key` took `elapsed_nanos` ago, whose decision said
+    /// `reset_after_nanos`, how many still count: the most the layer gives back now (a refund
+    /// after a later limit's denial, a lower settled cost, a dropped request's). Given back
+    /// late, more would come off what later checks took: a window's units off the next
+    /// window's count, a GCRA or token bucket's units that have refilled since.
+    ///
+    /// The default is [`kova::Algorithm::still_counted`]'s default, the window rule: all of
+    /// `taken` until the reset, none after. A limiter whose state refills (GCRA, a token
+    /// bucket) or whose window ends before its reset (a sliding window counter) overrides it
+    /// with its algorithm's rule, as kova's [`Keyed`] does.
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        let _ = (key, give_back);
+        if elapsed_nanos < reset_after_nanos {
+            taken
+        } else {
+            0
+        }
+    }
+
     /// The limiter's clock, in nanoseconds since its origin, if it has one the layer can read.
-    /// The layer reads it when an allowed check may later be refunded or settled, and gives
-    /// nothing back once the check's window has ended (the units would come off the next
-    /// window's count); without a clock (the default, `None`) it measures with
-    /// [`Instant`](std::time::Instant).
+    /// The layer reads it when an allowed check may later be refunded or settled, to find
+    /// what of it [still counts](Self::still_counted); without a clock (the default, `None`)
+    /// it measures with [`Instant`](std::time::Instant).
     fn now_nanos(&self) -> Option<u64> {
         None
     }
@@ -90,6 +115,19 @@ impl<A: Algorithm, C: Clock + 'static> KeyedLimiter for Keyed<LimitKey, A, C> {
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         let settlement = Keyed::settle(self, key, estimated, actual);
         SettleFuture::ready(Ok(Settled { settlement, after: Some(self.peek(key)) }))
+    }
+
+    /// [`Keyed::still_counted`]: the rule of the key's algorithm, under its own quota (a first
+    /// check the doorkeeper admitted without holding the key: the default quota's).
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        Keyed::still_counted(self, key, taken, elapsed_nanos, reset_after_nanos, give_back)
     }
 
     fn now_nanos(&self) -> Option<u64> {
@@ -120,6 +158,17 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Arc<L> {
         (**self).settle(key, estimated, actual)
     }
 
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        (**self).still_counted(key, taken, elapsed_nanos, reset_after_nanos, give_back)
+    }
+
     fn now_nanos(&self) -> Option<u64> {
         (**self).now_nanos()
     }
@@ -136,6 +185,17 @@ impl<L: KeyedLimiter + ?Sized> KeyedLimiter for Box<L> {
 
     fn settle(&self, key: &LimitKey, estimated: u64, actual: u64) -> SettleFuture {
         (**self).settle(key, estimated, actual)
+    }
+
+    fn still_counted(
+        &self,
+        key: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        (**self).still_counted(key, taken, elapsed_nanos, reset_after_nanos, give_back)
     }
 
     fn now_nanos(&self) -> Option<u64> {

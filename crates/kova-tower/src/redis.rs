@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kova::{CheckError, Quota};
+use kova::{CheckError, GiveBack, Quota};
 
 use crate::{
     CheckFuture, CompositeCheckFuture, CompositeLimit, CompositeLimiter, ConfigError, Key, KeyedLimiter,
@@ -52,6 +52,9 @@ fn limiter_error(error: kova_redis::Error) -> LimiterError {
 pub struct RedisBackend {
     limiter: kova_redis::RedisLimiter,
     limit: Arc<kova_redis::RedisLimit>,
+    /// The limit's algorithm in memory, for its rule of what a late give-back may return
+    /// ([`kova::Algorithm::still_counted`]); `None` (nothing given back) should kova not build it.
+    rule: Option<kova::AnyAlgorithm>,
     /// The limit's name, which [`Limit::redis`] sets: the Redis key of a layer's key is
     /// `name/key`, so that limits of one algorithm on the same key keep their own state (their
     /// Redis keys would otherwise be the same: kova-redis keys by algorithm, not by quota).
@@ -62,7 +65,8 @@ impl RedisBackend {
     /// `limit` enforced in the Redis behind `limiter` (one limiter, one connection, can serve
     /// many limits: each [`Limit::redis`] keeps its own state, under its name).
     pub fn new(limiter: kova_redis::RedisLimiter, limit: kova_redis::RedisLimit) -> Self {
-        RedisBackend { limiter, limit: Arc::new(limit), name: Arc::from("") }
+        let rule = kova::AnyAlgorithm::new(limit.kind(), limit.quota()).ok();
+        RedisBackend { limiter, limit: Arc::new(limit), rule, name: Arc::from("") }
     }
 
     /// The quota the Redis limit enforces.
@@ -99,6 +103,22 @@ impl KeyedLimiter for RedisBackend {
             let _ = backend.limiter.refund(key.as_bytes(), &backend.limit, cost).await;
         });
         true
+    }
+
+    /// The rule of the Redis limit's algorithm under its quota, which Redis enforces as kova
+    /// does in memory: none once a window has ended, not what GCRA or a token bucket has
+    /// refilled since.
+    fn still_counted(
+        &self,
+        _: &LimitKey,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        self.rule.map_or(0, |rule| {
+            kova::Algorithm::still_counted(&rule, taken, elapsed_nanos, reset_after_nanos, give_back)
+        })
     }
 
     /// Settles in Redis (`kova_redis::RedisLimiter::settle`: a refund when lower, a charge into

@@ -103,3 +103,37 @@ async fn a_refund_after_its_window_ended_gives_nothing_to_the_next_window() {
     let passed = (0..10).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count();
     assert_eq!(passed, 5);
 }
+
+/// A later limit whose check is answered half a second on, after another request took 5 units
+/// of the shared GCRA limit, and denies.
+struct DeniesHalfASecondLater {
+    clock: ManualClock,
+    shared: Arc<Keyed<LimitKey, Gcra, ManualClock>>,
+}
+
+impl KeyedLimiter for DeniesHalfASecondLater {
+    fn check(&self, _: &LimitKey, _: u64) -> CheckFuture {
+        self.clock.advance(Duration::from_millis(500));
+        assert!(self.shared.check_n(&LimitKey::Global, 5).unwrap().is_allowed());
+        CheckFuture::ready(Ok(Decision::denied(1, 0, 1_000_000_000, 1_000_000_000)))
+    }
+}
+
+/// GCRA 10 a second (burst 10): the request took 10 at 0 and is denied at 500 ms, after another
+/// request took 5. Half its units have refilled and been taken again: 5 come back, not 10
+/// (which admitted 15 at one instant against the burst of 10).
+#[tokio::test(flavor = "current_thread")]
+async fn a_late_refund_gives_back_only_what_has_not_refilled() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap();
+    let shared = Arc::new(Keyed::<LimitKey, Gcra, _>::with_clock(quota, clock.clone()).unwrap());
+    let first = Limit::new("gcra", quota, Key::global(), shared.clone()).unwrap().cost(10);
+    let later = DeniesHalfASecondLater { clock, shared: shared.clone() };
+    let second = Limit::new("later", Quota::per_minute(1).unwrap(), Key::global(), later).unwrap();
+    let app =
+        Router::new().route("/", get(|| async { "ok" })).layer(RateLimitLayer::new(first).limit(second));
+    let response = app.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let passed = (0..20).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count();
+    assert_eq!(passed, 5);
+}

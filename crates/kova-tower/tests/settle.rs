@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::response::IntoResponse;
 use axum::{body::Body, routing::get, Extension, Router};
 use http::{HeaderMap, HeaderName, Request, StatusCode};
-use kova::{FixedWindow, Gcra, Keyed, ManualClock, Quota};
+use kova::{Algorithm, FixedWindow, Gcra, Keyed, ManualClock, Quota, SlidingWindowCounter};
 use kova_tower::{
     ActualCost, CheckFuture, CompositeLimit, CountingMetrics, Key, KeyedLimiter, Limit, LimitKey, PeerAddr,
     RateLimitLayer,
@@ -200,5 +200,69 @@ async fn a_lower_cost_settled_after_its_window_ended_gives_nothing_to_the_next_w
     assert_eq!(response.status(), StatusCode::OK);
     // The new window holds its own 5: 5 more pass in it, not 10.
     let passed = (0..10).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count();
+    assert_eq!(passed, 5);
+}
+
+/// One request of `cost` units through a layer settling from the response, checked at
+/// `checked_at`; its handler moves the clock on by `answered_after`, lets another request take
+/// `other` units there, and answers that it used none. Then: how many single units the
+/// limiter admits at that instant.
+async fn settled_late<A: Algorithm>(
+    shared: Arc<Keyed<LimitKey, A, ManualClock>>,
+    clock: &ManualClock,
+    (checked_at, cost): (Duration, u64),
+    answered_after: Duration,
+    other: u64,
+) -> usize {
+    let quota = shared.algorithm().quota();
+    let limit = Limit::new("tokens", quota, Key::global(), shared.clone())
+        .unwrap()
+        .cost(cost)
+        .settle_from_header(TOKENS_USED);
+    clock.set(u64::try_from(checked_at.as_nanos()).unwrap());
+    let (in_handler, later) = (shared.clone(), clock.clone());
+    let handler = move || {
+        let (limiter, clock) = (in_handler.clone(), later.clone());
+        async move {
+            clock.advance(answered_after);
+            if other > 0 {
+                assert!(limiter.check_n(&LimitKey::Global, other).unwrap().is_allowed());
+            }
+            ([(TOKENS_USED, "0")], "ok")
+        }
+    };
+    let router = Router::new().route("/", get(handler)).layer(RateLimitLayer::new(limit));
+    let response = router.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    (0..20).filter(|_| shared.check_n(&LimitKey::Global, 1).unwrap().is_allowed()).count()
+}
+
+/// A sliding window counter's window ends up to a period before its decision's reset: a lower
+/// cost settled after the window ended, still before the reset, gives nothing back. (Given
+/// back, it came off the previous window's count, which weighs on the next one: 10 taken at
+/// 0.9 s, 10 more admitted at 1.1 s, 20 in 0.2 s against 10 a second.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_lower_cost_settled_after_a_sliding_windows_end_gives_nothing_to_the_next_window() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap();
+    let shared =
+        Arc::new(Keyed::<LimitKey, SlidingWindowCounter, _>::with_clock(quota, clock.clone()).unwrap());
+    let ms = Duration::from_millis;
+    let passed = settled_late(shared, &clock, (ms(900), 10), ms(200), 0).await;
+    // At 1.1 s the 10 of 0.9 s weigh 9 of the 10: one more passes, not ten.
+    assert_eq!(passed, 1);
+}
+
+/// GCRA gives back only what has not refilled since the check: 10 taken at 0 (burst 10), 5
+/// more at 500 ms by another request, then a settlement of 0 at 500 ms. Of the 10, 5 have
+/// refilled and been taken again: 5 come back, not 10 (which admitted 15 at one instant).
+#[tokio::test(flavor = "current_thread")]
+async fn a_lower_cost_settled_late_gives_back_only_what_has_not_refilled() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap();
+    let shared = Arc::new(Keyed::<LimitKey, Gcra, _>::with_clock(quota, clock.clone()).unwrap());
+    let ms = Duration::from_millis;
+    let passed = settled_late(shared, &clock, (ms(0), 10), ms(500), 5).await;
+    // The other request's 5 and these 5 make the burst of 10 at 500 ms.
     assert_eq!(passed, 5);
 }

@@ -124,6 +124,31 @@ impl sealed::Sealed for BoxedCell {}
 // SAFETY: every item is the default: a boxed cell, not inline, not its own address.
 unsafe impl<A: Algorithm> CellStorage<A> for BoxedCell {}
 
+/// Which of an admission's units a late give-back returns ([`Algorithm::still_counted`]), for
+/// the rules that count time in units (GCRA, the token bucket); a window's units count whole
+/// until it ends either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    /// A settlement of a lower real cost: the units wholly still counted. A unit partly refilled
+    /// since is not given back: with what refilled, it would be handed out more than once.
+    Settle,
+    /// An undo of the admission, its request denied after all: every unit not wholly refilled
+    /// since, so that the denial takes nothing (a refund made at once gives back each unit
+    /// whole too).
+    Undo,
+}
+
+impl GiveBack {
+    /// The units `nanos` of state hold, at `interval` nanoseconds a unit: whole ones for a
+    /// settlement, any part of one for an undo.
+    pub(crate) fn units(self, nanos: u64, interval: u64) -> u64 {
+        match self {
+            GiveBack::Settle => nanos / interval.max(1),
+            GiveBack::Undo => nanos.div_ceil(interval.max(1)),
+        }
+    }
+}
+
 /// A rate-limiting algorithm: a configuration (built from a [`Quota`]) that decides checks against
 /// per-key state kept in a [`Cell`](Algorithm::Cell).
 ///
@@ -170,12 +195,17 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
     fn refund_cell<C: Clock + ?Sized>(&self, cell: &Self::Cell, clock: &C, cost: u64) -> bool;
 
     /// Of `cost` units an admission took `elapsed_nanos` ago, whose decision said the state
-    /// would be whole again after `reset_after_nanos`, how many still count: the most a refund
-    /// made now may give back without the state admitting more than its quota over the
-    /// admission's span ([`RateLimiter::settle_estimate`](crate::RateLimiter::settle_estimate)).
-    /// By default all of them until that reset and none after: a window's units count until
-    /// it ends.
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+    /// would be whole again after `reset_after_nanos`, how many a give-back made now returns
+    /// ([`GiveBack`] says which: a settlement's or an undo's). By default all of them until that
+    /// reset and none after: a window's units count until it ends.
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        let _ = give_back;
         if elapsed_nanos < reset_after_nanos {
             cost
         } else {
@@ -281,7 +311,14 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
 
     /// [`Algorithm::still_counted`]: the same default, all of `cost` until the reset and none
     /// after.
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        let _ = give_back;
         if elapsed_nanos < reset_after_nanos {
             cost
         } else {

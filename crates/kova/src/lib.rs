@@ -185,8 +185,8 @@ pub mod wait;
 struct ReadmeDoctests;
 
 pub use algorithm::{
-    Algorithm, AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, ParseAlgorithmKindError, SlidingWindowCounter,
-    SlidingWindowLog, TokenBucket, WordAlgorithm,
+    Algorithm, AlgorithmKind, AnyAlgorithm, FixedWindow, Gcra, GiveBack, ParseAlgorithmKindError,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket, WordAlgorithm,
 };
 pub use clock::{Clock, CoarseClock, ManualClock, PreciseClock};
 pub use decision::{Decision, Fallback};

@@ -3,7 +3,7 @@
 use std::hash::Hash;
 
 use crate::cas::update_word;
-use crate::{Algorithm, CheckError, Clock, Decision, Keyed, Quota, RateLimiter, WordAlgorithm};
+use crate::{Algorithm, CheckError, Clock, Decision, GiveBack, Keyed, Quota, RateLimiter, WordAlgorithm};
 
 /// What [`RateLimiter::settle`] did with the difference between the estimate and the real cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -162,7 +162,7 @@ impl Estimate {
     /// Of the units it took, those `algorithm` still counts at `now`.
     fn still_counted<A: Algorithm>(&self, algorithm: &A, now: u64) -> u64 {
         let elapsed = now.saturating_sub(self.checked_at);
-        algorithm.still_counted(self.taken(), elapsed, self.decision.reset_after_nanos())
+        algorithm.still_counted(self.taken(), elapsed, self.decision.reset_after_nanos(), GiveBack::Settle)
     }
 }
 

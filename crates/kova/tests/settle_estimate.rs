@@ -10,8 +10,8 @@ use std::time::Duration;
 use kova::limits::{KeyedLimits, Limits, LimitsEstimate};
 use kova::reservation::{Estimate, Settlement};
 use kova::{
-    Clock, FixedWindow, Gcra, Keyed, ManualClock, Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
-    WordAlgorithm,
+    Clock, FixedWindow, Gcra, GiveBack, Keyed, ManualClock, Quota, RateLimiter, SlidingWindowCounter,
+    TokenBucket, WordAlgorithm,
 };
 use proptest::prelude::*;
 
@@ -205,16 +205,24 @@ fn a_denied_estimate_charges_its_real_cost() {
     assert_eq!(limiter.settle_estimate(denied, 3), Settlement { refunded: 0, charged: 3, uncharged: 0 });
 }
 
-/// `Keyed::still_counted` answers under the key's own quota, and 0 for a key not held.
+/// `Keyed::still_counted` answers under the key's own quota; for a key not held, 0, but for
+/// the first check the doorkeeper admitted without holding the key (under the default quota).
+/// An undo counts a unit partly refilled whole; a settlement does not.
 #[test]
 fn a_key_still_counts_under_its_own_quota() {
+    let (settle, undo) = (GiveBack::Settle, GiveBack::Undo);
     let clock = ManualClock::new();
     let table = Keyed::<u8, Gcra, _>::with_clock(Quota::per_second(10).unwrap(), clock).unwrap();
     table.check_n_with_quota(&1, Quota::per_second(100).unwrap(), 1).unwrap();
     // 10 units at 10 ms each (its own quota), half of a 100 ms reset gone: 5 still count.
-    assert_eq!(table.still_counted(&1, 10, 50 * MS, 100 * MS), 5);
-    assert_eq!(table.still_counted(&1, 10, 100 * MS, 100 * MS), 0);
-    assert_eq!(table.still_counted(&2, 10, 0, 100 * MS), 0, "not held");
+    assert_eq!(table.still_counted(&1, 10, 50 * MS, 100 * MS, settle), 5);
+    assert_eq!(table.still_counted(&1, 10, 100 * MS, 100 * MS, settle), 0);
+    // 1 ns after the check: 9 whole units still count, and a tenth all but 1 ns of it.
+    assert_eq!(table.still_counted(&1, 10, 1, 100 * MS, settle), 9);
+    assert_eq!(table.still_counted(&1, 10, 1, 100 * MS, undo), 10);
+    assert_eq!(table.still_counted(&2, 1, 0, 100 * MS, undo), 0, "not held");
+    assert!(table.check(&2).is_allowed(), "admitted at the door, not held");
+    assert_eq!(table.still_counted(&2, 1, 0, 100 * MS, undo), 1);
 }
 
 proptest! {

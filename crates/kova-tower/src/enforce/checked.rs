@@ -33,7 +33,7 @@ pub(crate) struct ToSettle {
     pub(crate) estimated: u64,
     /// Settled by the composite the limit at `index` heads, for all its limits.
     pub(crate) composite: bool,
-    /// When: the lower part of a settlement is not given back once its window has ended.
+    /// When: of the lower part of a settlement, only what still counts is given back.
     pub(crate) taken: Taken,
 }
 

@@ -2,6 +2,7 @@
 //! given back or charged through each limiter, before the response's headers are written.
 
 use http::HeaderMap;
+use kova::GiveBack;
 
 use super::checked::{Checked, ToSettle};
 use crate::config::Config;
@@ -42,10 +43,23 @@ impl Settling {
         for (item, actual) in to_settle.into_iter().zip(actuals) {
             let limit = config.limit(item.index);
             let (name, key, estimated) = (limit.name(), Some(&item.key), item.estimated);
-            // What is settled: a lower cost gives nothing back once the check's window has
-            // ended (the units would come off the next window's); a higher one is still charged.
-            let window_ended = || item.taken.window_ended(super::clock_of(limit, item.composite));
-            let owed = |actual: u64| if actual < estimated && window_ended() { estimated } else { actual };
+            // What is settled: a lower cost gives back at most what the estimate's units still
+            // count (none once its window has ended, not what has refilled since: more would
+            // come off what later checks took); a higher one is still charged.
+            let owed = |actual: u64| {
+                if actual >= estimated {
+                    return actual;
+                }
+                let counted = item.taken.still_counted(
+                    config,
+                    item.index,
+                    item.composite,
+                    &item.key,
+                    estimated,
+                    GiveBack::Settle,
+                );
+                estimated - counted.min(estimated - actual)
+            };
             if let Some(member) = limit.member().filter(|_| item.composite) {
                 // A composite settles every limit at once, each reported under its own name.
                 let members = config.members(item.index, member.group.len);

@@ -4,8 +4,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{
-    sealed, Algorithm, CellStorage, FixedWindow, Gcra, LogCell, SlidingWindowCounter, SlidingWindowLog,
-    TokenBucket,
+    sealed, Algorithm, CellStorage, FixedWindow, Gcra, GiveBack, LogCell, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
 use crate::loom::atomic::AtomicU64;
 use crate::{CheckError, Clock, Decision, Quota, QuotaError};
@@ -262,8 +262,14 @@ impl Algorithm for AnyAlgorithm {
         Ok(self.decide_cell(cell, clock, cost))
     }
 
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
-        dispatch!(self, a => a.still_counted(cost, elapsed_nanos, reset_after_nanos))
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        dispatch!(self, a => a.still_counted(cost, elapsed_nanos, reset_after_nanos, give_back))
     }
 
     /// A cell of the other kind is not refunded.

@@ -2,7 +2,7 @@
 
 use strength_reduce::StrengthReducedU64;
 
-use super::WordAlgorithm;
+use super::{GiveBack, WordAlgorithm};
 use crate::{Decision, Quota, QuotaError};
 
 /// GCRA (generic cell rate algorithm): token-bucket semantics stored as one number, the
@@ -137,9 +137,16 @@ impl WordAlgorithm for Gcra {
     }
 
     /// The admission's units lie at the end of the TAT it wrote, `reset_after` after it was
-    /// decided; those still after now count, one per interval, the rest have refilled.
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
-        cost.min(reset_after_nanos.saturating_sub(elapsed_nanos) / self.interval)
+    /// decided; the part of them still after now counts, one unit per interval (a unit partly
+    /// after now: not for a settlement, whole for an undo).
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        cost.min(give_back.units(reset_after_nanos.saturating_sub(elapsed_nanos), self.interval))
     }
 
     fn refund(&self, tat: u64, now: u64, cost: u64) -> u64 {

@@ -1,7 +1,7 @@
 //! Sliding window counter (Cloudflare's): two counts weighted by the window's progress.
 
 use super::period::Period;
-use super::WordAlgorithm;
+use super::{GiveBack, WordAlgorithm};
 use crate::{Decision, Quota, QuotaError};
 
 /// Sliding window counter: estimates the count in the last `period` as
@@ -259,7 +259,7 @@ impl WordAlgorithm for SlidingWindowCounter {
     /// An admission's window ends at least a period before its decision's reset (the count it
     /// left decays over the next window): until then its units count whole; after, a refund
     /// could come off a later window's count, so none do.
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64, _: GiveBack) -> u64 {
         if elapsed_nanos < reset_after_nanos.saturating_sub(self.period.nanos()) {
             cost
         } else {

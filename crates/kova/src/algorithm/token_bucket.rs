@@ -1,6 +1,6 @@
 //! The classic token bucket: a token count and a refill stamp packed into one word.
 
-use super::WordAlgorithm;
+use super::{GiveBack, WordAlgorithm};
 use crate::{Decision, Quota, QuotaError};
 
 /// Token bucket: a bucket of `burst` tokens, refilled at `limit / period`; a request takes `cost`
@@ -230,8 +230,14 @@ impl WordAlgorithm for TokenBucket {
     /// What the admission took still keeps the bucket from full as long as the time it said
     /// the bucket needed to be full has not passed: one token per interval of what is left of
     /// that time (tokens that refilled since would have been wasted on a full bucket).
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
-        cost.min(reset_after_nanos.saturating_sub(elapsed_nanos) / self.interval_nanos())
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        cost.min(give_back.units(reset_after_nanos.saturating_sub(elapsed_nanos), self.interval_nanos()))
     }
 
     fn refund(&self, word: u64, now: u64, cost: u64) -> u64 {

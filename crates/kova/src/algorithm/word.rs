@@ -1,6 +1,6 @@
 //! The hot path of every single-word algorithm: the one CAS loop (`cas.rs`) over one `AtomicU64`.
 
-use super::{sealed, Algorithm, CellStorage, WordAlgorithm};
+use super::{sealed, Algorithm, CellStorage, GiveBack, WordAlgorithm};
 use crate::cas::{update_word, update_word_with, Rerun};
 use crate::loom::atomic::{AtomicU64, Ordering};
 use crate::{Clock, Decision, Quota, QuotaError};
@@ -48,8 +48,14 @@ impl<W: WordAlgorithm> Algorithm for W {
         update_word(cell, clock, |word, now| (true, self.refund(word, now, cost)))
     }
 
-    fn still_counted(&self, cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
-        <W as WordAlgorithm>::still_counted(self, cost, elapsed_nanos, reset_after_nanos)
+    fn still_counted(
+        &self,
+        cost: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: GiveBack,
+    ) -> u64 {
+        <W as WordAlgorithm>::still_counted(self, cost, elapsed_nanos, reset_after_nanos, give_back)
     }
 
     fn charge_cell<C: Clock + ?Sized>(&self, cell: &AtomicU64, clock: &C, cost: u64) -> u64 {

@@ -3,7 +3,7 @@
 
 use super::{KeyedLimits, Limits, LimitsDecision};
 use crate::reservation::Settlement;
-use crate::{Clock, WordAlgorithm};
+use crate::{Clock, GiveBack, WordAlgorithm};
 
 /// A composite's check of an estimated cost, to settle once the real cost is known: its
 /// decision, and what it took and when.
@@ -48,7 +48,8 @@ impl LimitsEstimate {
             .iter()
             .zip(self.decision.limit_decisions())
             .map(|(algorithm, decision)| {
-                WordAlgorithm::still_counted(algorithm, self.taken(), elapsed, decision.reset_after_nanos())
+                let reset = decision.reset_after_nanos();
+                WordAlgorithm::still_counted(algorithm, self.taken(), elapsed, reset, GiveBack::Settle)
             })
             .min()
             .unwrap_or(0)

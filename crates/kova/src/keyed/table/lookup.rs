@@ -238,13 +238,22 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
     }
 
     /// Of `taken` units a check of `key` took `elapsed_nanos` ago, whose decision said
-    /// `reset_after_nanos`, how many still count under the key's quota
-    /// ([`Algorithm::still_counted`]): the most a late refund may give back. 0 for a key not
-    /// held (its state is fresh: nothing of it still counts). For a caller that keeps its own
-    /// record of a check (a middleware); [`settle_estimate`](Self::settle_estimate) applies it
-    /// itself.
-    pub fn still_counted(&self, key: &K, taken: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
-        let counted = |algorithm: &A| algorithm.still_counted(taken, elapsed_nanos, reset_after_nanos);
+    /// `reset_after_nanos`, how many a give-back made now returns under the key's quota
+    /// ([`Algorithm::still_counted`]). 0 for a key not held (its state is fresh: nothing of it
+    /// still counts), unless the doorkeeper admitted the key's first check without holding it:
+    /// that check's units are counted under the default quota, as [`refund`](Self::refund)
+    /// gives them back. For a caller that keeps its own record of a check (a middleware);
+    /// [`settle_estimate`](Self::settle_estimate) applies it itself.
+    pub fn still_counted(
+        &self,
+        key: &K,
+        taken: u64,
+        elapsed_nanos: u64,
+        reset_after_nanos: u64,
+        give_back: crate::GiveBack,
+    ) -> u64 {
+        let counted =
+            |algorithm: &A| algorithm.still_counted(taken, elapsed_nanos, reset_after_nanos, give_back);
         self.lookup(
             key,
             |algorithm| OnHit::Answer(counted(algorithm)),
@@ -252,6 +261,8 @@ impl<K: Hash + Eq + Clone, A: Algorithm, C: Clock> Keyed<K, A, C> {
             |_| 0,
             |hash, _, guard| match self.entry(hash, key, &guard) {
                 Entry::Held(entry) => counted(entry.algorithm()),
+                // The door admits under the default quota only.
+                Entry::Vacant(entry) if entry.admitted().is_some() => counted(self.algorithm()),
                 Entry::Vacant(_) => 0,
             },
         )
