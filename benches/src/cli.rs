@@ -21,6 +21,12 @@ pub struct Options {
     pub out: Option<PathBuf>,
     /// `--compare <report.json>`: print each ratio's change against that earlier run.
     pub compare: Option<PathBuf>,
+    /// `--check`: exit non-zero when a deterministic target was missed
+    /// ([`crate::check::deterministic_misses`]); never on a throughput figure.
+    pub check: bool,
+    /// `--check-readme <path>`: exit non-zero when that README's generated section (or the chart
+    /// beside it) is not what the harness renders from the saved `docs/bench/report.json`.
+    pub check_readme: Option<PathBuf>,
     /// `--help`.
     pub help: bool,
 }
@@ -41,7 +47,12 @@ OPTIONS:
                           <!-- kova-bench:end --> in <path> with the summary, and write the chart
                           to docs/bench/throughput.svg beside it (or --svg)
   --svg <path>            where --write-readme writes the chart
-  --from-json <path>      render a saved report.json (with --write-readme: no new measurement)
+  --from-json <path>      render a saved report.json by the current rules (medians, ratios and
+                          targets recomputed; with --write-readme: no new measurement)
+  --check                 exit 1 when a deterministic target was missed (the sliding log's wrong
+                          decisions, the sketch's over-grants, memory per key); never on speed
+  --check-readme <path>   exit 1 when the generated section of <path> (and the chart beside it)
+                          is not what the harness renders from docs/bench/report.json beside it
   --out <dir>             output directory (default: <target-dir>/kova-bench)
   --compare <report.json> after the report, each ratio's change against that earlier run
                           (written to compare.md too); --write-readme keeps its run as
@@ -71,6 +82,8 @@ impl Options {
                 "--from-json" => o.from_json = Some(value("--from-json")?.into()),
                 "--out" => o.out = Some(value("--out")?.into()),
                 "--compare" => o.compare = Some(value("--compare")?.into()),
+                "--check" => o.check = true,
+                "--check-readme" => o.check_readme = Some(value("--check-readme")?.into()),
                 "-h" | "--help" => o.help = true,
                 // `cargo bench` passes --bench to every target; harmless here.
                 "--bench" => {}
@@ -106,6 +119,9 @@ mod tests {
         assert_eq!(o.compare, Some(PathBuf::from("a.json")));
         assert_eq!(o.filter.as_deref(), Some("keyed_1m"));
         assert_eq!(o.write_readme, Some(PathBuf::from("README.md")));
+        let c = parse(&["--quick", "--check", "--check-readme", "README.md"]).unwrap();
+        assert!(c.check && c.quick);
+        assert_eq!(c.check_readme, Some(PathBuf::from("README.md")));
         assert!(parse(&["--filter"]).is_err());
         assert!(parse(&["--frobnicate"]).is_err());
         assert_eq!(parse(&[]).unwrap(), Options::default());

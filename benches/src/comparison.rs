@@ -10,7 +10,9 @@
 //! An exact limiter is compared only with exact peers, an approximate one only with approximate
 //! peers ([`Counting`]): a sketch that lets keys share its counters does less work per key than
 //! a table that keeps each key apart, so its speed is no bar for an exact table to clear, and
-//! an exact peer is no bar for a sketch.
+//! an exact peer is no bar for a sketch. kova's striped rows (the striped limiter, and the table
+//! with hot keys, which stripes a key once it is hot) are bounded, not exact: they are compared
+//! with exact peers (no peer stripes), but under their own label, never as kova's exact row.
 //!
 //! governor runs in two configurations, its default and its fast one
 //! ([`crate::governor_tuned`]); every comparison with governor takes the better of the two rows
@@ -18,7 +20,9 @@
 //! default its users can change.
 
 use crate::governor_tuned::GOVERNOR_TUNED;
+use crate::kova_tables::GCRA_HOT;
 use crate::report::{Record, Report, SubjectKind, PINGORA};
+use crate::scenarios::STRIPED;
 use crate::sketch_subject::SKETCH;
 use crate::stats::percent;
 
@@ -49,19 +53,36 @@ pub enum Counting {
     /// Keys share the counters of a fixed sketch (count-min): a key's count may include other
     /// keys' requests, in memory that does not grow with the keys.
     Approximate,
+    /// Each key has state of its own, but a striped key's admissions are bounded rather than
+    /// exact: kova's `StripedLimiter` admits at most the algorithm's amount plus stripes x batch.
+    /// Compared with exact peers (no peer stripes), always under this label.
+    Bounded,
 }
 
-/// The approximate subjects: pingora's `Rate` and kova's sketch. Every other subject keeps
-/// each key's state apart.
+/// The approximate subjects: pingora's `Rate` and kova's sketch.
 pub const APPROXIMATE: [&str; 2] = [SKETCH, PINGORA];
+
+/// The bounded subjects: kova's striped limiters and its table with hot keys (striped once hot).
+pub const BOUNDED: [&str; 3] = [STRIPED[0], STRIPED[1], GCRA_HOT];
 
 impl Counting {
     /// How `subject` counts.
     pub fn of(subject: &str) -> Counting {
         if APPROXIMATE.contains(&subject) {
             Counting::Approximate
+        } else if BOUNDED.contains(&subject) {
+            Counting::Bounded
         } else {
             Counting::Exact
+        }
+    }
+
+    /// The peers a row that counts so is compared with: exact peers for a bounded row (no peer
+    /// stripes), else peers that count alike.
+    pub fn peers(self) -> Counting {
+        match self {
+            Counting::Bounded => Counting::Exact,
+            c => c,
         }
     }
 }
@@ -70,10 +91,14 @@ impl Counting {
 /// `pingora_rate` ... against each other".
 pub fn counting_words() -> String {
     let names: Vec<String> = APPROXIMATE.iter().map(|s| format!("`{s}`")).collect();
+    let bounded: Vec<String> = BOUNDED.iter().map(|s| format!("`{s}`")).collect();
     format!(
         "exact rows against exact peers only; {}, which let keys share the counters of a fixed sketch, \
-         against each other",
-        names.join(" and ")
+         against each other; the bounded rows {}, whose striped admissions are bounded (at most the \
+         algorithm's amount plus stripes x batch) rather than exact, against exact peers, labelled \
+         bounded and never counted as kova's exact row",
+        names.join(" and "),
+        bounded.join(", ")
     )
 }
 
@@ -132,7 +157,7 @@ impl Report {
     /// admitted shares are comparable; it is not replaced by the fastest comparable peer, so
     /// that a faster peer is never hidden).
     pub fn best_peer(&self, row: &Record) -> Option<&Record> {
-        self.fastest(&row.scenario, row.threads, SubjectKind::Peer, row.counting())
+        self.fastest(&row.scenario, row.threads, SubjectKind::Peer, row.counting().peers())
     }
 
     /// The fastest row of `kind` that counts as `counting` in `scenario` at `threads`.
@@ -224,6 +249,9 @@ mod tests {
         assert_eq!(Counting::of(SKETCH), Counting::Approximate);
         assert_eq!(Counting::of("gcra"), Counting::Exact);
         assert_eq!(Counting::of(GOVERNOR_TUNED), Counting::Exact);
+        for bounded in ["gcra_striped", "token_bucket_striped", "gcra_hot_keys"] {
+            assert_eq!(Counting::of(bounded), Counting::Bounded, "{bounded}");
+        }
         let mut r = report(vec![
             record("gcra", SubjectKind::Kova, "keyed_1m_zipf", 1, 50e6),
             record(SKETCH, SubjectKind::Kova, "keyed_1m_zipf", 1, 60e6),

@@ -25,6 +25,7 @@ pub mod accuracy;
 pub mod baseline;
 pub mod catalog;
 pub mod chart;
+pub mod check;
 pub mod cli;
 pub mod comparison;
 pub mod cores;

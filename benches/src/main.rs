@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use kova_bench::accuracy::{run_accuracy, AccuracyConfig, TraceConfig};
 use kova_bench::baseline::{compare_markdown, BASELINE_FILE};
+use kova_bench::check::{deterministic_misses, readme_is_current};
 use kova_bench::cli::{Options, USAGE};
 use kova_bench::features::{self, run_features};
 use kova_bench::machine::{cores, report_dir, Machine};
@@ -46,9 +47,9 @@ struct Mode {
 
 const FULL: Mode = Mode {
     name: "full",
-    // Five short rounds rather than one long one: on a shared machine the best round is the
-    // one least disturbed (on one thread; with more, the median is kept), and interleaving
-    // spreads disturbances over every subject.
+    // Five short rounds rather than one long one: the median round is kept at every thread
+    // count, their spread says what the machine's noise did, and interleaving spreads
+    // disturbances over every subject.
     rounds: 5,
     measure: Duration::from_millis(300),
     churn_ops: 4_000_000,
@@ -221,14 +222,65 @@ fn relative_link(readme: &Path, target: &Path) -> String {
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
+/// A saved report, rendered by the current rules ([`Report::rerender`]).
 fn read_report(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a kova-bench report: {e}", path.display()))
+    let mut report: Report = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a kova-bench report: {e}", path.display()))?;
+    report.rerender();
+    Ok(report)
+}
+
+/// Where `--write-readme` and `--check-readme` put the chart: `--svg`, else
+/// `docs/bench/throughput.svg` beside the README; the run's JSON lies beside the chart.
+fn svg_path(options: &Options, readme: &Path) -> PathBuf {
+    options.svg.clone().unwrap_or_else(|| {
+        readme.parent().map_or_else(PathBuf::new, Path::to_path_buf).join("docs/bench/throughput.svg")
+    })
+}
+
+/// What is stale in `readme`'s generated section and its chart against the saved run beside
+/// the chart; empty when both are what the harness renders.
+fn stale_readme(options: &Options, readme: &Path) -> Result<Vec<String>, String> {
+    let svg_path = svg_path(options, readme);
+    let json_path = svg_path.with_file_name(BASELINE_FILE);
+    let saved = read_report(&json_path)?;
+    let text =
+        std::fs::read_to_string(readme).map_err(|e| format!("cannot read {}: {e}", readme.display()))?;
+    let mut stale = Vec::new();
+    let rerender = format!(
+        "re-render with `cargo run --release -p kova-bench -- --from-json {} --write-readme {}`",
+        json_path.display(),
+        readme.display()
+    );
+    if !readme_is_current(&text, &saved, &relative_link(readme, &svg_path))
+        .map_err(|e| format!("{}: {e}", readme.display()))?
+    {
+        stale.push(format!(
+            "{}'s generated section is not what the harness renders from {}: {rerender}",
+            readme.display(),
+            json_path.display()
+        ));
+    }
+    let svg = kova_bench::chart::render_svg(&saved).map_err(|e| format!("chart: {e}"))?;
+    if std::fs::read_to_string(&svg_path).ok().as_deref() != Some(svg.as_str()) {
+        stale.push(format!(
+            "{} is not what the harness renders from {}: {rerender}",
+            svg_path.display(),
+            json_path.display()
+        ));
+    }
+    Ok(stale)
 }
 
 fn run(options: &Options) -> Result<(), String> {
     // Read before measuring: a bad path fails at once, and --write-readme may replace the file.
     let baseline = options.compare.as_deref().map(read_report).transpose()?;
+    // The README check first: it costs nothing, and its answer does not wait for a measurement.
+    let mut failures = match &options.check_readme {
+        Some(readme) => stale_readme(options, readme)?,
+        None => Vec::new(),
+    };
     let report = match &options.from_json {
         Some(path) => read_report(path)?,
         None => {
@@ -257,9 +309,7 @@ fn run(options: &Options) -> Result<(), String> {
     }
 
     if let Some(readme) = &options.write_readme {
-        let svg_path = options.svg.clone().unwrap_or_else(|| {
-            readme.parent().map_or_else(PathBuf::new, Path::to_path_buf).join("docs/bench/throughput.svg")
-        });
+        let svg_path = svg_path(options, readme);
         let text =
             std::fs::read_to_string(readme).map_err(|e| format!("cannot read {}: {e}", readme.display()))?;
         let summary = report.readme_summary(&relative_link(readme, &svg_path));
@@ -276,6 +326,20 @@ fn run(options: &Options) -> Result<(), String> {
             svg_path.display(),
             json_path.display()
         );
+    }
+    if options.check {
+        failures.extend(
+            deterministic_misses(&report).into_iter().map(|m| format!("deterministic target missed: {m}")),
+        );
+    }
+    if !failures.is_empty() {
+        return Err(format!("check failed:\n  - {}", failures.join("\n  - ")));
+    }
+    if options.check {
+        eprintln!("check passed: every deterministic target met");
+    }
+    if options.check_readme.is_some() {
+        eprintln!("check passed: the README's generated section and chart match their saved run");
     }
     Ok(())
 }

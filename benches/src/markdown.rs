@@ -63,9 +63,8 @@ impl Report {
             let (placement, shared) = self.placement();
             let _ = writeln!(
                 out,
-                "\n{} Rounds: the best of {} kept on one thread; with more threads the median round (under \
-                 contention the best round is one where a thread was off the CPU); a ratio of several \
-                 threads to one compares the median rounds of both.",
+                "\n{} Rounds: the median of {} kept at every thread count (every figure and ratio is a \
+                 median round's; the best round is in `rounds`).",
                 placement.sentence(self.machine.topology.as_ref(), max, shared),
                 self.settings.rounds
             );
@@ -372,7 +371,7 @@ impl Report {
         if !self.records.is_empty() {
             let _ = writeln!(
                 out,
-                "\n## Throughput\n\nDecisions per second, all threads together; of {} round(s) of {} ms, the best on one thread and the median on more \
+                "\n## Throughput\n\nDecisions per second, all threads together; of {} round(s) of {} ms, the median round at every thread count \
                  (every round's rate is kept in report.json; `rounds` gives their range). \
                  Latency: one check in {} timed alone with the TSC; two back-to-back TSC reads are {} ns apart on \
                  this machine (their cost and, on this VM, the resolution), which is subtracted, so a check faster \

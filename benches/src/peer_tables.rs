@@ -6,9 +6,10 @@
 
 use std::fmt::Write as _;
 
-use crate::comparison::{not_comparable, Counting, APPROXIMATE};
+use crate::comparison::{not_comparable, Counting, APPROXIMATE, BOUNDED};
 use crate::peer_accuracy::GOVERNOR_TUNED_ACCURACY;
 use crate::report::{subject_rank, Record, Report, SubjectKind};
+use crate::rounds::{noise, noise_note};
 use crate::stats::si;
 
 /// The peers that were tried and are not measured, and why: for the README.
@@ -33,14 +34,20 @@ impl Report {
         let _ = writeln!(
             out,
             "Exact rows against exact peers; the approximate ones ({}) only against each other, in \
-             their own column.\n",
-            APPROXIMATE.map(|s| format!("`{s}`")).join(", ")
+             their own column; the bounded ones ({}: striped, so their admissions are bounded by \
+             stripes x batch rather than exact) against the fastest exact peer in their own column, \
+             never as kova's exact row. A verdict is \"within noise\" where the margin between the \
+             two rows is under the sum of their rounds' spreads: another run may order them the \
+             other way.\n",
+            APPROXIMATE.map(|s| format!("`{s}`")).join(", "),
+            BOUNDED.map(|s| format!("`{s}`")).join(", ")
         );
         let _ = writeln!(
             out,
             "| scenario | threads | fastest exact peer (admitted) | kova's fastest exact (admitted) | \
-             kova fastest / peer | gcra / peer | | approximate: kova's fastest / peer's |\n\
-             |---|---:|---|---|---:|---:|---|---|"
+             kova fastest / peer | gcra / peer | | bounded: kova's fastest / exact peer | \
+             approximate: kova's fastest / peer's |\n\
+             |---|---:|---|---|---:|---:|---|---|---|"
         );
         for s in &self.scenarios {
             for &threads in &self.settings.threads {
@@ -54,6 +61,13 @@ impl Report {
                 if exact.is_none() && approximate.is_none() {
                     continue;
                 }
+                let bounded = self
+                    .fastest(&s.name, threads, SubjectKind::Kova, Counting::Bounded)
+                    .zip(exact.map(|(peer, _)| peer))
+                    .map_or("-".to_owned(), |(kova, peer)| match not_comparable(kova, peer) {
+                        Some(words) => format!("n/c: {} against {}, {words}", kova.subject, peer.subject),
+                        None => format!("{}: {} / {}", ratio(kova, peer), kova.subject, peer.subject),
+                    });
                 let exact_cells = exact.map_or_else(
                     || "- | - | - | - | -".to_owned(),
                     |(peer, kova)| {
@@ -77,7 +91,11 @@ impl Report {
                         Some(words) => format!("n/c: {} against {}, {words}", kova.subject, peer.subject),
                         None => format!("{}: {} / {}", ratio(kova, peer), kova.subject, peer.subject),
                     });
-                let _ = writeln!(out, "| `{}` | {threads} | {exact_cells} | {approximate_cell} |", s.name);
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {threads} | {exact_cells} | {bounded} | {approximate_cell} |",
+                    s.name
+                );
             }
         }
     }
@@ -135,10 +153,16 @@ fn ratio(r: &Record, peer: &Record) -> String {
 }
 
 /// Who wins between kova's fastest exact row and the fastest exact peer, and why a peer that
-/// wins does.
+/// wins does; "within noise", with the margin and the rounds' spread, where the two rows are
+/// closer than the sum of their rounds' spreads (the rule the targets follow:
+/// [`crate::rounds::noise_note`]), whichever is ahead.
 fn verdict(kova: &Record, peer: &Record) -> String {
     if let Some(words) = not_comparable(kova, peer) {
         return format!("{} against {}: {words}", kova.subject, peer.subject);
+    }
+    if let Some(note) = noise_note(kova.ops_per_sec, peer.ops_per_sec, noise(&[kova, peer])) {
+        let ahead = if kova.ops_per_sec >= peer.ops_per_sec { "kova" } else { peer.subject.as_str() };
+        return format!("{note} ({ahead} ahead in this run)");
     }
     if kova.ops_per_sec >= peer.ops_per_sec {
         return "kova ahead".to_owned();
@@ -190,11 +214,11 @@ mod tests {
         assert!(
             out.contains(
                 "| `direct` | 1 | leaky_bucket 90.00M/s (50.0%) | token_bucket 80.00M/s (100.0%) | n/c | \
-                 n/c | token_bucket against leaky_bucket: not comparable (admitted 100.0% against 50.0%) |"
+                 n/c | token_bucket against leaky_bucket: not comparable (admitted 100.0% against 50.0%) | - |"
             ),
             "{out}"
         );
-        assert!(out.contains("| `direct` | 2 | governor 30.00M/s (100.0%) | gcra 60.00M/s (100.0%) | 2.00x | 2.00x | kova ahead |"), "{out}");
+        assert!(out.contains("| `direct` | 2 | governor 30.00M/s (100.0%) | gcra 60.00M/s (100.0%) | 2.00x | 2.00x | kova ahead | - | - |"), "{out}");
     }
 
     /// The note is symmetric: kova's row that denies more is not ahead either.
@@ -210,7 +234,7 @@ mod tests {
         r.best_peer_table(&mut out);
         assert!(
             out.contains(
-                "| `keyed_flood` | 1 | - | - | - | - | - | n/c: kova_sketch against pingora_rate, not comparable \
+                "| `keyed_flood` | 1 | - | - | - | - | - | - | n/c: kova_sketch against pingora_rate, not comparable \
                  (admitted 3.0% against 10.8%) |"
             ),
             "{out}"
@@ -235,13 +259,64 @@ mod tests {
         assert!(
             out.contains(
                 "| `keyed_1m_uniform` | 1 | governor_tuned 16.00M/s (100.0%) | gcra 50.00M/s (100.0%) | 3.12x | \
-                 3.12x | kova ahead | 3.00x: kova_sketch / pingora_rate |"
+                 3.12x | kova ahead | - | 3.00x: kova_sketch / pingora_rate |"
             ),
             "{out}"
         );
         assert!(out.starts_with(
             "Exact rows against exact peers; the approximate ones (`kova_sketch`, `pingora_rate`)"
         ));
+    }
+
+    /// A striped row is bounded, not exact: however fast, it is not kova's exact row, and it
+    /// meets the exact peer in its own, labelled column.
+    #[test]
+    fn bounded_rows_are_not_kovas_exact_row() {
+        let mut r = report(vec![
+            record("gcra", SubjectKind::Kova, "direct", 2, 24e6),
+            record("gcra_striped", SubjectKind::Kova, "direct", 2, 199e6),
+            record("token_bucket_striped", SubjectKind::Kova, "direct", 2, 198e6),
+            record("ratelimit", SubjectKind::Peer, "direct", 2, 25e6),
+        ]);
+        r.settings.threads = vec![2];
+        r.compute_ratios();
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "| `direct` | 2 | ratelimit 25.00M/s (100.0%) | gcra 24.00M/s (100.0%) | 0.96x | 0.96x | \
+                 **ratelimit wins** | 7.96x: gcra_striped / ratelimit | - |"
+            ),
+            "{out}"
+        );
+        // The bounded row's own ratio is still against the exact peer.
+        assert_eq!(r.find("direct", "gcra_striped", 2).unwrap().vs_best_peer, Some(199.0 / 25.0));
+    }
+
+    /// "kova ahead" only where the margin is over the rounds' spread.
+    #[test]
+    fn a_verdict_inside_the_rounds_spread_is_within_noise() {
+        let mut gcra = record("gcra", SubjectKind::Kova, "keyed_1k", 1, 100.44e6);
+        gcra.round_ops_per_sec = vec![95e6, 100.44e6, 104e6];
+        let mut governor = record("governor", SubjectKind::Peer, "keyed_1k", 1, 100e6);
+        governor.round_ops_per_sec = vec![97e6, 100e6, 100.6e6];
+        let mut r = report(vec![gcra, governor]);
+        r.scenarios[0].name = "keyed_1k".into();
+        r.settings.threads = vec![1];
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(
+            out.contains(
+                "| 1.00x | 1.00x | within noise: margin 0.4% under the rounds' spread 12.6% (kova ahead in this run) |"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("| kova ahead |"), "{out}");
+        // Beyond the spread, the verdict stands.
+        r.records[0].ops_per_sec = 120e6;
+        let mut out = String::new();
+        r.best_peer_table(&mut out);
+        assert!(out.contains("| 1.20x | 1.20x | kova ahead |"), "{out}");
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub struct Record {
     pub scenario: String,
     /// Threads.
     pub threads: usize,
-    /// Decisions per second, all threads together.
+    /// Decisions per second, all threads together: the median round's ([`crate::rounds`]), at
+    /// every thread count; the best round is among `round_ops_per_sec`.
     pub ops_per_sec: f64,
     /// Median latency of one decision (sampled), nanoseconds.
     pub ns_p50: Option<f64>,
@@ -59,24 +60,16 @@ pub struct Record {
     /// With several threads: the 99th percentile latency of the slowest thread's own samples.
     #[serde(default)]
     pub slowest_p99: Option<f64>,
-    /// On one thread, the median round's throughput (`ops_per_sec` is the best round's): a
-    /// ratio of several threads to one compares the median rounds of both. `None` with more
-    /// threads, and in reports written before it was kept.
-    #[serde(default)]
+    /// Read from reports written when one thread kept its best round as `ops_per_sec` and the
+    /// median beside it; [`Report::upgrade_rounds`] makes the median the record's rate and
+    /// clears this. Never written.
+    #[serde(default, skip_serializing)]
     pub median_ops_per_sec: Option<f64>,
     /// Every round's decisions per second, in run order (the kept round is one of them): their
     /// spread is the noise a target's margin is read against ([`crate::rounds`]). Empty in
     /// reports written before they were kept.
     #[serde(default)]
     pub round_ops_per_sec: Vec<f64>,
-}
-
-impl Record {
-    /// The median round's throughput: kept as `ops_per_sec` with several threads, beside it on
-    /// one (the best round's where an older report has no median).
-    pub fn median_ops(&self) -> f64 {
-        self.median_ops_per_sec.unwrap_or(self.ops_per_sec)
-    }
 }
 
 /// One per-key rate measurement.
@@ -250,7 +243,7 @@ pub struct Settings {
     pub filter: Option<String>,
     /// Thread counts measured.
     pub threads: Vec<usize>,
-    /// Rounds per throughput measurement (the best kept on one thread, the median on more).
+    /// Rounds per throughput measurement (the median kept at every thread count).
     pub rounds: usize,
     /// Milliseconds per throughput measurement.
     pub measure_ms: u64,
@@ -343,6 +336,19 @@ pub(crate) fn subject_rank(s: &str) -> usize {
     SUBJECT_ORDER.iter().position(|&x| x == s).unwrap_or(SUBJECT_ORDER.len())
 }
 
+impl Record {
+    /// The p99 a latency comparison quotes: the slowest thread's own with several threads (the
+    /// samples of all threads pooled hide a slow thread behind the fast ones), the one thread's
+    /// otherwise; `None` where it was not kept.
+    pub fn tail_p99(&self) -> Option<f64> {
+        if self.threads > 1 {
+            self.slowest_p99
+        } else {
+            self.ns_p99
+        }
+    }
+}
+
 impl Report {
     /// The record of `subject` in `scenario` at `threads`.
     pub fn find(&self, scenario: &str, subject: &str, threads: usize) -> Option<&Record> {
@@ -360,11 +366,41 @@ impl Report {
         })
     }
 
-    /// How `subject` went from 1 thread to `threads` in `scenario` (aggregate throughput).
+    /// How `subject` went from 1 thread to `threads` in `scenario` (aggregate throughput, median
+    /// rounds).
     pub(crate) fn scaling(&self, scenario: &str, subject: &str, threads: usize) -> Option<f64> {
         let one = self.find(scenario, subject, 1)?;
         let many = self.find(scenario, subject, threads)?;
-        Some(many.ops_per_sec / one.median_ops())
+        Some(many.ops_per_sec / one.ops_per_sec)
+    }
+
+    /// Brings a report written when one thread kept its best round up to the median rule: a
+    /// record with a median beside its rate takes the median as its rate (the best stays among
+    /// its rounds), and a record with rounds but no median (a feature row, or an older report)
+    /// takes the median of its rounds. Latency and admitted share stay those of the round the
+    /// older report kept (their medians were not kept). Recomputes the ratios; the targets are
+    /// left to [`Report::rerender`].
+    pub fn upgrade_rounds(&mut self) {
+        let median = |legacy: &mut Option<f64>, rounds: &[f64], ops: &mut f64| {
+            if let Some(m) = legacy.take().or_else(|| crate::rounds::median(rounds)) {
+                *ops = m;
+            }
+        };
+        for r in &mut self.records {
+            median(&mut r.median_ops_per_sec, &r.round_ops_per_sec, &mut r.ops_per_sec);
+        }
+        for f in &mut self.features {
+            median(&mut f.median_ops_per_sec, &f.round_ops_per_sec, &mut f.ops_per_sec);
+        }
+        self.compute_ratios();
+    }
+
+    /// A saved report as the current harness renders it: [`Report::upgrade_rounds`], then every
+    /// target evaluated again by the current rules (what `--from-json` and the README check
+    /// render).
+    pub fn rerender(&mut self) {
+        self.upgrade_rounds();
+        self.evaluate_targets();
     }
 
     /// Fills `vs_governor` (against governor's faster row), `vs_best_peer` (kova's rows, against
@@ -429,14 +465,14 @@ pub struct FeatureRecord {
     pub kova: bool,
     /// Threads.
     pub threads: usize,
-    /// Calls per second, all threads together: the kept round's ([`crate::rounds::keep`]: the
-    /// best on one thread, the median on more).
+    /// Calls per second, all threads together: the median round's ([`crate::rounds::keep`]), at
+    /// every thread count.
     pub ops_per_sec: f64,
     /// Median latency of one sampled call, nanoseconds.
     pub ns_p50: Option<f64>,
-    /// On one thread, the median round's calls per second; `None` with more threads, and in
-    /// reports written before it was kept.
-    #[serde(default)]
+    /// Read from reports written when one thread kept its best round; see
+    /// [`Record::median_ops_per_sec`]. Never written.
+    #[serde(default, skip_serializing)]
     pub median_ops_per_sec: Option<f64>,
     /// Every round's calls per second, in run order: their spread is the noise a feature
     /// target's margin is read against. Empty in reports written before they were kept.

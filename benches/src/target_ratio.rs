@@ -7,7 +7,7 @@
 
 use crate::comparison::{admitted_note, not_comparable};
 use crate::report::{Record, Report, Status, TargetResult};
-use crate::rounds::{noise, noise_note};
+use crate::rounds::{noise, noise_note, Rounds};
 use crate::stats::si;
 
 /// What a target asks of kova's figure against the peer's.
@@ -119,8 +119,8 @@ impl Report {
         target
     }
 
-    /// `many` threads' aggregate (the median round) against one thread's median round, so that
-    /// the ratio compares like with like (one thread's kept round is its best).
+    /// `many` threads' aggregate against one thread's, median rounds both (every record's rate
+    /// is its median round), with one thread's best round beside.
     pub(crate) fn scaling_target(
         &self,
         name: String,
@@ -134,12 +134,12 @@ impl Report {
             return not_measured(name, goal);
         };
         versus(name, goal, (x, one), |x, one| {
-            let ratio = x.ops_per_sec / one.median_ops();
+            let ratio = x.ops_per_sec / one.ops_per_sec;
             let figure = format!(
                 "{ratio:.2}x ({}/s vs {}/s, median rounds; 1 thread's best {}/s)",
                 si(x.ops_per_sec),
-                si(one.median_ops()),
-                si(one.ops_per_sec)
+                si(one.ops_per_sec),
+                si(one.best_ops())
             );
             (figure, ratio >= at_least, ratio, at_least)
         })
