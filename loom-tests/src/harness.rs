@@ -39,6 +39,23 @@ pub fn model<F: Fn() + Sync + Send + 'static>(f: F) {
     model_with_cap(None, f);
 }
 
+/// Runs a should-fail model: `run` must panic (loom found the interleaving), with a message that
+/// contains `expected`, the model's own assertion (not another failure). `what` names the
+/// defect, for the message when loom finds nothing. Prints what loom caught.
+pub fn expect_caught(run: impl FnOnce(), expected: &str, what: &str) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let Err(payload) = catch_unwind(AssertUnwindSafe(run)) else {
+        panic!("loom explored every interleaving and found no {what}");
+    };
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(message.contains(expected), "loom failed for another reason: {message}");
+    eprintln!("loom caught it: {message}");
+}
+
 /// [`model`], with the preemption bound lowered to `cap` when `LOOM_MAX_PREEMPTIONS` (or the
 /// default) is higher: for the few models too big to explore at the suite's bound.
 pub fn model_with_cap<F: Fn() + Sync + Send + 'static>(cap: Option<usize>, f: F) {

@@ -14,12 +14,10 @@
 //! `kova::loom_racy::cancel_load_store`) overwrites the check's admission (2 remain).
 #![cfg(kova_loom)]
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use kova::loom_racy::cancel_load_store;
 use kova::reservation::Reservation;
 use kova::{Gcra, ManualClock, Quota, RateLimiter};
-use kova_loom_tests::harness::model;
+use kova_loom_tests::harness::{expect_caught, model};
 use loom::sync::Arc;
 
 type Limiter = RateLimiter<Gcra, ManualClock>;
@@ -51,13 +49,5 @@ fn cancel_racing_a_check_is_one_or_the_other() {
 
 #[test]
 fn cancel_by_load_and_store_is_caught() {
-    let outcome = catch_unwind(AssertUnwindSafe(|| model(|| race(cancel_load_store))));
-    let payload = outcome.expect_err("loom explored every interleaving and found no lost update");
-    let message = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    assert!(message.contains("not a sequential outcome"), "loom failed for another reason: {message}");
-    eprintln!("loom caught it: {message}");
+    expect_caught(|| model(|| race(cancel_load_store)), "not a sequential outcome", "lost update");
 }

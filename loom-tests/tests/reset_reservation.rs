@@ -16,11 +16,9 @@
 //! (`loom_racy::reset_counted_once`).
 #![cfg(kova_loom)]
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use kova::loom_racy::reset_counted_once;
 use kova::{Gcra, ManualClock, Quota, RateLimiter};
-use kova_loom_tests::harness::model;
+use kova_loom_tests::harness::{expect_caught, model};
 use loom::sync::Arc;
 
 fn race() {
@@ -49,13 +47,5 @@ fn a_reset_racing_a_reservation_is_one_or_the_other() {
 
 #[test]
 fn a_reset_counted_once_before_the_cell_changes_is_caught() {
-    let outcome = catch_unwind(AssertUnwindSafe(|| model(|| reset_counted_once(race))));
-    let payload = outcome.expect_err("loom explored every interleaving and found no double grant");
-    let message = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    assert!(message.contains("not a sequential outcome"), "loom failed for another reason: {message}");
-    eprintln!("loom caught it: {message}");
+    expect_caught(|| model(|| reset_counted_once(race)), "not a sequential outcome", "double grant");
 }

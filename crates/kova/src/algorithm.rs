@@ -138,6 +138,16 @@ pub enum GiveBack {
     Undo,
 }
 
+/// The default rule of [`Algorithm::still_counted`]: a window's units count whole until it ends
+/// (the decision's reset), and not at all after.
+fn whole_until_reset(cost: u64, elapsed_nanos: u64, reset_after_nanos: u64) -> u64 {
+    if elapsed_nanos < reset_after_nanos {
+        cost
+    } else {
+        0
+    }
+}
+
 impl GiveBack {
     /// The units `nanos` of state hold, at `interval` nanoseconds a unit: whole ones for a
     /// settlement, any part of one for an undo.
@@ -206,11 +216,7 @@ pub trait Algorithm: Send + Sync + Sized + 'static {
         give_back: GiveBack,
     ) -> u64 {
         let _ = give_back;
-        if elapsed_nanos < reset_after_nanos {
-            cost
-        } else {
-            0
-        }
+        whole_until_reset(cost, elapsed_nanos, reset_after_nanos)
     }
 
     /// Charges up to `cost` units from `cell` whatever its state, never denied (the extra part
@@ -319,11 +325,7 @@ pub trait WordAlgorithm: Send + Sync + Sized + 'static {
         give_back: GiveBack,
     ) -> u64 {
         let _ = give_back;
-        if elapsed_nanos < reset_after_nanos {
-            cost
-        } else {
-            0
-        }
+        whole_until_reset(cost, elapsed_nanos, reset_after_nanos)
     }
 
     /// Gives back `cost` units that an allowed check took by writing `written` (the word its
