@@ -53,8 +53,10 @@ impl KeyedLimiter for MemberLimiter {
     }
 
     /// A refund gives back to every member of the composite, but the layer holds only this
-    /// member's decision: what the others still count is not known, so nothing is given back
-    /// unless the composite has this member alone.
+    /// member's decision: what the others still count is not known. A composite of this member
+    /// alone has its own rule. Otherwise a settlement gives nothing back (the stricter answer);
+    /// an undo (the request was denied, and a denial takes nothing) gives the whole charge back
+    /// while this member's reset has not passed, as a window would.
     fn still_counted(
         &self,
         key: &LimitKey,
@@ -71,6 +73,8 @@ impl KeyedLimiter for MemberLimiter {
                 &[(self.1, reset_after_nanos)],
                 give_back,
             )
+        } else if give_back == GiveBack::Undo && elapsed_nanos < reset_after_nanos {
+            taken
         } else {
             0
         }

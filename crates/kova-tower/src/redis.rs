@@ -107,7 +107,8 @@ impl KeyedLimiter for RedisBackend {
 
     /// The rule of the Redis limit's algorithm under its quota, which Redis enforces as kova
     /// does in memory: none once a window has ended, not what GCRA or a token bucket has
-    /// refilled since.
+    /// refilled since. For a quota Redis takes and kova's in-memory algorithm does not (a larger
+    /// burst), the window rule: the whole charge until the decision's reset, none after.
     fn still_counted(
         &self,
         _: &LimitKey,
@@ -116,9 +117,13 @@ impl KeyedLimiter for RedisBackend {
         reset_after_nanos: u64,
         give_back: GiveBack,
     ) -> u64 {
-        self.rule.map_or(0, |rule| {
-            kova::Algorithm::still_counted(&rule, taken, elapsed_nanos, reset_after_nanos, give_back)
-        })
+        match self.rule {
+            Some(rule) => {
+                kova::Algorithm::still_counted(&rule, taken, elapsed_nanos, reset_after_nanos, give_back)
+            }
+            None if elapsed_nanos < reset_after_nanos => taken,
+            None => 0,
+        }
     }
 
     /// Settles in Redis (`kova_redis::RedisLimiter::settle`: a refund when lower, a charge into

@@ -178,3 +178,24 @@ async fn a_member_used_on_its_own_checks_its_whole_composite() {
     // It took from the minute limit too: one check of the composite.
     assert_eq!(send(&whole, "k").await, (StatusCode::OK, r#""minute";r=8;t=12, "hour";r=1;t=2400"#.into()));
 }
+
+/// A member used on its own, then a later limit that denies: the whole composite gets its units
+/// back (a denial takes nothing), though the layer holds only this member's decision.
+#[tokio::test(flavor = "current_thread")]
+async fn a_member_used_on_its_own_gives_the_composite_back_its_units_on_a_later_denial() {
+    let clock = ManualClock::new();
+    let composite =
+        CompositeLimit::in_memory_with::<Gcra, _>(Key::header(API_KEY), quotas(), clock.clone()).unwrap();
+    let global =
+        Limit::in_memory_with::<Gcra, _>("global", Quota::per_minute(1).unwrap(), Key::global(), clock)
+            .unwrap();
+    let minute_alone = router(RateLimitLayer::new(composite.limits()[0].clone()).limit(global));
+    let whole = router(RateLimitLayer::from_composite(composite));
+    assert_eq!(send(&minute_alone, "k").await.0, StatusCode::OK);
+    for _ in 0..4 {
+        assert_eq!(send(&minute_alone, "k").await.0, StatusCode::TOO_MANY_REQUESTS);
+    }
+    // One request's units taken (the first), none of the four denied ones': the hour has 2 left
+    // before this look takes its own.
+    assert_eq!(send(&whole, "k").await, (StatusCode::OK, r#""minute";r=8;t=12, "hour";r=1;t=2400"#.into()));
+}
