@@ -5,7 +5,7 @@
 
 use crate::comparison::not_comparable;
 use crate::report::{Record, Report, Status, TargetResult};
-use crate::rounds::{noise, noise_note};
+use crate::rounds::{noise_note, ratio_noise};
 use crate::target_ratio::not_measured;
 
 /// A target between two rows whose admitted shares differ.
@@ -36,7 +36,7 @@ impl Report {
                 None => {
                     let share = k.thread_share.unwrap_or(0.0);
                     let ratio = k.ops_per_sec / g.ops_per_sec;
-                    let within = noise_note(ratio, 1.5, noise(&[k, g]));
+                    let within = noise_note(ratio, 1.5, ratio_noise(k, g));
                     TargetResult {
                         name: name.into(),
                         goal: goal.into(),
@@ -71,7 +71,7 @@ impl Report {
                     let (gp_row, gp) = self
                         .governor_p99_row("keyed_hot", 2, |r| r.slowest_p99)
                         .map_or((g, 0.0), |(r, p)| (r, p));
-                    let within = noise_note(ratio, 2.0, noise(&[k, g]));
+                    let within = noise_note(ratio, 2.0, ratio_noise(k, g));
                     TargetResult {
                         name: name.into(),
                         goal: goal.into(),
@@ -107,7 +107,7 @@ impl Report {
             (Some(a), Some((_, b))) if b > 0.0 => a / b,
             _ => f64::INFINITY,
         };
-        let within = noise_note(ratio, 1.0, noise(&[k, g]));
+        let within = noise_note(ratio, 1.0, ratio_noise(k, g));
         TargetResult {
             name,
             goal: goal.into(),

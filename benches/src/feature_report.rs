@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use crate::features::{COST, FLOOR_CAS128, FLOOR_CAS128_CAS64, FLOOR_CAS128_X2, LIMITS, WAITING};
 use crate::report::{FeatureRecord, Report, Status, TargetResult};
-use crate::rounds::{noise, noise_note, noise_note_ns, Rounds as _};
+use crate::rounds::{noise_note, noise_note_ns, ratio_noise, Rounds as _};
 use crate::stats::si;
 use crate::target_ratio::not_measured;
 
@@ -93,7 +93,7 @@ impl Report {
                         _ => write!(measured, "; {threads} threads {ratio:.2}x"),
                     };
                     met &= ratio <= at_most;
-                    if let Some(note) = noise_note(ratio, at_most, noise(&[r, base])) {
+                    if let Some(note) = noise_note(ratio, at_most, ratio_noise(base, r)) {
                         let _ = write!(measured, "; {note}");
                         within = true;
                     }
@@ -289,9 +289,10 @@ mod tests {
         };
         let mut r = report(vec![]);
         r.features = vec![
-            // 1.15x at 1 thread, rounds 5% apart on each side: a margin of 4.2% inside 10%.
+            // 1.15x at 1 thread against a goal of 1.2x: the floor's fastest round over the
+            // composite's slowest reaches 1.22x, past it.
             with_rounds("limits_2", "gcra", 1, &[87e6, 85e6, 89e6]),
-            with_rounds("floor_cas128", "floor_cas128", 1, &[100e6, 97e6, 102e6]),
+            with_rounds("floor_cas128", "floor_cas128", 1, &[100e6, 97e6, 104e6]),
             // 1.50x at 2 threads: far from the goal, whatever the spread.
             with_rounds("limits_2", "gcra", 2, &[40e6, 38e6, 42e6]),
             with_rounds("floor_cas128", "floor_cas128", 2, &[60e6, 57e6, 62e6]),
@@ -302,7 +303,7 @@ mod tests {
         assert!(two.within_noise, "{two:?}");
         assert_eq!(
             two.measured,
-            "1.15x (11.5 ns vs 10.0 ns); within noise: margin 4.2% under the rounds' spread 9.6%; 2 threads 1.50x"
+            "1.15x (11.5 ns vs 10.0 ns); within noise: margin 4.4% under the rounds' spread 6.4%; 2 threads 1.50x"
         );
         // One round each: no spread, so no verdict.
         for f in &mut r.features {

@@ -24,8 +24,9 @@ const TARGETS_READING: &str =
      given), whichever side admitted less, and the shares are given wherever either row admitted under 99%. \
      Every target against governor takes the faster of its two rows in this run (`governor`, its defaults; \
      `governor_tuned`, its upkeep clock and, keyed, ahash), a latency goal the lower of their p99s. A target \
-     is \"within noise\" where its margin to the goal is smaller than the spread of the rounds it was \
-     computed from: another run may land on the other side.";
+     is \"within noise\" where the rounds it was computed from reach the other side of its goal (the \
+     ratio of one row's fastest round to the other's slowest, or the reverse): another run may land \
+     there.";
 
 impl Report {
     pub(crate) fn max_threads(&self) -> usize {

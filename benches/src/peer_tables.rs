@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use crate::comparison::{not_comparable, Counting, APPROXIMATE, BOUNDED};
 use crate::peer_accuracy::GOVERNOR_TUNED_ACCURACY;
 use crate::report::{subject_rank, Record, Report, SubjectKind};
-use crate::rounds::{noise, noise_note};
+use crate::rounds::{noise_note, ratio_noise};
 use crate::stats::si;
 
 /// The peers that were tried and are not measured, and why: for the README.
@@ -36,9 +36,9 @@ impl Report {
             "Exact rows against exact peers; the approximate ones ({}) only against each other, in \
              their own column; the bounded ones ({}: striped, so their admissions are bounded by \
              stripes x batch rather than exact) against the fastest exact peer in their own column, \
-             never as kova's exact row. A verdict is \"within noise\" where the margin between the \
-             two rows is under the sum of their rounds' spreads: another run may order them the \
-             other way.\n",
+             never as kova's exact row. A verdict is \"within noise\" where the two rows' rounds \
+             overlap (the slower row's fastest round beats the faster row's slowest): another run \
+             may order them the other way.\n",
             APPROXIMATE.map(|s| format!("`{s}`")).join(", "),
             BOUNDED.map(|s| format!("`{s}`")).join(", ")
         );
@@ -154,13 +154,13 @@ fn ratio(r: &Record, peer: &Record) -> String {
 
 /// Who wins between kova's fastest exact row and the fastest exact peer, and why a peer that
 /// wins does; "within noise", with the margin and the rounds' spread, where the two rows are
-/// closer than the sum of their rounds' spreads (the rule the targets follow:
+/// close enough that their rounds overlap (the rule the targets follow:
 /// [`crate::rounds::noise_note`]), whichever is ahead.
 fn verdict(kova: &Record, peer: &Record) -> String {
     if let Some(words) = not_comparable(kova, peer) {
         return format!("{} against {}: {words}", kova.subject, peer.subject);
     }
-    if let Some(note) = noise_note(kova.ops_per_sec, peer.ops_per_sec, noise(&[kova, peer])) {
+    if let Some(note) = noise_note(kova.ops_per_sec / peer.ops_per_sec, 1.0, ratio_noise(kova, peer)) {
         let ahead = if kova.ops_per_sec >= peer.ops_per_sec { "kova" } else { peer.subject.as_str() };
         return format!("{note} ({ahead} ahead in this run)");
     }
@@ -307,13 +307,14 @@ mod tests {
         r.best_peer_table(&mut out);
         assert!(
             out.contains(
-                "| 1.00x | 1.00x | within noise: margin 0.4% under the rounds' spread 12.6% (kova ahead in this run) |"
+                "| 1.00x | 1.00x | within noise: margin 0.4% under the rounds' spread 6.0% (kova ahead in this run) |"
             ),
             "{out}"
         );
         assert!(!out.contains("| kova ahead |"), "{out}");
         // Beyond the spread, the verdict stands.
         r.records[0].ops_per_sec = 120e6;
+        r.records[0].round_ops_per_sec = vec![115e6, 120e6, 124e6];
         let mut out = String::new();
         r.best_peer_table(&mut out);
         assert!(out.contains("| 1.20x | 1.20x | kova ahead |"), "{out}");

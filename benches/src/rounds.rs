@@ -116,19 +116,45 @@ impl Rounds for FeatureRecord {
     }
 }
 
-/// The noise of a ratio of `rows`' throughputs: the sum of their spreads (to first order, the
-/// relative error of a ratio is the sum of its terms'); `None` when a row has no spread.
-pub fn noise<R: Rounds>(rows: &[&R]) -> Option<f64> {
-    rows.iter().map(|r| r.spread()).sum()
+/// How far the rounds let the ratio `num / den` of two rows' rates reach above and below the
+/// ratio of their kept (median) rates, as shares of it: up to the fastest `num` round over the
+/// slowest `den` round, down to the slowest over the fastest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatioNoise {
+    /// `max(num) / min(den)` over the medians' ratio, less 1.
+    pub up: f64,
+    /// 1 less `min(num) / max(den)` over the medians' ratio.
+    pub down: f64,
 }
 
-/// "within noise: margin M% under the rounds' spread S%" when `figure` is closer to
-/// `goal` (relatively) than `noise`; `None` otherwise, or when the noise is unknown.
-pub fn noise_note(figure: f64, goal: f64, noise: Option<f64>) -> Option<String> {
+/// The [`RatioNoise`] of `num / den`; `None` when a row has fewer than two rounds.
+pub fn ratio_noise<R: Rounds>(num: &R, den: &R) -> Option<RatioNoise> {
+    let enough = |r: &R| r.round_ops().len() > 1 && r.kept_ops() > 0.0;
+    if !enough(num) || !enough(den) {
+        return None;
+    }
+    let ((num_min, num_max), (den_min, den_max)) = (num.round_range()?, den.round_range()?);
+    if den_min <= 0.0 {
+        return None;
+    }
+    let kept = num.kept_ops() / den.kept_ops();
+    Some(RatioNoise { up: num_max / den_min / kept - 1.0, down: 1.0 - num_min / den_max / kept })
+}
+
+/// "within noise: margin M% under the rounds' spread S%" when the rounds could have put the
+/// ratio `figure` on the other side of `goal`: the goal lies between the lowest and the highest
+/// ratio the two rows' rounds make ([`RatioNoise`]), on the side it is on (a miss is within
+/// noise only if the rounds reach up to the goal, a pass only if they reach down to it). `None`
+/// otherwise, or when the noise is unknown.
+pub fn noise_note(figure: f64, goal: f64, noise: Option<RatioNoise>) -> Option<String> {
     let noise = noise?;
-    let margin = (figure / goal - 1.0).abs();
-    (margin < noise).then(|| {
-        format!("within noise: margin {:.1}% under the rounds' spread {:.1}%", margin * 100.0, noise * 100.0)
+    if figure <= 0.0 || goal <= 0.0 {
+        return None;
+    }
+    let (margin, spread) =
+        if goal >= figure { (goal / figure - 1.0, noise.up) } else { (1.0 - goal / figure, noise.down) };
+    (margin < spread).then(|| {
+        format!("within noise: margin {:.1}% under the rounds' spread {:.1}%", margin * 100.0, spread * 100.0)
     })
 }
 
@@ -206,19 +232,27 @@ mod tests {
         b.round_ops_per_sec = vec![50e6, 51e6];
         assert!((a.spread().unwrap() - 0.09).abs() < 1e-12);
         assert_eq!(a.range_text(), "95.00M-104.00M");
-        let n = noise(&[&a, &b]);
-        assert!((n.unwrap() - 0.11).abs() < 1e-12);
-        // 2.0x against a goal of 1.9x: a margin of 5.3% inside 11%.
+        let n = ratio_noise(&a, &b);
+        // The medians' ratio is 2.0; the rounds reach 104 / 50 = 2.08 and 95 / 51 = 1.863.
+        let RatioNoise { up, down } = n.unwrap();
+        assert!((up - 0.04).abs() < 1e-12 && (down - (1.0 - 95.0 / 51.0 / 2.0)).abs() < 1e-12);
+        // 2.0x against a goal of 1.9x: the rounds reach down to 1.863, past it.
         assert_eq!(
             noise_note(2.0, 1.9, n).as_deref(),
-            Some("within noise: margin 5.3% under the rounds' spread 11.0%")
+            Some("within noise: margin 5.0% under the rounds' spread 6.9%")
         );
         assert_eq!(noise_note(2.0, 1.5, n), None);
+        // Against a goal of 2.1x the miss is clear: no round pair reaches 2.1.
+        assert_eq!(noise_note(2.0, 2.1, n), None);
+        assert_eq!(
+            noise_note(2.0, 2.05, n).as_deref(),
+            Some("within noise: margin 2.5% under the rounds' spread 4.0%")
+        );
         // One round: no spread, so no verdict either way.
         let one = record("gcra", SubjectKind::Kova, "direct", 1, 1e6);
         assert_eq!(one.spread(), None);
         assert_eq!(one.range_text(), "-");
-        assert_eq!(noise(&[&a, &one]), None);
+        assert_eq!(ratio_noise(&a, &one), None);
         assert_eq!(noise_note(1.0, 1.0, None), None);
     }
 }

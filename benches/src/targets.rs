@@ -2,7 +2,7 @@
 
 use crate::comparison::governor_beside;
 use crate::report::{MemoryRecord, Record, Report, Status, TargetResult, PINNED_FLOOR};
-use crate::rounds::{noise, noise_note};
+use crate::rounds::{noise_note, ratio_noise};
 use crate::scenarios::{Scenario, GCRA_HOT, GCRA_NO_DOOR};
 use crate::target_ratio::{not_measured, Goal};
 
@@ -33,7 +33,7 @@ impl Report {
             t.push(match (kova, floor) {
                 (Some(k), Some(f)) => {
                     let ratio = f.ops_per_sec / k.ops_per_sec;
-                    let within = noise_note(ratio, 2.0, noise(&[k, f]));
+                    let within = noise_note(ratio, 2.0, ratio_noise(f, k));
                     let mut measured = format!(
                         "{:.2}x ({:.1} ns vs {:.1} ns)",
                         ratio,
