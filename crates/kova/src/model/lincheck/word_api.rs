@@ -186,7 +186,10 @@ impl<W: WordAlgorithm> Spec for WordApi<W> {
                 }
             }
             Op::Reset => {
+                // A reset gives everything back, reserved units included: a reservation made
+                // before it gives nothing back when cancelled (`RateLimiter::reset`).
                 state.word = algorithm.fresh_word();
+                state.reservations.clear();
                 Output::Done
             }
             Op::Reserve { id, cost } => {
