@@ -235,7 +235,10 @@ impl Visited {
 /// the composite) for each limit, in that limit's own numbers (its headers): untracked, what a
 /// fresh state of the limit answers for `cost` at `now`; denied, nothing left of its capacity.
 /// Marked as the policy's decision is.
-#[cold]
+// Always inlined, though cold: called out of line, it writes its answer through a pointer to
+// `decide`'s return slot, and the hit path then builds its whole answer in memory too (every
+// limit's decision, where a caller reading `is_allowed` needs none).
+#[inline(always)]
 fn full_answer<W: WordAlgorithm>(
     decision: Decision,
     algorithms: &[W],
